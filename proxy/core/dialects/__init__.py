@@ -1,0 +1,131 @@
+"""Dialects: how a stream's events make up a message, and how to tell them apart.
+
+Detection looks at the first event that carries data (its event type, then its JSON shape);
+it can be overridden by name, and the proxy passes a hint from the request path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.core.alerts import Alert
+from proxy.core.dialects.anthropic import AnthropicAccumulator
+from proxy.core.dialects.base import Accumulator, JsonAccumulator, loads
+from proxy.core.dialects.openai_chat import OpenAIChatAccumulator
+from proxy.core.dialects.openai_responses import OpenAIResponsesAccumulator
+from proxy.core.dialects.raw_text import RawTextAccumulator
+
+__all__ = [
+    "DIALECTS",
+    "Accumulator",
+    "DetectingAccumulator",
+    "detect",
+    "dialect_for_path",
+    "make_accumulator",
+    "normalize_dialect",
+]
+
+DIALECTS: dict[str, type[Accumulator]] = {
+    "openai": OpenAIChatAccumulator,
+    "responses": OpenAIResponsesAccumulator,
+    "anthropic": AnthropicAccumulator,
+    "text": RawTextAccumulator,
+    "none": Accumulator,
+}
+_ALIASES = {
+    "auto": "auto",
+    "openai": "openai",
+    "openai_chat": "openai",
+    "openai-chat": "openai",
+    "chat": "openai",
+    "responses": "responses",
+    "openai_responses": "responses",
+    "openai-responses": "responses",
+    "anthropic": "anthropic",
+    "messages": "anthropic",
+    "text": "text",
+    "raw": "text",
+    "raw_text": "text",
+    "none": "none",
+}
+_ANTHROPIC_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
+
+
+def normalize_dialect(name: str | None) -> str | None:
+    """Canonical dialect name, ``None`` for auto-detection; ``ValueError`` if unknown."""
+    if name is None:
+        return None
+    canon = _ALIASES.get(name.strip().lower())
+    if canon is None:
+        valid = ", ".join(["auto", *DIALECTS])
+        raise ValueError(f"unknown dialect {name!r} (valid: {valid})")
+    return None if canon == "auto" else canon
+
+
+def dialect_for_path(path: str) -> str | None:
+    """A hint from the request path of well-known streaming endpoints."""
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/responses"):
+        return "responses"
+    if path.endswith("/messages"):
+        return "anthropic"
+    return None
+
+
+def _shape(obj: dict[str, Any]) -> str | None:
+    kind = obj.get("type")
+    if type(kind) is str:
+        if kind.startswith("response."):
+            return "responses"
+        if kind in _ANTHROPIC_TYPES:
+            return "anthropic"
+    if "choices" in obj or obj.get("object") == "chat.completion.chunk":
+        return "openai"
+    return None
+
+
+def detect(etype: str, data: str) -> str | None:
+    """The dialect this first data event belongs to, or ``None`` if it cannot tell yet."""
+    if etype in _ANTHROPIC_TYPES:
+        return "anthropic"
+    if etype.startswith("response."):
+        return "responses"
+    if data == "[DONE]":
+        return "openai"
+    if not data.lstrip(" \t\n").startswith("{"):
+        return "text"
+    try:
+        obj = loads(data)
+    except ValueError:
+        return None
+    return _shape(obj) if type(obj) is dict else None
+
+
+def make_accumulator(name: str, alerts: list[Alert]) -> Accumulator:
+    return DIALECTS[name](alerts)
+
+
+class DetectingAccumulator(JsonAccumulator):
+    """Stands in until the dialect is known; then the reassembler swaps in the real one.
+
+    Until then it still reports what any JSON dialect would: payloads that look like JSON
+    but do not parse, and error objects.
+    """
+
+    name = "unknown"
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        obj = self.parse(data, index, offset)
+        if obj is not None and (etype == "error" or obj.get("type") == "error"):
+            self.error_event(obj, index, offset)

@@ -1,0 +1,125 @@
+"""Anthropic Messages streams: content blocks by index, ending with ``message_stop``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from proxy.core.alerts import Alert
+from proxy.core.dialects.base import JsonAccumulator, ToolCall
+
+__all__ = ["AnthropicAccumulator"]
+
+
+@dataclass(slots=True)
+class _Block:
+    type: str
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    tool: ToolCall | None = None
+
+
+class AnthropicAccumulator(JsonAccumulator):
+    """``text_delta`` text and ``input_json_delta`` tool input, per content block index.
+
+    ``text`` joins the text blocks in index order. An ``error`` event ends the stream
+    legitimately (reported as ``sse.error_event``, not as truncation).
+    """
+
+    name: ClassVar[str] = "anthropic"
+    terminal_marker: ClassVar[str | None] = "message_stop"
+
+    def __init__(self, alerts: list[Alert]) -> None:
+        super().__init__(alerts)
+        self._blocks: dict[int, _Block] = {}
+        self._stop_reason: str | None = None
+        self._last_offset = 0
+        self._last_index = 0
+
+    def _block(self, idx: int, kind: str = "text") -> _Block:
+        block = self._blocks.get(idx)
+        if block is None:
+            block = self._blocks[idx] = _Block(type=kind)
+        return block
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        obj = self.parse(data, index, offset)
+        self._last_offset, self._last_index = offset, index
+        if obj is None:
+            return
+        kind = obj.get("type") or etype
+        idx = obj.get("index", 0)
+        if type(idx) is not int:
+            idx = 0
+        if kind == "content_block_delta":
+            delta = obj.get("delta")
+            if type(delta) is not dict:
+                return
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                text = delta.get("text")
+                if type(text) is str:
+                    self._block(idx).text.append(text)
+                    if "\ufffd" in text:
+                        self._count_fffd(text)
+            elif dtype == "input_json_delta":
+                part = delta.get("partial_json")
+                if type(part) is str:
+                    block = self._block(idx, "tool_use")
+                    if block.tool is None:
+                        block.tool = ToolCall(key=str(idx))
+                    block.tool.parts.append(part)
+                    self._count_fffd(part)
+            elif dtype == "thinking_delta":
+                thinking = delta.get("thinking")
+                if type(thinking) is str:
+                    self._block(idx, "thinking").thinking.append(thinking)
+                    self._count_fffd(thinking)
+        elif kind == "content_block_start":
+            cb = obj.get("content_block")
+            if type(cb) is not dict:
+                return
+            block = self._block(idx, str(cb.get("type") or "text"))
+            block.type = str(cb.get("type") or block.type)
+            if block.type in ("tool_use", "server_tool_use"):
+                block.tool = block.tool or ToolCall(key=str(idx))
+                block.tool.name = cb.get("name") or block.tool.name
+                block.tool.id = cb.get("id") or block.tool.id
+            text = cb.get("text")
+            if text and type(text) is str:
+                block.text.append(text)
+                self._count_fffd(text)
+        elif kind == "message_delta":
+            delta = obj.get("delta")
+            if type(delta) is dict and delta.get("stop_reason"):
+                self._stop_reason = str(delta["stop_reason"])
+        elif kind == "message_stop":
+            self.terminal_seen = True
+        elif kind == "error":
+            self.error_event(obj, index, offset)
+            self.terminal_seen = True
+
+    def finish(self) -> None:
+        calls = [b.tool for _, b in sorted(self._blocks.items()) if b.tool is not None]
+        self.check_tool_calls(calls, self._last_offset, self._last_index)
+
+    @property
+    def text(self) -> str:
+        return "".join("".join(b.text) for _, b in sorted(self._blocks.items()) if b.text)
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "stop_reason": self._stop_reason,
+            "blocks": [
+                {
+                    "index": idx,
+                    "type": b.type,
+                    "text": "".join(b.text),
+                    "thinking": "".join(b.thinking),
+                    "tool": None
+                    if b.tool is None
+                    else {"id": b.tool.id, "name": b.tool.name, "input_json": b.tool.arguments},
+                }
+                for idx, b in sorted(self._blocks.items())
+            ],
+        }

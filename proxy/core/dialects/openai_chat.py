@@ -1,0 +1,128 @@
+"""OpenAI Chat Completions streams: ``chat.completion.chunk`` objects, then ``[DONE]``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from proxy.core.alerts import Alert
+from proxy.core.dialects.base import JsonAccumulator, ToolCall
+
+__all__ = ["OpenAIChatAccumulator"]
+
+
+@dataclass(slots=True)
+class _Choice:
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: dict[int, ToolCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+
+
+class OpenAIChatAccumulator(JsonAccumulator):
+    """Accumulates every choice: content, reasoning content and tool-call arguments.
+
+    ``text`` is the content of the lowest choice index (choice 0 for ``n=1``); all choices
+    are in :meth:`details`.
+    """
+
+    name: ClassVar[str] = "openai"
+    terminal_marker: ClassVar[str | None] = "[DONE]"
+
+    def __init__(self, alerts: list[Alert]) -> None:
+        super().__init__(alerts)
+        self._choices: dict[int, _Choice] = {}
+        self._last_offset = 0
+        self._last_index = 0
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        if data == "[DONE]":
+            self.terminal_seen = True
+            return
+        obj = self.parse(data, index, offset)
+        self._last_offset, self._last_index = offset, index
+        if obj is None:
+            return
+        choices = obj.get("choices")
+        if not choices:
+            if "error" in obj:
+                self.error_event(obj, index, offset)
+            return
+        if type(choices) is not list:
+            return
+        for ch in choices:
+            if type(ch) is not dict:
+                continue
+            idx = ch.get("index", 0)
+            if type(idx) is not int:
+                idx = 0
+            state = self._choices.get(idx)
+            if state is None:
+                state = self._choices[idx] = _Choice()
+            delta = ch.get("delta")
+            if type(delta) is dict:
+                content = delta.get("content")
+                if content and type(content) is str:
+                    state.content.append(content)
+                    if "\ufffd" in content:
+                        self._count_fffd(content)
+                reasoning = delta.get("reasoning_content")
+                if reasoning and type(reasoning) is str:
+                    state.reasoning.append(reasoning)
+                    self._count_fffd(reasoning)
+                calls = delta.get("tool_calls")
+                if calls and type(calls) is list:
+                    self._tool_deltas(state, calls)
+            reason = ch.get("finish_reason")
+            if reason:
+                state.finish_reason = str(reason)
+
+    def _tool_deltas(self, state: _Choice, calls: list[Any]) -> None:
+        for tc in calls:
+            if type(tc) is not dict:
+                continue
+            i = tc.get("index", 0)
+            if type(i) is not int:
+                i = 0
+            call = state.tool_calls.get(i)
+            if call is None:
+                call = state.tool_calls[i] = ToolCall(key=str(i))
+            if tc.get("id"):
+                call.id = str(tc["id"])
+            fn = tc.get("function")
+            if type(fn) is dict:
+                if fn.get("name"):
+                    call.name = str(fn["name"])
+                args = fn.get("arguments")
+                if args and type(args) is str:
+                    call.parts.append(args)
+                    self._count_fffd(args)
+
+    def finish(self) -> None:
+        for state in self._choices.values():
+            self.check_tool_calls(
+                list(state.tool_calls.values()), self._last_offset, self._last_index
+            )
+
+    @property
+    def text(self) -> str:
+        if not self._choices:
+            return ""
+        return "".join(self._choices[min(self._choices)].content)
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "choices": [
+                {
+                    "index": idx,
+                    "content": "".join(c.content),
+                    "reasoning_content": "".join(c.reasoning),
+                    "finish_reason": c.finish_reason,
+                    "tool_calls": [
+                        {"index": i, "id": t.id, "name": t.name, "arguments": t.arguments}
+                        for i, t in sorted(c.tool_calls.items())
+                    ],
+                }
+                for idx, c in sorted(self._choices.items())
+            ]
+        }

@@ -1,0 +1,101 @@
+"""OpenAI Responses streams: typed ``response.*`` events, ending with ``response.completed``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from proxy.core.alerts import Alert
+from proxy.core.dialects.base import JsonAccumulator, ToolCall
+
+__all__ = ["OpenAIResponsesAccumulator"]
+
+_TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
+
+
+class OpenAIResponsesAccumulator(JsonAccumulator):
+    """Output text deltas per (output_index, content_index), function-call argument deltas.
+
+    ``response.failed``/``response.incomplete`` end the stream as well (the response object
+    says why); an ``error`` event is reported and also ends it.
+    """
+
+    name: ClassVar[str] = "responses"
+    terminal_marker: ClassVar[str | None] = "response.completed"
+
+    def __init__(self, alerts: list[Alert]) -> None:
+        super().__init__(alerts)
+        self._text: dict[tuple[int, int], list[str]] = {}
+        self._reasoning: list[str] = []
+        self._calls: dict[str, ToolCall] = {}
+        self._status: str | None = None
+        self._last_offset = 0
+        self._last_index = 0
+
+    def _call(self, key: str) -> ToolCall:
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = ToolCall(key=key)
+        return call
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        obj = self.parse(data, index, offset)
+        self._last_offset, self._last_index = offset, index
+        if obj is None:
+            return
+        kind = obj.get("type") or etype
+        if kind == "response.output_text.delta":
+            delta = obj.get("delta")
+            if type(delta) is str:
+                key = (_int(obj.get("output_index")), _int(obj.get("content_index")))
+                parts = self._text.get(key)
+                if parts is None:
+                    parts = self._text[key] = []
+                parts.append(delta)
+                if "\ufffd" in delta:
+                    self._count_fffd(delta)
+        elif kind == "response.function_call_arguments.delta":
+            delta = obj.get("delta")
+            if type(delta) is str:
+                call_key = str(obj.get("item_id") or obj.get("output_index", ""))
+                self._call(call_key).parts.append(delta)
+                self._count_fffd(delta)
+        elif kind == "response.output_item.added":
+            item = obj.get("item")
+            if type(item) is dict and item.get("type") == "function_call":
+                call = self._call(str(item.get("id") or obj.get("output_index", "")))
+                call.name = item.get("name") or call.name
+                call.id = item.get("call_id") or call.id
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            delta = obj.get("delta")
+            if type(delta) is str:
+                self._reasoning.append(delta)
+                self._count_fffd(delta)
+        elif kind in _TERMINAL:
+            self.terminal_seen = True
+            resp = obj.get("response")
+            if type(resp) is dict and resp.get("status"):
+                self._status = str(resp["status"])
+        elif kind == "error":
+            self.error_event(obj, index, offset)
+            self.terminal_seen = True
+
+    def finish(self) -> None:
+        self.check_tool_calls(list(self._calls.values()), self._last_offset, self._last_index)
+
+    @property
+    def text(self) -> str:
+        return "".join("".join(parts) for _, parts in sorted(self._text.items()))
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "status": self._status,
+            "reasoning": "".join(self._reasoning),
+            "function_calls": [
+                {"item": k, "call_id": c.id, "name": c.name, "arguments": c.arguments}
+                for k, c in self._calls.items()
+            ],
+        }
+
+
+def _int(value: object) -> int:
+    return value if type(value) is int else 0

@@ -1,0 +1,34 @@
+"""Raw text streams: every event's data is a piece of the message, spaces and all."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from proxy.core.alerts import Alert
+from proxy.core.dialects.base import Accumulator
+
+__all__ = ["RawTextAccumulator"]
+
+
+class RawTextAccumulator(Accumulator):
+    """Appends each event's data exactly as dispatched (" quick" keeps its space).
+
+    A ``[DONE]`` event is taken as the conventional end sentinel, not as text.
+    """
+
+    name: ClassVar[str] = "text"
+
+    def __init__(self, alerts: list[Alert]) -> None:
+        super().__init__(alerts)
+        self._parts: list[str] = []
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        if data == "[DONE]":
+            self.terminal_seen = True
+            return
+        self._parts.append(data)
+        self._count_fffd(data)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)

@@ -1,0 +1,240 @@
+"""StreamReassembler: bytes in; events, message text and alerts out.
+
+It composes the event-stream parser (:mod:`proxy.core.framing`) with a dialect accumulator
+(:mod:`proxy.core.dialects`). ``feed`` returns everything that happened during the call, so
+the shell forwards bytes and logs alerts in a few lines whatever the parser thinks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.core.alerts import Alert, CrlfFraming, ReplacementChar, Truncated
+from proxy.core.dialects import (
+    Accumulator,
+    DetectingAccumulator,
+    detect,
+    make_accumulator,
+    normalize_dialect,
+)
+from proxy.core.events import SSEEvent
+from proxy.core.framing import DEFAULT_LIMIT, EventStreamParser
+from proxy.errors import ReassemblerStateError
+
+__all__ = ["Limits", "Output", "StreamReassembler"]
+
+_ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Bounds on what the observer holds: one line, one frame (bytes)."""
+
+    max_line: int = DEFAULT_LIMIT
+    max_frame: int = DEFAULT_LIMIT
+
+    def __post_init__(self) -> None:
+        if self.max_line < 1 or self.max_frame < 1:
+            raise ValueError("limits must be positive byte counts")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """What one ``feed`` or ``close`` produced. ``frame_ends`` are stream offsets."""
+
+    events: tuple[SSEEvent, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    frame_ends: tuple[int, ...] = ()
+
+
+_EMPTY = Output()
+
+
+class StreamReassembler:
+    """Incremental, cut-point independent reassembly of one SSE stream.
+
+    ``dialect`` names the message format (``openai``, ``responses``, ``anthropic``,
+    ``text``, ``none``) or ``None`` to detect it from the first data event; ``hint`` is the
+    dialect to assume when detection cannot tell (the proxy derives it from the request
+    path). ``emit_events=False`` skips building :class:`SSEEvent` objects when only text and
+    alerts are wanted (the proxy's hot path).
+    """
+
+    def __init__(
+        self,
+        dialect: str | None = None,
+        *,
+        hint: str | None = None,
+        limits: Limits | None = None,
+        emit_events: bool = True,
+    ) -> None:
+        limits = limits or Limits()
+        forced = normalize_dialect(dialect)
+        self._hint = normalize_dialect(hint)
+        self._alerts: list[Alert] = []
+        self._events: list[SSEEvent] = []
+        self._emit_events = emit_events
+        self._decided = forced is not None
+        self._acc: Accumulator = (
+            make_accumulator(forced, self._alerts)
+            if forced is not None
+            else DetectingAccumulator(self._alerts)
+        )
+        self._parser = EventStreamParser(
+            self._on_event, self._alerts, max_line=limits.max_line, max_frame=limits.max_frame
+        )
+        self._closed = False
+        self._bytes = 0
+        self.alert_counts: Counter[str] = Counter()
+        self._fffd_alerts = 0
+
+    # -- public -------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> Output:
+        if self._closed:
+            raise ReassemblerStateError("feed() after close()")
+        self._bytes += len(chunk)
+        self._parser.feed(chunk)
+        return self._drain()
+
+    def close(self, *, upstream_error: bool = False) -> Output:
+        """End of stream. ``upstream_error``: upstream closed or failed mid-stream."""
+        if self._closed:
+            raise ReassemblerStateError("close() called twice")
+        self._closed = True
+        parser = self._parser
+        parser.close()
+        if not self._decided and self._hint is not None:
+            self._acc = make_accumulator(self._hint, self._alerts)
+        acc = self._acc
+        acc.finish()
+        end = self._bytes
+        if upstream_error:
+            self._alerts.append(
+                Truncated(reason=Truncated.UPSTREAM_CLOSED, dialect=acc.name, byte_offset=end)
+            )
+        elif acc.terminal_marker is not None and not acc.terminal_seen:
+            self._alerts.append(
+                Truncated(reason=Truncated.NO_TERMINAL_MARKER, dialect=acc.name, byte_offset=end)
+            )
+        counts = parser.line_endings
+        if counts["crlf"] or counts["cr"]:
+            kinds = sum(1 for n in counts.values() if n)
+            self._alerts.append(CrlfFraming(counts=counts, mixed=kinds > 1))
+        out = self._drain()
+        if acc.fffd_seen > self._fffd_alerts:
+            # Every U+FFFD in the text must have been reported; if not, this is our bug.
+            raise ReassemblerStateError(
+                f"{acc.fffd_seen} U+FFFD in reassembled text, {self._fffd_alerts} reported"
+            )
+        return out
+
+    @property
+    def text(self) -> str:
+        """The reassembled message text so far (exact, spaces and all)."""
+        return self._acc.text
+
+    @property
+    def dialect(self) -> str:
+        return self._acc.name
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def bytes_fed(self) -> int:
+        return self._bytes
+
+    @property
+    def events_dispatched(self) -> int:
+        return self._parser.event_count
+
+    def details(self) -> dict[str, Any]:
+        """Everything reassembled beyond ``text``: choices, reasoning, tool calls."""
+        return self._acc.details()
+
+    def summary(self) -> dict[str, Any]:
+        """Counters for the ``stream.summary`` log line (the shell adds times)."""
+        return {
+            "bytes": self._bytes,
+            "events": self._parser.event_count,
+            "dialect": self._acc.name,
+            "text_length": len(self._acc.text),
+            "terminal_seen": self._acc.terminal_seen,
+            "line_endings": self._parser.line_endings,
+            "alerts": dict(self.alert_counts),
+        }
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _drain(self) -> Output:
+        alerts = self._alerts
+        events = self._events
+        frame_ends = self._parser.take_frame_ends()
+        if not (alerts or events or frame_ends):
+            return _EMPTY
+        out = Output(tuple(events), tuple(alerts), tuple(frame_ends))
+        if alerts:
+            counts = self.alert_counts
+            for alert in alerts:
+                counts[alert.name] += 1
+                if type(alert) is ReplacementChar:
+                    self._fffd_alerts += 1
+            alerts.clear()
+        if events:
+            events.clear()
+        return out
+
+    def _on_event(
+        self,
+        etype: str,
+        data: str,
+        last_id: str | None,
+        retry: int | None,
+        index: int,
+        start: int,
+        end: int,
+        data_off: int,
+    ) -> None:
+        if self._emit_events:
+            self._events.append(
+                SSEEvent(
+                    type=etype,
+                    data=data,
+                    id=last_id,
+                    retry=retry,
+                    index=index,
+                    start=start,
+                    end=end,
+                )
+            )
+        acc = self._acc
+        if not self._decided:
+            name = detect(etype, data)
+            if self._hint is not None and name in (None, "text"):
+                name = self._hint
+            if name is not None:
+                self._decided = True
+                acc = self._acc = make_accumulator(name, self._alerts)
+        seen = acc.fffd_seen
+        acc.accept(etype, data, index, data_off)
+        if acc.fffd_seen != seen:
+            self._attribute_fffd(acc.fffd_seen - seen, data, index, data_off)
+
+    def _attribute_fffd(self, found: int, data: str, index: int, data_off: int) -> None:
+        """U+FFFD in extracted text beyond those in the raw payload came from JSON escapes."""
+        excess = found - data.count("\ufffd")
+        if excess <= 0:
+            return
+        offsets = [data_off + len(data[: m.start()].encode()) for m in _ESCAPED_FFFD.finditer(data)]
+        offsets += [data_off] * max(0, excess - len(offsets))
+        for off in offsets[:excess]:
+            self._alerts.append(
+                ReplacementChar(
+                    cause=ReplacementChar.UPSTREAM_LITERAL, byte_offset=off, event_index=index
+                )
+            )

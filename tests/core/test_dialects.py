@@ -1,0 +1,386 @@
+"""Message accumulation per dialect on realistic streams, and every alert fired and not fired."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from proxy.core import ErrorEvent, InvalidJson, ReplacementChar, Truncated
+from tests.helpers import every_cut, names, openai_stream, run
+
+
+def sse(*frames: tuple[str | None, Any], nl: str = "\n") -> bytes:
+    out = []
+    for event, payload in frames:
+        data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+        head = f"event: {event}{nl}" if event else ""
+        out.append(f"{head}data: {data}{nl}{nl}")
+    return "".join(out).encode()
+
+
+def chat(delta: dict[str, Any], index: int = 0, finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-9",
+        "object": "chat.completion.chunk",
+        "model": "gpt-x",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+OPENAI_FULL = sse(
+    (None, chat({"role": "assistant", "content": ""})),
+    (None, chat({"reasoning_content": "Think"})),
+    (None, chat({"reasoning_content": "ing…"})),
+    (None, chat({"content": "Hé"})),
+    (None, chat({"content": "llo"}, index=1)),
+    (None, chat({"content": " 🙂"})),
+    (
+        None,
+        chat(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+    ),
+    (None, chat({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Pa'}}]})),
+    (None, chat({"tool_calls": [{"index": 0, "function": {"arguments": 'ris"}'}}]})),
+    (None, chat({"content": " world"}, index=1)),
+    (None, chat({}, finish="tool_calls")),
+    (None, {"id": "x", "object": "chat.completion.chunk", "choices": [], "usage": {"total": 3}}),
+    (None, "[DONE]"),
+)
+
+
+def test_openai_chat_accumulates_every_choice_reasoning_and_tool_calls() -> None:
+    res = run([OPENAI_FULL])
+    assert res.dialect == "openai"
+    assert res.text == "Hé 🙂"
+    assert res.alerts == ()
+    from proxy.core import StreamReassembler
+
+    r = StreamReassembler()
+    r.feed(OPENAI_FULL)
+    r.close()
+    choices = r.details()["choices"]
+    assert [c["content"] for c in choices] == ["Hé 🙂", "llo world"]
+    assert choices[0]["reasoning_content"] == "Thinking…"
+    assert choices[0]["tool_calls"] == [
+        {"index": 0, "id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+    ]
+    assert choices[0]["finish_reason"] == "tool_calls"
+
+
+def test_openai_chat_same_result_at_every_cut() -> None:
+    whole = run([OPENAI_FULL])
+    for cut, pieces in every_cut(OPENAI_FULL):
+        res = run(pieces)
+        assert (res.text, res.alerts) == (whole.text, whole.alerts), f"split at byte {cut}"
+
+
+def test_incomplete_tool_call_arguments_are_reported_at_the_end_only() -> None:
+    data = sse(
+        (None, chat({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]})),
+        (None, chat({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": '}}]})),
+        (None, "[DONE]"),
+    )
+    res = run([data])
+    (alert,) = res.alerts
+    assert isinstance(alert, InvalidJson)
+    assert alert.tool_call == "f"
+
+
+def test_json_payload_over_several_data_lines_is_one_payload() -> None:
+    data = b'data: {"choices":[{"index":0,\ndata: "delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+    res = run([data])
+    assert res.text == "hi"
+    assert res.alerts == ()
+
+
+RESPONSES = sse(
+    ("response.created", {"type": "response.created", "response": {"status": "in_progress"}}),
+    (
+        "response.output_item.added",
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "message", "id": "msg_1"},
+        },
+    ),
+    (
+        "response.output_text.delta",
+        {
+            "type": "response.output_text.delta",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "Bon",
+        },
+    ),
+    (
+        "response.output_text.delta",
+        {
+            "type": "response.output_text.delta",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "jour 日本",
+        },
+    ),
+    (
+        "response.output_item.added",
+        {
+            "type": "response.output_item.added",
+            "output_index": 1,
+            "item": {"type": "function_call", "id": "fc_1", "call_id": "call_7", "name": "lookup"},
+        },
+    ),
+    (
+        "response.function_call_arguments.delta",
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": '{"q":'},
+    ),
+    (
+        "response.function_call_arguments.delta",
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": '"x"}'},
+    ),
+    ("response.completed", {"type": "response.completed", "response": {"status": "completed"}}),
+)
+
+
+def test_openai_responses_text_and_function_call_arguments() -> None:
+    res = run([RESPONSES])
+    assert res.dialect == "responses"
+    assert res.text == "Bonjour 日本"
+    assert res.alerts == ()
+    from proxy.core import StreamReassembler
+
+    r = StreamReassembler()
+    r.feed(RESPONSES)
+    r.close()
+    assert r.details()["function_calls"] == [
+        {"item": "fc_1", "call_id": "call_7", "name": "lookup", "arguments": '{"q":"x"}'}
+    ]
+
+
+def test_openai_responses_without_completed_is_truncated() -> None:
+    cut = RESPONSES[: RESPONSES.index(b"event: response.completed")]
+    res = run([cut])
+    assert names(res.alerts) == ["sse.truncated"]
+
+
+ANTHROPIC = sse(
+    ("message_start", {"type": "message_start", "message": {"id": "msg_1", "content": []}}),
+    (
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""},
+        },
+    ),
+    (
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hm"},
+        },
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    (
+        "content_block_start",
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+    ),
+    ("ping", {"type": "ping"}),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Ça"}},
+    ),
+    (
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "text_delta", "text": " va 👍🏽"},
+        },
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+    (
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {}},
+        },
+    ),
+    (
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '{"x"'},
+        },
+    ),
+    (
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": ": 1}"},
+        },
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 2}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+
+
+def test_anthropic_text_thinking_and_tool_input_per_block() -> None:
+    res = run([ANTHROPIC])
+    assert res.dialect == "anthropic"
+    assert res.text == "Ça va 👍🏽"
+    assert res.alerts == ()
+    from proxy.core import StreamReassembler
+
+    r = StreamReassembler()
+    r.feed(ANTHROPIC.replace(b"\n", b"\r\n"))
+    r.close()
+    blocks = r.details()["blocks"]
+    assert blocks[0]["thinking"] == "hm"
+    assert blocks[2]["tool"] == {"id": "toolu_1", "name": "calc", "input_json": '{"x": 1}'}
+    assert r.details()["stop_reason"] == "tool_use"
+
+
+def test_anthropic_error_event_is_reported_and_ends_the_stream() -> None:
+    data = ANTHROPIC[: ANTHROPIC.index(b"event: content_block_stop")] + sse(
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    )
+    res = run([data])
+    assert names(res.alerts) == ["sse.error_event"]
+    assert isinstance(res.alerts[0], ErrorEvent)
+    assert res.alerts[0].error_type == "overloaded_error"
+
+
+def test_anthropic_without_message_stop_is_truncated() -> None:
+    data = ANTHROPIC[: ANTHROPIC.index(b"event: message_stop")]
+    res = run([data])
+    assert names(res.alerts) == ["sse.truncated"]
+    assert res.alerts[0].dialect == "anthropic"  # type: ignore[attr-defined]
+
+
+def test_dialect_can_be_forced() -> None:
+    data = b'data: {"x": 1}\n\n'
+    assert run([data], "text").text == '{"x": 1}'
+    assert run([data]).dialect == "unknown"
+
+
+def test_path_hint_decides_when_detection_cannot() -> None:
+    from proxy.core import StreamReassembler
+
+    r = StreamReassembler(hint="openai")
+    r.feed(b"data: {oops\n\n")
+    out = r.close()
+    assert r.dialect == "openai"
+    assert names(out.alerts) == ["sse.truncated"]
+
+
+# -- every alert kind, triggered and not triggered ------------------------------------------
+
+
+def test_replacement_char_invalid_utf8_has_exact_offset_and_event_index() -> None:
+    data = b"data: ok\n\ndata: a\xffb\xe6\x97\n\n"
+    res = run([data], "text")
+    alerts = [a for a in res.alerts if isinstance(a, ReplacementChar)]
+    assert [(a.cause, a.byte_offset, a.event_index) for a in alerts] == [
+        ("invalid_utf8", 17, 1),
+        ("invalid_utf8", 19, 1),
+    ]
+    for cut, pieces in every_cut(data):
+        assert run(pieces, "text").alerts == res.alerts, f"split at byte {cut}"
+
+
+def test_replacement_char_upstream_literal_raw_bytes() -> None:
+    data = "data: x\ufffdy\n\n".encode()
+    (alert,) = run([data], "text").alerts
+    assert isinstance(alert, ReplacementChar)
+    assert (alert.cause, alert.byte_offset) == ("upstream_literal", 7)
+
+
+def test_replacement_char_upstream_literal_json_escape() -> None:
+    data = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ufffdb"}}]}\n\ndata: [DONE]\n\n'
+    res = run([data])
+    assert res.text == "a\ufffdb"
+    (alert,) = res.alerts
+    assert isinstance(alert, ReplacementChar)
+    assert alert.cause == "upstream_literal"
+    assert data[alert.byte_offset : alert.byte_offset + 6] == b"\\ufffd"
+
+
+def test_no_replacement_alert_for_clean_multibyte_text_cut_everywhere() -> None:
+    data = openai_stream(["é", "日", "🙂"])
+    for cut, pieces in every_cut(data):
+        assert run(pieces).alerts == (), f"split at byte {cut}"
+
+
+def test_invalid_json_fires_for_broken_payload_but_not_for_done_or_dataless_blocks() -> None:
+    data = (
+        openai_stream(["a"], done=False) + b"data: {nope\n\nevent: ping\n\n: c\n\ndata: [DONE]\n\n"
+    )
+    res = run([data])
+    assert names(res.alerts) == ["sse.invalid_json"]
+    assert isinstance(res.alerts[0], InvalidJson)
+    assert res.alerts[0].event_index == 1
+    assert run([openai_stream(["a"])]).alerts == ()
+
+
+def test_truncated_fires_without_done_and_not_with_it() -> None:
+    assert names(run([openai_stream(["a"], done=False)]).alerts) == ["sse.truncated"]
+    assert run([openai_stream(["a"])]).alerts == ()
+
+
+def test_truncated_fires_when_upstream_closes_mid_stream_even_for_raw_text() -> None:
+    from proxy.core import StreamReassembler
+
+    r = StreamReassembler()
+    r.feed(b"data: hello\n\n")
+    out = r.close(upstream_error=True)
+    (alert,) = out.alerts
+    assert isinstance(alert, Truncated)
+    assert alert.reason == "upstream_closed"
+
+
+def test_raw_text_has_no_terminal_marker_so_a_clean_end_is_not_truncated() -> None:
+    assert run([b"data: hello\n\n"]).alerts == ()
+
+
+def test_every_alert_kind_has_its_contract_name_and_level() -> None:
+    from proxy.core import (
+        CrlfFraming,
+        OversizedFrame,
+        UnterminatedFrame,
+    )
+
+    expected = {
+        ReplacementChar: ("sse.replacement_char", "warning"),
+        UnterminatedFrame: ("sse.unterminated_frame", "warning"),
+        InvalidJson: ("sse.invalid_json", "warning"),
+        Truncated: ("sse.truncated", "warning"),
+        OversizedFrame: ("sse.oversized_frame", "warning"),
+    }
+    for cls, (name, level) in expected.items():
+        assert cls.name == name  # type: ignore[attr-defined]
+        assert cls.level.fget(None) == level  # type: ignore[attr-defined]
+    assert CrlfFraming(counts={}, mixed=False).level == "info"
+    assert CrlfFraming(counts={}, mixed=True).level == "warning"
+
+
+@pytest.mark.parametrize("payload", ["[1, 2]", "42", '"str"', "null", '{"choices": "x"}'])
+def test_odd_but_valid_json_never_raises(payload: str) -> None:
+    data = openai_stream(["a"], done=False) + f"data: {payload}\n\ndata: [DONE]\n\n".encode()
+    assert run([data]).text == "a"
