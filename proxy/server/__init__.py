@@ -1,0 +1,1 @@
+"""The aiohttp shell around the core: forwarding, relaying, logging. No protocol logic here."""

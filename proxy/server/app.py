@@ -1,0 +1,475 @@
+"""The aiohttp application: forward every request upstream, relay every response back.
+
+Thin by design: the protocol knowledge lives in :mod:`proxy.core` (what the stream means)
+and :mod:`proxy.rechunk` (how the client receives it). This module only moves bytes,
+maps foreign errors at the boundary, and hands alerts to the log sink and the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from proxy.config import Config
+from proxy.core import Limits, StreamReassembler, dialect_for_path, normalize_dialect
+from proxy.errors import ChaosSpecError
+from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url
+from proxy.metrics import Metrics
+from proxy.rechunk.planner import Planner, make_planner
+from proxy.rechunk.spec import ChaosSpec, parse_chaos_header
+from proxy.server.decompress import DecodeFailed, make_observer_decoder
+from proxy.server.headers import (
+    is_event_stream,
+    request_headers_for_upstream,
+    response_headers_for_client,
+)
+from proxy.server.recorder import Recorder
+
+__all__ = ["CONFIG", "METRICS", "SESSION", "STATE", "ProxyState", "make_app"]
+
+CHAOS_HEADER = "X-SSE-Proxy-Chaos"
+SEED_HEADER = "X-SSE-Proxy-Chaos-Seed"
+STREAM_ID_HEADER = "X-SSE-Proxy-Stream-Id"
+
+
+@dataclass
+class ProxyState:
+    """What the running server knows across requests."""
+
+    shutting_down: bool = False
+    active: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+CONFIG = web.AppKey("config", Config)
+METRICS = web.AppKey("metrics", Metrics)
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+STATE = web.AppKey("state", ProxyState)
+
+
+class _ClientGone(Exception):
+    """The downstream client went away while we were writing to it."""
+
+
+class _RequestTooLarge(Exception):
+    """The request body outgrew ``max_request_body_bytes``."""
+
+
+def _json_error(status: int, kind: str, message: str, stream_id: str) -> web.Response:
+    return web.json_response(
+        {"error": {"type": kind, "message": message, "stream_id": stream_id}},
+        status=status,
+        headers={STREAM_ID_HEADER: stream_id},
+    )
+
+
+async def _health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    status = "shutting_down" if state.shutting_down else "ok"
+    return web.json_response(
+        {"status": status, "active_streams": len(state.active)},
+        status=503 if state.shutting_down else 200,
+    )
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = request.app[METRICS].render()
+    return web.Response(body=body, content_type="text/plain", charset="utf-8")
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    return web.json_response(
+        {"error": {"type": "not_found", "message": "reserved sse-proxy path"}}, status=404
+    )
+
+
+async def _body(request: web.Request, limit: int) -> AsyncIterator[bytes]:
+    """The request body streamed through, not read whole; stops past ``limit`` bytes."""
+    seen = 0
+    async for chunk in request.content.iter_any():
+        seen += len(chunk)
+        if seen > limit:
+            raise _RequestTooLarge
+        yield chunk
+
+
+def _chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
+    """The chaos spec for this request: the per-request header if allowed, else the server's."""
+    header = request.headers.get(CHAOS_HEADER)
+    if header is not None:
+        if not cfg.allow_chaos_header:
+            raise ChaosSpecError(
+                f"{CHAOS_HEADER} is not allowed on this server (start it with --allow-chaos-header)"
+            )
+        return parse_chaos_header(header, default_seed=cfg.seed)
+    if cfg.mode != "chaos":
+        return None
+    return ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
+
+
+async def _proxy(request: web.Request) -> web.StreamResponse:
+    cfg = request.app[CONFIG]
+    metrics = request.app[METRICS]
+    stream_id = new_stream_id()
+    log = get_logger(stream_id=stream_id, method=request.method, path=request.path)
+    if request.method == "CONNECT":
+        return _json_error(
+            405, "method_not_allowed", "CONNECT is refused: not an open proxy", stream_id
+        )
+    raw_target = request.raw_path
+    if not raw_target.startswith("/"):
+        return _json_error(
+            400, "absolute_form_refused", "absolute-form request targets are refused", stream_id
+        )
+    try:
+        spec = _chaos_spec(request, cfg)
+    except ChaosSpecError as exc:
+        status = 403 if CHAOS_HEADER in request.headers and not cfg.allow_chaos_header else 400
+        return _json_error(status, "chaos_spec", str(exc), stream_id)
+    length = request.content_length
+    if length is not None and length > cfg.max_request_body_bytes:
+        return _json_error(
+            413,
+            "request_too_large",
+            f"request body over {cfg.max_request_body_bytes} bytes",
+            stream_id,
+        )
+
+    url = URL(cfg.upstream_base + raw_target, encoded=True)
+    headers = request_headers_for_upstream(request.headers)
+    data = _body(request, cfg.max_request_body_bytes) if request.body_exists else None
+    timeout = aiohttp.ClientTimeout(
+        total=None,
+        connect=cfg.connect_timeout or None,
+        sock_connect=cfg.connect_timeout or None,
+        sock_read=cfg.idle_timeout or None,
+    )
+    started = time.monotonic()
+    try:
+        upstream_cm = request.app[SESSION].request(
+            request.method,
+            url,
+            headers=headers,
+            data=data,
+            allow_redirects=False,
+            timeout=timeout,
+            skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
+        )
+        async with upstream_cm as upstream:
+            return await _respond(request, upstream, cfg, metrics, spec, stream_id, started)
+    except _RequestTooLarge:
+        return _json_error(
+            413,
+            "request_too_large",
+            f"request body over {cfg.max_request_body_bytes} bytes",
+            stream_id,
+        )
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id)
+    except aiohttp.ClientConnectorError as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id)
+    except (aiohttp.ClientError, OSError) as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id)
+
+
+def _upstream_failed(
+    log: Any, metrics: Metrics, status: int, kind: str, exc: BaseException, stream_id: str
+) -> web.Response:
+    message = redact_url(str(exc) or type(exc).__name__)
+    log.warning("upstream.error", kind=kind, error=message, status=status)
+    metrics.upstream_errors.labels(kind=kind).inc()
+    return _json_error(status, kind, message, stream_id)
+
+
+async def _respond(
+    request: web.Request,
+    upstream: aiohttp.ClientResponse,
+    cfg: Config,
+    metrics: Metrics,
+    spec: ChaosSpec | None,
+    stream_id: str,
+    started: float,
+) -> web.StreamResponse:
+    sse = is_event_stream(upstream.headers.get("Content-Type"))
+    resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    resp.headers.extend(response_headers_for_client(upstream.headers))
+    resp.headers[STREAM_ID_HEADER] = stream_id
+    metrics.requests.labels(kind="sse" if sse else "other").inc()
+    if not sse:
+        return await _relay_plain(request, resp, upstream, stream_id, started)
+
+    resp.headers["X-Accel-Buffering"] = "no"
+    resp.headers["Cache-Control"] = "no-cache"
+    mode = "chaos" if spec is not None else cfg.mode
+    if spec is not None:
+        resp.headers[SEED_HEADER] = str(spec.seed)
+        if spec.rewrites:
+            resp.headers.popall("Content-Length", None)
+    log = get_logger(
+        stream_id=stream_id,
+        method=request.method,
+        path=request.path,
+        upstream_status=upstream.status,
+        upstream_request_id=upstream.headers.get("x-request-id")
+        or upstream.headers.get("request-id"),
+        mode=mode,
+        **({"chaos": spec.header_value()} if spec is not None else {}),
+    )
+    relay = _SseRelay(request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id)
+    return await relay.run()
+
+
+async def _relay_plain(
+    request: web.Request,
+    resp: web.StreamResponse,
+    upstream: aiohttp.ClientResponse,
+    stream_id: str,
+    started: float,
+) -> web.StreamResponse:
+    log = get_logger(stream_id=stream_id, method=request.method, path=request.path)
+    await resp.prepare(request)
+    sent = 0
+    ended_by = "upstream_eof"
+    try:
+        async for chunk in upstream.content.iter_any():
+            await _write(resp, chunk)
+            sent += len(chunk)
+    except _ClientGone:
+        ended_by = "client_disconnect"
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        ended_by = "upstream_error"
+        log.warning("upstream.error", kind="body_read_failed", error=redact_url(str(exc)))
+    log.info(
+        "proxy.request",
+        status=upstream.status,
+        bytes=sent,
+        ended_by=ended_by,
+        duration_ms=round((time.monotonic() - started) * 1000, 3),
+    )
+    if ended_by != "upstream_eof":
+        _cut_off(request)
+        return resp
+    await resp.write_eof()
+    return resp
+
+
+async def _write(resp: web.StreamResponse, data: bytes) -> None:
+    try:
+        await resp.write(data)
+    except (ConnectionError, aiohttp.ClientConnectionError, RuntimeError) as exc:
+        raise _ClientGone from exc
+
+
+def _cut_off(request: web.Request) -> None:
+    """End the client's response without its terminating chunk: never a fake completion."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+
+
+class _SseRelay:
+    """One SSE stream: forward bytes per the planner, feed the observer, log the outcome."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        upstream: aiohttp.ClientResponse,
+        cfg: Config,
+        metrics: Metrics,
+        log: Any,
+        spec: ChaosSpec | None,
+        mode: str,
+        started: float,
+        stream_id: str,
+    ) -> None:
+        self.request = request
+        self.resp = resp
+        self.upstream = upstream
+        self.cfg = cfg
+        self.metrics = metrics
+        self.log = log
+        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
+        self.started = started
+        self.mode = mode
+        forced = normalize_dialect(cfg.dialect)
+        self.reassembler = StreamReassembler(
+            forced,
+            hint=dialect_for_path(request.path),
+            limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
+            emit_events=False,
+        )
+        self.decode = None
+        encoding = upstream.headers.get("Content-Encoding")
+        try:
+            self.decode = make_observer_decoder(encoding)
+        except DecodeFailed as exc:
+            self.observing = False
+            log.warning("stream.not_observed", reason=str(exc))
+        else:
+            self.observing = True
+        self.planner: Planner | None = None
+        if mode != "passthrough":
+            if self.decode is not None or not self.observing:
+                # Write boundaries are planned on the bytes the client gets; compressed
+                # bytes have no frames to cut at, so such a stream is passed through.
+                log.info(
+                    "stream.mode_fallback", requested=mode, used="passthrough", reason=encoding
+                )
+                self.mode = "passthrough"
+            else:
+                self.planner = make_planner(mode, spec, max_hold=cfg.max_frame_bytes)
+        self.recorder = Recorder.for_config(
+            cfg.record_dir, stream_id, request, upstream, log, started
+        )
+
+    async def run(self) -> web.StreamResponse:
+        state = self.request.app[STATE]
+        task = asyncio.current_task()
+        if task is not None:
+            state.active.add(task)
+        self.metrics.active.inc()
+        ended_by = "upstream_eof"
+        first_byte: float | None = None
+        received = 0
+        try:
+            await self.resp.prepare(self.request)
+            async with contextlib.AsyncExitStack() as stack:
+                if self.cfg.total_timeout:
+                    await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
+                async for chunk in self.upstream.content.iter_any():
+                    if first_byte is None:
+                        first_byte = time.monotonic()
+                    received += len(chunk)
+                    if self.recorder is not None:
+                        self.recorder.read(chunk)
+                    frame_ends = self._observe(chunk)
+                    await self._forward(chunk, frame_ends)
+                if self.planner is not None:
+                    await self._send(self.planner.flush())
+        except _ClientGone:
+            ended_by = "client_disconnect"
+        except TimeoutError:
+            ended_by = "timeout"
+        except (aiohttp.ClientError, OSError) as exc:
+            ended_by = "upstream_error"
+            self.log.warning(
+                "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
+            )
+        except asyncio.CancelledError:
+            ended_by = "shutdown" if state.shutting_down else "client_disconnect"
+            self._finish(ended_by, received, first_byte)
+            raise
+        finally:
+            self.metrics.active.dec()
+            if task is not None:
+                state.active.discard(task)
+        self._finish(ended_by, received, first_byte)
+        if ended_by != "upstream_eof":
+            _cut_off(self.request)
+            return self.resp
+        with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
+            await self.resp.write_eof()
+        return self.resp
+
+    def _observe(self, chunk: bytes) -> tuple[int, ...]:
+        if not self.observing:
+            return ()
+        observed = chunk
+        if self.decode is not None:
+            try:
+                observed = self.decode(chunk)
+            except DecodeFailed as exc:
+                self.observing = False
+                self.log.warning("stream.not_observed", reason=str(exc))
+                return ()
+        out = self.reassembler.feed(observed)
+        if out.alerts:
+            self.sink.emit_all(out.alerts)
+        return out.frame_ends
+
+    async def _forward(self, chunk: bytes, frame_ends: tuple[int, ...]) -> None:
+        if self.planner is None:
+            await _write(self.resp, chunk)
+        else:
+            await self._send(self.planner.plan(chunk, frame_ends))
+
+    async def _send(self, writes: list[Any]) -> None:
+        for w in writes:
+            if w.delay:
+                await asyncio.sleep(w.delay)
+            await _write(self.resp, w.data)
+
+    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
+        upstream_error = ended_by in ("upstream_error", "timeout")
+        reassembler = self.reassembler
+        if not reassembler.closed:
+            out = reassembler.close(upstream_error=upstream_error)
+            self.sink.emit_all(out.alerts)
+        now = time.monotonic()
+        summary = reassembler.summary()
+        summary.pop("alerts", None)
+        summary["bytes"] = received
+        summary["bytes_observed"] = reassembler.bytes_fed
+        fields: dict[str, Any] = {
+            **summary,
+            "ended_by": ended_by,
+            "duration_ms": round((now - self.started) * 1000, 3),
+            "ttfb_ms": None if first_byte is None else round((first_byte - self.started) * 1000, 3),
+            "observed": self.observing,
+        }
+        if self.cfg.log_text:
+            fields["text"] = reassembler.text
+        self.sink.summary(**fields)
+        if self.recorder is not None:
+            self.recorder.finish(ended_by)
+        m = self.metrics
+        m.streams.labels(ended_by=ended_by).inc()
+        m.bytes.inc(received)
+        m.events.inc(reassembler.events_dispatched)
+        for name, count in self.sink.counts.items():
+            m.alerts.labels(event=name).inc(count)
+        if first_byte is not None:
+            m.ttfb.observe(first_byte - self.started)
+        m.duration.observe(now - self.started)
+
+
+async def _session_ctx(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    async with aiohttp.ClientSession(
+        connector=connector,
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        timeout=aiohttp.ClientTimeout(total=None, connect=cfg.connect_timeout or None),
+    ) as session:
+        app[SESSION] = session
+        yield
+
+
+def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
+    """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
+    app = web.Application(
+        client_max_size=config.max_request_body_bytes,
+        handler_args={
+            "max_field_size": config.max_request_header_bytes,
+            "max_line_size": config.max_request_header_bytes,
+        },
+    )
+    app[CONFIG] = config
+    app[METRICS] = metrics or Metrics()
+    app[STATE] = ProxyState()
+    app.cleanup_ctx.append(_session_ctx)
+    prefix = config.admin_prefix
+    app.router.add_get(f"{prefix}/health", _health)
+    app.router.add_get(f"{prefix}/metrics", _metrics)
+    app.router.add_route("*", prefix + "{tail:(/.*)?}", _not_found)
+    app.router.add_route("*", "/{tail:.*}", _proxy)
+    return app

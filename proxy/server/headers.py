@@ -1,0 +1,74 @@
+"""Pure header rules: what crosses the proxy in each direction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from multidict import CIMultiDict, CIMultiDictProxy, MultiDict
+
+__all__ = [
+    "OWN_PREFIX",
+    "is_event_stream",
+    "request_headers_for_upstream",
+    "response_headers_for_client",
+]
+
+OWN_PREFIX = "x-sse-proxy-"
+# RFC 9110 7.6.1 hop-by-hop headers, plus Host (set for the upstream by the client library)
+# and Content-Length (recomputed: the request body is streamed, the response re-framed).
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    }
+)
+
+
+def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
+    named: set[str] = set()
+    for key, value in headers:
+        if key.lower() == "connection":
+            named.update(tok.strip().lower() for tok in value.split(",") if tok.strip())
+    return named
+
+
+def _drop(name: str, named: set[str]) -> bool:
+    low = name.lower()
+    return (
+        low in _HOP_BY_HOP or low in named or low.startswith(("proxy-", OWN_PREFIX))
+    )
+
+
+def request_headers_for_upstream(
+    headers: CIMultiDictProxy[str] | CIMultiDict[str],
+) -> CIMultiDict[str]:
+    """Client request headers minus hop-by-hop and the proxy's own ``X-SSE-Proxy-*``."""
+    items = list(headers.items())
+    named = _connection_tokens(items)
+    return CIMultiDict((k, v) for k, v in items if not _drop(k, named))
+
+
+def response_headers_for_client(
+    headers: CIMultiDictProxy[str] | MultiDict[str],
+) -> CIMultiDict[str]:
+    """Upstream response headers minus hop-by-hop ones; Content-Length is kept as is.
+
+    The body is forwarded byte for byte (never decompressed), so Content-Length and
+    Content-Encoding stay true.
+    """
+    items = list(headers.items())
+    named = _connection_tokens(items)
+    return CIMultiDict((k, v) for k, v in items if not _drop(k, named))
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """``text/event-stream`` with any parameters, any case."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"

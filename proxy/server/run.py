@@ -1,0 +1,145 @@
+"""Running the proxy: start on a socket, serve until SIGTERM/SIGINT, shut down gracefully.
+
+``start_proxy`` is what the demo, the client-test harness and the tests use (ephemeral
+loopback port, returns the base URL); ``serve_forever`` is `sse-proxy serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import multiprocessing
+import os
+import signal
+import socket
+import tempfile
+from typing import Any
+
+from aiohttp import web
+
+from proxy.config import Config
+from proxy.errors import ChaosSpecError, ConfigError, UsageError
+from proxy.logsink import configure_logging, get_logger, redact_url
+from proxy.rechunk.spec import ChaosSpec
+from proxy.server.app import STATE, make_app
+
+__all__ = ["serve_forever", "start_proxy", "stop_proxy"]
+
+
+def _validate_chaos(cfg: Config) -> None:
+    """A bad chaos spec is a startup error, never a crash of the data path."""
+    if cfg.mode == "chaos":
+        try:
+            ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
+        except ChaosSpecError as exc:
+            raise ConfigError(f"chaos: {exc}") from None
+
+
+async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.AppRunner, str]:
+    """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL."""
+    if not cfg.upstream:
+        raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
+    _validate_chaos(cfg)
+    app = make_app(cfg)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=cfg.shutdown_grace,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_port=reuse_port or None)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise UsageError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from None
+    server = site._server
+    assert server is not None
+    sockets = getattr(server, "sockets", None) or []
+    host, port = sockets[0].getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return runner, f"http://{shown}:{port}"
+
+
+async def stop_proxy(runner: web.AppRunner) -> None:
+    """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
+    for app_state in (runner.app[STATE],):
+        app_state.shutting_down = True
+    await runner.cleanup()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _serve(cfg: Config, reuse_port: bool) -> None:
+    log = get_logger(pid=os.getpid())
+    runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    log.info(
+        "proxy.started",
+        listen=url,
+        upstream=redact_url(cfg.upstream),
+        mode=cfg.mode,
+        health=f"{url}{cfg.admin_prefix}/health",
+        metrics=f"{url}{cfg.admin_prefix}/metrics",
+    )
+    if not _is_loopback(cfg.host):
+        log.warning(
+            "proxy.exposed",
+            host=cfg.host,
+            notice="listening beyond loopback: whoever reaches this port can use your upstream",
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("proxy.stopping", grace_s=cfg.shutdown_grace, active=len(runner.app[STATE].active))
+    await stop_proxy(runner)
+    log.info("proxy.stopped")
+
+
+def _worker(cfg: Config) -> None:  # pragma: no cover - runs in a child process
+    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(cfg, reuse_port=True))
+
+
+def serve_forever(cfg: Config) -> int:
+    """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
+    if cfg.workers <= 1:
+        asyncio.run(_serve(cfg, reuse_port=False))
+        return 0
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
+    if cfg.port == 0:
+        raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
+    _validate_chaos(cfg)
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
+    ctx = multiprocessing.get_context("spawn")
+    procs: list[Any] = [
+        ctx.Process(target=_worker, args=(cfg,), daemon=False) for _ in range(cfg.workers)
+    ]
+    for proc in procs:
+        proc.start()
+
+    def forward(signum: int, _frame: object) -> None:
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for proc in procs:
+        proc.join()
+    return max((proc.exitcode or 0) for proc in procs)
