@@ -1,0 +1,28 @@
+"""`sse-proxy demo` as a new user runs it: a real process, real loopback sockets, exit 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from proxy import fixtures
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "frames", "chaos"])
+def test_demo_runs_shows_exact_text_and_every_fault_and_exits_0(mode: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "proxy", "demo", "--mode", mode],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out + proc.stderr.decode()
+    assert out.count("exact ✓") == 4
+    assert "The quick brown fox 🦊" in out
+    for fault in fixtures.FAULTS:
+        assert f"{fault}" in out
+    assert "every fault detected" in out
+    assert "Traceback" not in proc.stderr.decode()
