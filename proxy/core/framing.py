@@ -24,17 +24,18 @@ import re
 from collections.abc import Callable
 
 from proxy.core.alerts import Alert, OversizedFrame, ReplacementChar, UnterminatedFrame
+from proxy.core.events import SSEEvent
 from proxy.core.utf8 import REPLACEMENT_BYTES, decode_replacing, literal_offsets
 
-__all__ = ["DEFAULT_LIMIT", "EventCallback", "EventStreamParser", "escape_preview"]
+__all__ = ["DEFAULT_LIMIT", "DataCallback", "EventStreamParser", "escape_preview"]
 
 DEFAULT_LIMIT = 1 << 20
 _BOM = b"\xef\xbb\xbf"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _PREVIEW_BYTES = 48
 
-# (type, data, last_event_id, retry, index, start, end, data_offset)
-EventCallback = Callable[[str, str, "str | None", "int | None", int, int, int, int], None]
+# (event type, data, event index, stream offset of the data): what dialects consume
+DataCallback = Callable[[str, str, int, int], None]
 
 
 def escape_preview(raw: bytes, limit: int = _PREVIEW_BYTES) -> str:
@@ -47,8 +48,9 @@ def escape_preview(raw: bytes, limit: int = _PREVIEW_BYTES) -> str:
 class EventStreamParser:
     """Incremental event-stream parser; ``feed`` bytes, get callbacks and ``alerts``.
 
-    Alerts are appended to the list passed in (the reassembler drains it after each call),
-    events go to ``on_event``. Only ``feed`` and ``close`` are meant to be called.
+    Alerts are appended to the list passed in (the reassembler drains it after each call);
+    each dispatched event goes to ``on_data`` and, when an ``events`` list is given, is
+    appended to it as an :class:`SSEEvent`. Only ``feed`` and ``close`` are meant to be called.
     """
 
     __slots__ = (
@@ -59,6 +61,7 @@ class EventStreamParser:
         "_data",
         "_data_off",
         "_event_type",
+        "_events",
         "_frame_ends",
         "_head",
         "_last_id",
@@ -66,7 +69,7 @@ class EventStreamParser:
         "_max_frame",
         "_max_line",
         "_offset",
-        "_on_event",
+        "_on_data",
         "_pending",
         "_pending_len",
         "_retry",
@@ -77,13 +80,15 @@ class EventStreamParser:
 
     def __init__(
         self,
-        on_event: EventCallback,
+        on_data: DataCallback,
         alerts: list[Alert],
         *,
+        events: list[SSEEvent] | None = None,
         max_line: int = DEFAULT_LIMIT,
         max_frame: int = DEFAULT_LIMIT,
     ) -> None:
-        self._on_event = on_event
+        self._on_data = on_data
+        self._events = events
         self.alerts = alerts
         self._max_line = max_line
         self._max_frame = max_frame
@@ -120,6 +125,10 @@ class EventStreamParser:
         lf, crlf, cr = self._counts
         return {"lf": lf, "crlf": crlf, "cr": cr}
 
+    def set_on_data(self, on_data: DataCallback) -> None:
+        """Where dispatched events go from now on (the reassembler's dialect, once known)."""
+        self._on_data = on_data
+
     def take_frame_ends(self) -> list[int]:
         """Offsets just after each blank line seen since the last call."""
         ends = self._frame_ends
@@ -150,6 +159,8 @@ class EventStreamParser:
                 if self._block_start == self._offset - 1:
                     self._block_start = self._offset
                     self._frame_ends.append(self._offset)
+                else:
+                    self._top_up_head(b"\n")  # the LF is part of the block's preview
                 chunk = chunk[1:]
                 if not chunk:
                     return
@@ -177,22 +188,16 @@ class EventStreamParser:
 
         if not n_cr:
             counts[0] += n_lf
-            lines = buf.split(b"\n")
-            rest = lines.pop()
-            pos = self._lines(lines, start, 1, careful)
+            pos, rest = self._uniform(buf, start, b"\n", careful)
         elif not n_lf:
             counts[2] += n_cr
-            lines = buf.split(b"\r")
-            rest = lines.pop()
-            pos = self._lines(lines, start, 1, careful)
+            pos, rest = self._uniform(buf, start, b"\r", careful)
             self._skip_lf = not rest
         else:
             n_crlf = buf.count(b"\r\n")
             if n_crlf == n_cr == n_lf:
                 counts[1] += n_crlf
-                lines = buf.split(b"\r\n")
-                rest = lines.pop()
-                pos = self._lines(lines, start, 2, careful)
+                pos, rest = self._uniform(buf, start, b"\r\n", careful)
             else:
                 counts[0] += n_lf - n_crlf
                 counts[1] += n_crlf
@@ -209,7 +214,7 @@ class EventStreamParser:
         if rel >= 0:
             self._head = buf[rel : rel + _PREVIEW_BYTES + 1]
         else:
-            self._top_up_head(buf)
+            self._top_up_head(chunk)  # the held part of buf is in the head already
         if rest:
             self._hold(rest)
 
@@ -244,9 +249,10 @@ class EventStreamParser:
         self._pending.append(piece)
         self._pending_len += len(piece)
         if self._pending_len > self._max_line:
-            self.alerts.append(
-                OversizedFrame(kind="line", limit=self._max_line, byte_offset=self._offset)
-            )
+            if not self._block_dropped:  # as in _lines: one alert per dropped block
+                self.alerts.append(
+                    OversizedFrame(kind="line", limit=self._max_line, byte_offset=self._offset)
+                )
             self._offset += self._pending_len
             self._pending = []
             self._pending_len = 0
@@ -258,6 +264,7 @@ class EventStreamParser:
         lf = chunk.find(b"\n")
         cr = chunk.find(b"\r")
         if lf < 0 and cr < 0:
+            self._top_up_head(chunk)  # the preview must not depend on where reads were cut
             self._offset += len(chunk)
             return b""
         self._line_overflow = False
@@ -271,12 +278,80 @@ class EventStreamParser:
             self._counts[2] += 1
             cut = cr + 1
             self._skip_lf = cut == len(chunk)
+        self._top_up_head(chunk[:cut])
         self._offset += cut
         return chunk[cut:]
 
     def _drop_block(self) -> None:
         self._block_dropped = True
         self._data = []
+
+    def _uniform(self, buf: bytes, pos: int, sep: bytes, careful: bool) -> tuple[int, bytes]:
+        """Parse ``buf`` whose line endings are all ``sep``; return (offset after, rest).
+
+        Frames are split off in C (``bytes.split`` on a blank line), and the two shapes
+        that make up nearly every LLM stream, ``data: X`` and ``event: E`` + ``data: X``,
+        dispatch straight from the frame. Anything else in a frame (more lines, other
+        fields, a block begun in an earlier read, invalid UTF-8, a frame over a limit) goes
+        through :meth:`_lines`, the one implementation of the field rules. ``rest`` is the
+        partial line after the last line ending.
+        """
+        seplen = len(sep)
+        if careful:
+            lines = buf.split(sep)
+            rest = lines.pop()
+            return self._lines(lines, pos, seplen, True), rest
+        frames = buf.split(sep + sep)
+        tail = frames.pop().split(sep)
+        rest = tail.pop()
+        events = self._events
+        on_data = self._on_data
+        frame_ends = self._frame_ends
+        max_line = self._max_line
+        max_frame = self._max_frame - 2 * seplen
+        for frame in frames:
+            end = pos + len(frame) + 2 * seplen
+            if self._block_start == pos and len(frame) <= max_frame:
+                etype = "message"
+                data = None
+                if frame.startswith(b"data: "):
+                    if frame.find(sep, 6) < 0 and len(frame) <= max_line:
+                        try:
+                            data = frame[6:].decode()
+                        except UnicodeDecodeError:
+                            data = None
+                        data_off = pos + 6
+                elif frame.startswith(b"event: "):
+                    nl = frame.find(sep, 7)
+                    at = nl + seplen
+                    if (
+                        nl > 0
+                        and frame.startswith(b"data: ", at)
+                        and frame.find(sep, at + 6) < 0
+                        and nl <= max_line
+                        and len(frame) - at <= max_line
+                    ):
+                        try:
+                            etype = frame[7:nl].decode() or "message"
+                            data = frame[at + 6 :].decode()
+                        except UnicodeDecodeError:
+                            data = None
+                        data_off = pos + at + 6
+                if data is not None:
+                    index = self.event_count
+                    self.event_count = index + 1
+                    if events is not None:
+                        events.append(SSEEvent(etype, data, self._last_id, None, index, pos))
+                    on_data(etype, data, index, data_off)
+                    frame_ends.append(end)
+                    self._block_start = pos = end
+                    continue
+            lines = frame.split(sep)
+            lines.append(b"")
+            pos = self._lines(lines, pos, seplen, False)
+        if tail:
+            pos = self._lines(tail, pos, seplen, False)
+        return pos, rest
 
     def _lines(self, lines: list[bytes], pos: int, seplen: int, careful: bool) -> int:
         """Process complete lines starting at stream offset ``pos``; return the offset after."""
@@ -289,16 +364,15 @@ class EventStreamParser:
                 if data:
                     index = self.event_count
                     self.event_count = index + 1
-                    self._on_event(
-                        self._event_type or "message",
-                        data[0] if len(data) == 1 else "\n".join(data),
-                        self._last_id,
-                        self._retry,
-                        index,
-                        self._block_start,
-                        end,
-                        self._data_off,
-                    )
+                    etype = self._event_type or "message"
+                    text = data[0] if len(data) == 1 else "\n".join(data)
+                    if self._events is not None:
+                        self._events.append(
+                            SSEEvent(
+                                etype, text, self._last_id, self._retry, index, self._block_start
+                            )
+                        )
+                    self._on_data(etype, text, index, self._data_off)
                     data = self._data = []
                 self._event_type = ""
                 self._retry = None
@@ -307,15 +381,18 @@ class EventStreamParser:
                 self._frame_ends.append(end)
             elif self._block_dropped:
                 pass
-            elif end - self._block_start > max_frame:
+            elif len(line) > max_line:
+                # Arrived whole in one read; same verdict as if it had piled up in _hold,
+                # which cannot know the frame size yet, so the line check comes first.
+                self.alerts.append(OversizedFrame(kind="line", limit=max_line, byte_offset=pos))
+                self._drop_block()
+                data = self._data
+            elif pos + len(line) - self._block_start > max_frame:
+                # up to the line's end, not its terminator: a CRLF cut after the CR is a
+                # 1-byte terminator now and a 2-byte one whole; the verdict must not differ
                 self.alerts.append(
                     OversizedFrame(kind="frame", limit=max_frame, byte_offset=self._block_start)
                 )
-                self._drop_block()
-                data = self._data
-            elif len(line) > max_line:
-                # Arrived whole in one read; same verdict as if it had piled up in _hold.
-                self.alerts.append(OversizedFrame(kind="line", limit=max_line, byte_offset=pos))
                 self._drop_block()
                 data = self._data
             else:

@@ -7,7 +7,6 @@ the shell forwards bytes and logs alerts in a few lines whatever the parser thin
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +24,6 @@ from proxy.core.framing import DEFAULT_LIMIT, EventStreamParser
 from proxy.errors import ReassemblerStateError
 
 __all__ = ["Limits", "Output", "StreamReassembler"]
-
-_ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +81,11 @@ class StreamReassembler:
             else DetectingAccumulator(self._alerts)
         )
         self._parser = EventStreamParser(
-            self._on_event, self._alerts, max_line=limits.max_line, max_frame=limits.max_frame
+            self._acc.accept if self._decided else self._detect,
+            self._alerts,
+            events=self._events if emit_events else None,
+            max_line=limits.max_line,
+            max_frame=limits.max_frame,
         )
         self._closed = False
         self._bytes = 0
@@ -189,52 +190,14 @@ class StreamReassembler:
             events.clear()
         return out
 
-    def _on_event(
-        self,
-        etype: str,
-        data: str,
-        last_id: str | None,
-        retry: int | None,
-        index: int,
-        start: int,
-        end: int,
-        data_off: int,
-    ) -> None:
-        if self._emit_events:
-            self._events.append(
-                SSEEvent(
-                    type=etype,
-                    data=data,
-                    id=last_id,
-                    retry=retry,
-                    index=index,
-                    start=start,
-                    end=end,
-                )
-            )
-        acc = self._acc
+    def _detect(self, etype: str, data: str, index: int, data_off: int) -> None:
+        """Until the dialect is known, look at each event; then hand the parser to it."""
         if not self._decided:
             name = detect(etype, data)
             if self._hint is not None and name in (None, "text"):
                 name = self._hint
             if name is not None:
                 self._decided = True
-                acc = self._acc = make_accumulator(name, self._alerts)
-        seen = acc.fffd_seen
-        acc.accept(etype, data, index, data_off)
-        if acc.fffd_seen != seen:
-            self._attribute_fffd(acc.fffd_seen - seen, data, index, data_off)
-
-    def _attribute_fffd(self, found: int, data: str, index: int, data_off: int) -> None:
-        """U+FFFD in extracted text beyond those in the raw payload came from JSON escapes."""
-        excess = found - data.count("\ufffd")
-        if excess <= 0:
-            return
-        offsets = [data_off + len(data[: m.start()].encode()) for m in _ESCAPED_FFFD.finditer(data)]
-        offsets += [data_off] * max(0, excess - len(offsets))
-        for off in offsets[:excess]:
-            self._alerts.append(
-                ReplacementChar(
-                    cause=ReplacementChar.UPSTREAM_LITERAL, byte_offset=off, event_index=index
-                )
-            )
+                self._acc = make_accumulator(name, self._alerts)
+                self._parser.set_on_data(self._acc.accept)
+        self._acc.accept(etype, data, index, data_off)

@@ -82,7 +82,7 @@ def test_only_the_first_bom_is_stripped() -> None:
 def test_bom_offsets_still_count_the_bom() -> None:
     res = parse(b"\xef\xbb\xbfdata: x\n\n")
     assert res.events[0].start == 3
-    assert res.events[0].end == len(b"\xef\xbb\xbfdata: x\n\n")
+    assert res.frame_ends == (len(b"\xef\xbb\xbfdata: x\n\n"),)
 
 
 def test_a_bom_later_in_the_stream_is_data() -> None:
@@ -246,7 +246,8 @@ def test_frame_end_offsets_point_after_each_blank_line() -> None:
 def test_event_offsets_cover_their_block() -> None:
     data = b"data: a\n\nevent: e\ndata: b\n\n"
     res = parse(data)
-    assert [(e.start, e.end) for e in res.events] == [(0, 9), (9, len(data))]
+    assert [e.start for e in res.events] == [0, 9]
+    assert res.frame_ends == (9, len(data))
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,7 @@ class AnthropicAccumulator(JsonAccumulator):
                 if type(text) is str:
                     self._block(idx).text.append(text)
                     if "\ufffd" in text:
-                        self._count_fffd(text)
+                        self._fffd(text, data, index, offset)
             elif dtype == "input_json_delta":
                 part = delta.get("partial_json")
                 if type(part) is str:
@@ -69,12 +69,12 @@ class AnthropicAccumulator(JsonAccumulator):
                     if block.tool is None:
                         block.tool = ToolCall(key=str(idx))
                     block.tool.parts.append(part)
-                    self._count_fffd(part)
+                    self._fffd(part, data, index, offset)
             elif dtype == "thinking_delta":
                 thinking = delta.get("thinking")
                 if type(thinking) is str:
                     self._block(idx, "thinking").thinking.append(thinking)
-                    self._count_fffd(thinking)
+                    self._fffd(thinking, data, index, offset)
         elif kind == "content_block_start":
             cb = obj.get("content_block")
             if type(cb) is not dict:
@@ -88,7 +88,7 @@ class AnthropicAccumulator(JsonAccumulator):
             text = cb.get("text")
             if text and type(text) is str:
                 block.text.append(text)
-                self._count_fffd(text)
+                self._fffd(text, data, index, offset)
         elif kind == "message_delta":
             delta = obj.get("delta")
             if type(delta) is dict and delta.get("stop_reason"):

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import orjson
 
-from proxy.core.alerts import Alert, ErrorEvent, InvalidJson
+from proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
 from proxy.core.framing import escape_preview
 
 __all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "loads"]
 
 loads = orjson.loads
+_ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
 
 
 @dataclass(slots=True)
@@ -44,6 +46,9 @@ class Accumulator:
         self.alerts = alerts
         self.terminal_seen = False
         self.fffd_seen = 0
+        self._fffd_index = -1
+        self._fffd_known = 0
+        self._fffd_escapes: list[int] = []
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         """Take one dispatched event (``offset``: where its data starts in the stream)."""
@@ -59,9 +64,32 @@ class Accumulator:
         """Everything reassembled beyond the main text (choices, reasoning, tool calls)."""
         return {}
 
-    def _count_fffd(self, piece: str) -> None:
-        if "\ufffd" in piece:
-            self.fffd_seen += piece.count("\ufffd")
+    def _fffd(self, piece: str, data: str, index: int, offset: int) -> None:
+        """Count U+FFFD in extracted text; those beyond the raw payload's came from escapes.
+
+        The parser already reported every U+FFFD that is in the decoded payload (invalid
+        bytes, or an encoded U+FFFD). One that appears only after JSON decoding was sent
+        as a ``\\ufffd`` escape: upstream lost that character before the stream.
+        """
+        n = piece.count("\ufffd")
+        if not n:
+            return
+        self.fffd_seen += n
+        if index != self._fffd_index:
+            self._fffd_index = index
+            self._fffd_known = data.count("\ufffd")
+            self._fffd_escapes = [
+                offset + len(data[: m.start()].encode()) for m in _ESCAPED_FFFD.finditer(data)
+            ]
+        known = min(n, self._fffd_known)
+        self._fffd_known -= known
+        for _ in range(n - known):
+            at = self._fffd_escapes.pop(0) if self._fffd_escapes else offset
+            self.alerts.append(
+                ReplacementChar(
+                    cause=ReplacementChar.UPSTREAM_LITERAL, byte_offset=at, event_index=index
+                )
+            )
 
 
 class JsonAccumulator(Accumulator):

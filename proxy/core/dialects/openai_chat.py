@@ -65,19 +65,21 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 if content and type(content) is str:
                     state.content.append(content)
                     if "\ufffd" in content:
-                        self._count_fffd(content)
+                        self._fffd(content, data, index, offset)
                 reasoning = delta.get("reasoning_content")
                 if reasoning and type(reasoning) is str:
                     state.reasoning.append(reasoning)
-                    self._count_fffd(reasoning)
+                    self._fffd(reasoning, data, index, offset)
                 calls = delta.get("tool_calls")
                 if calls and type(calls) is list:
-                    self._tool_deltas(state, calls)
+                    self._tool_deltas(state, calls, data, index, offset)
             reason = ch.get("finish_reason")
             if reason:
                 state.finish_reason = str(reason)
 
-    def _tool_deltas(self, state: _Choice, calls: list[Any]) -> None:
+    def _tool_deltas(
+        self, state: _Choice, calls: list[Any], data: str, index: int, offset: int
+    ) -> None:
         for tc in calls:
             if type(tc) is not dict:
                 continue
@@ -96,7 +98,7 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 args = fn.get("arguments")
                 if args and type(args) is str:
                     call.parts.append(args)
-                    self._count_fffd(args)
+                    self._fffd(args, data, index, offset)
 
     def finish(self) -> None:
         for state in self._choices.values():

@@ -52,13 +52,13 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
                     parts = self._text[key] = []
                 parts.append(delta)
                 if "\ufffd" in delta:
-                    self._count_fffd(delta)
+                    self._fffd(delta, data, index, offset)
         elif kind == "response.function_call_arguments.delta":
             delta = obj.get("delta")
             if type(delta) is str:
                 call_key = str(obj.get("item_id") or obj.get("output_index", ""))
                 self._call(call_key).parts.append(delta)
-                self._count_fffd(delta)
+                self._fffd(delta, data, index, offset)
         elif kind == "response.output_item.added":
             item = obj.get("item")
             if type(item) is dict and item.get("type") == "function_call":
@@ -69,7 +69,7 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
             delta = obj.get("delta")
             if type(delta) is str:
                 self._reasoning.append(delta)
-                self._count_fffd(delta)
+                self._fffd(delta, data, index, offset)
         elif kind in _TERMINAL:
             self.terminal_seen = True
             resp = obj.get("response")

@@ -27,7 +27,7 @@ class RawTextAccumulator(Accumulator):
             self.terminal_seen = True
             return
         self._parts.append(data)
-        self._count_fffd(data)
+        self._fffd(data, data, index, offset)
 
     @property
     def text(self) -> str:
