@@ -1,19 +1,24 @@
 """`sse-proxy check`: validate a captured raw event stream offline.
 
 Reads in fixed-size chunks, so a capture of any size runs in bounded memory, and prints
-each dispatched event (or, with ``--text``, only the reassembled text) on stdout.
+each dispatched event (or, with ``--text``, only the reassembled text) on stdout. A
+recording made with ``serve --record`` is recognised by its header and fed in its original
+read boundaries, with the dialect hint its request path gives.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from typing import IO, Any
 
 from proxy.core import Limits, StreamReassembler
 from proxy.errors import UsageError
 from proxy.logsink import AlertSink, get_logger, new_stream_id
+from proxy.recording import Recording, is_recording, load_recording
 
 __all__ = ["READ_SIZE", "run_check"]
 
@@ -27,6 +32,45 @@ def _open(path: str | None) -> tuple[IO[bytes], str]:
         return open(path, "rb"), path
     except OSError as exc:
         raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _peek(stream: IO[bytes]) -> bytes:
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return b""
+    try:
+        return bytes(peek(256))[:256]
+    except OSError:
+        return b""
+
+
+def _as_recording(stream: IO[bytes], path: str | None, name: str) -> Recording | None:
+    """The recording in ``stream`` if it is one (by its header line), else None."""
+    if not is_recording(_peek(stream)):
+        return None
+    if path is not None and path != "-":
+        return load_recording(path)
+    # stdin: spool it so the one loader reads it the way it reads files
+    with tempfile.NamedTemporaryFile(prefix="sse-proxy-check-", suffix=".ssrec") as tmp:
+        try:
+            while block := stream.read(READ_SIZE):
+                tmp.write(block)
+        except OSError as exc:
+            raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+        tmp.flush()
+        return load_recording(tmp.name)
+
+
+def _reads(stream: IO[bytes], name: str) -> Iterator[bytes]:
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        try:
+            chunk = read(READ_SIZE)
+        except OSError as exc:
+            raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+        if not chunk:
+            return
+        yield chunk
 
 
 def _event_line(event: dict[str, Any]) -> bytes:
@@ -48,24 +92,29 @@ def run_check(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     stream, name = _open(path)
+    recording = _as_recording(stream, path, name)
+    if recording is not None:
+        from proxy.core import dialect_for_path
+
+        hint = dialect_for_path(str(recording.request.get("path", "")))
+        reassembler = StreamReassembler(dialect, hint=hint, limits=limits, emit_events=not text)
     stream_id = new_stream_id()
     sink = AlertSink(get_logger(stream_id=stream_id, source=name))
     started = time.monotonic()
     try:
         with stream:
-            read = getattr(stream, "read1", stream.read)
-            while True:
-                try:
-                    chunk = read(READ_SIZE)
-                except OSError as exc:
-                    raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
-                if not chunk:
-                    break
+            chunks = (
+                (data for _, data in recording.reads)
+                if recording is not None
+                else _reads(stream, name)
+            )
+            for chunk in chunks:
                 output = reassembler.feed(chunk)
                 sink.emit_all(output.alerts)
                 if output.events:
                     sink_out.write(b"".join(_event_line(e.as_json_dict()) for e in output.events))
-        output = reassembler.close()
+        broken = recording is not None and recording.end in ("upstream_error", "timeout")
+        output = reassembler.close(upstream_error=broken)
         sink.emit_all(output.alerts)
         if output.events:
             sink_out.write(b"".join(_event_line(e.as_json_dict()) for e in output.events))
@@ -75,7 +124,7 @@ def run_check(
     finally:
         sink.summary(
             duration_ms=round((time.monotonic() - started) * 1000, 3),
-            ended_by="eof",
+            ended_by=recording.end if recording is not None else "eof",
             **{k: v for k, v in reassembler.summary().items() if k != "alerts"},
         )
     return 1 if sink.warned else 0
