@@ -92,6 +92,48 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--fault", default=None, help="a fault that triggers an alert")
     mock.add_argument("--seed", type=int, default=0, help="chunking seed")
     mock.add_argument("--delay", type=float, default=0.0, help="seconds between writes")
+
+    replay = sub.add_parser("replay", help="serve a recording (serve --record) as an upstream")
+    replay.add_argument("file", help="a .ssrec recording made with `serve --record DIR`")
+    replay.add_argument("--host", default="127.0.0.1", help="listen address")
+    replay.add_argument("--port", type=int, default=8788, help="listen port (0: any free)")
+    replay.add_argument("--chaos", metavar="STRATEGY", help="re-chunk, e.g. utf8 or random+crlf")
+    replay.add_argument("--seed", type=int, help="chaos seed (default: a fresh one, printed)")
+    pace = replay.add_mutually_exclusive_group()
+    pace.add_argument("--speed", type=float, default=1.0, help="timing factor (2 = twice as fast)")
+    pace.add_argument(
+        "--no-timing", action="store_true", help="write the reads back to back, no pauses"
+    )
+
+    tc = sub.add_parser(
+        "test-client",
+        help="run CMD against chaos streams and diagnose its SSE bugs",
+        description="Run CMD (after --) once per chaos strategy, rewrite, seed and cut; "
+        "compare what it prints with the expected text; diagnose each failure.",
+    )
+    tc.add_argument(
+        "--dialect", default="openai", choices=("openai", "anthropic", "responses", "text")
+    )
+    tc.add_argument("--fixture", metavar="RECORDING", help="stream a recording, not the mock")
+    tc.add_argument(
+        "--only", metavar="STRATEGY[,..]", help="strategies, combos, baseline, cut, cut:N, cut:A-B"
+    )
+    tc.add_argument("--seeds", type=_positive_int, default=3, help="seeds per strategy")
+    tc.add_argument("--seed", type=int, help="run this one seed only")
+    tc.add_argument(
+        "--exhaustive",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="every two-way cut of the short fixture (default: when it is short)",
+    )
+    tc.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
+    tc.add_argument("--jobs", type=_positive_int, default=2, help="cases run in parallel")
+    tc.add_argument("--chaos-k", type=int, default=3, help="random cuts per upstream chunk")
+    tc.add_argument("--delay-ms", type=float, default=0.0, help="chaos jitter before each write")
+    tc.add_argument("--report", metavar="FILE", help="write a JSON report")
+    tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    tc.add_argument("--proxy-log", metavar="FILE", help="append the proxies' JSON logs here")
+    tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
 
 
@@ -164,7 +206,47 @@ def _run(args: argparse.Namespace) -> int:
 
         port = DEFAULT_PORT if args.port is None else args.port
         return run_mock_upstream(args.host, port, args.fault, args.seed, chunk_delay=args.delay)
+    if args.command == "replay":
+        from proxy.replay import run_replay
+
+        return run_replay(
+            args.file,
+            host=args.host,
+            port=args.port,
+            chaos=args.chaos,
+            seed=args.seed,
+            timing=not args.no_timing,
+            speed=args.speed,
+        )
+    if args.command == "test-client":
+        return _test_client(args)
     raise AssertionError(args.command)  # pragma: no cover - argparse rejects the rest
+
+
+def _test_client(args: argparse.Namespace) -> int:
+    from proxy.harness import HarnessOptions, run_test_client
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    only = tuple(args.only.split(",")) if args.only is not None else None
+    options = HarnessOptions(
+        command=tuple(cmd),
+        dialect=args.dialect,
+        fixture=args.fixture,
+        only=only,
+        seeds=args.seeds,
+        seed=args.seed,
+        exhaustive=args.exhaustive,
+        timeout=args.timeout,
+        jobs=args.jobs,
+        report=args.report,
+        junit=args.junit,
+        chaos_k=args.chaos_k,
+        delay_ms=args.delay_ms,
+        proxy_log=args.proxy_log,
+    )
+    return run_test_client(options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,8 @@
+"""A correct SSE client (stdlib only): the harness must pass it on every case."""
+
+from __future__ import annotations
+
+from tests.toolkit.clients._sse import LineParser, run
+
+if __name__ == "__main__":
+    run(LineParser)
