@@ -72,6 +72,13 @@ def _validate(cfg: Config) -> None:
             raise bad("upstream", "must be an http:// or https:// URL with a host")
         if parts.query or parts.fragment:
             raise bad("upstream", "must not carry a query or fragment")
+        if "@" in parts.netloc:
+            # aiohttp turns them into an Authorization header, and a client's own
+            # Authorization then makes every request fail (ValueError, a bare 500).
+            raise ConfigError(
+                "upstream: must not carry credentials (user:password@); "
+                "clients send their own Authorization header"
+            )
     if not 0 <= cfg.port <= 65535:
         raise bad("port", "must be 0..65535")
     if cfg.mode not in MODES:
@@ -137,7 +144,13 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ValueError(value)
         return value
     except ValueError:
-        expected = {"int | None": "an integer"}.get(kind, f"a {kind}")
+        expected = {
+            "int": "an integer",
+            "int | None": "an integer",
+            "float": "a number",
+            "bool": "true or false",
+            "str": "a string",
+        }.get(kind, f"a {kind}")
         raise ConfigError(f"{source}: {name} must be {expected}, got {value!r}") from None
 
 

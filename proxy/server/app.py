@@ -114,6 +114,17 @@ def _chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
     return ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
 
 
+@web.middleware
+async def _refuse_connect(request: web.Request, handler: Any) -> web.StreamResponse:
+    """CONNECT never matches a route (its target has no path), so refuse it before routing."""
+    if request.method == "CONNECT":
+        return _json_error(
+            405, "method_not_allowed", "CONNECT is refused: not an open proxy", new_stream_id()
+        )
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
 async def _proxy(request: web.Request) -> web.StreamResponse:
     cfg = request.app[CONFIG]
     metrics = request.app[METRICS]
@@ -329,6 +340,9 @@ class _SseRelay:
         self.recorder = Recorder.for_config(
             cfg.record_dir, stream_id, request, upstream, log, started
         )
+        # Frames mode: a frame end just after a CR that ends a read (held until the next read).
+        self._fed = 0
+        self._cr_end: int | None = None
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -399,7 +413,27 @@ class _SseRelay:
         if self.planner is None:
             await _write(self.resp, chunk)
         else:
+            if self.mode == "frames":
+                frame_ends = self._whole_crlf_ends(chunk, frame_ends)
             await self._send(self.planner.plan(chunk, frame_ends))
+
+    def _whole_crlf_ends(self, chunk: bytes, frame_ends: tuple[int, ...]) -> tuple[int, ...]:
+        """Never end a frames-mode write between the CR and the LF of a blank line.
+
+        When a read ends in the CR of a blank line, the core reports the frame end after
+        the CR, and again after the LF if the next read starts with one. Holding the first
+        end until the next read keeps the CRLF blank line in one write instead of sending
+        the LF alone; a bare CR ending (no LF follows) gets its end back on the next read.
+        """
+        self._fed += len(chunk)
+        ends = list(frame_ends)
+        if self._cr_end is not None:
+            held, self._cr_end = self._cr_end, None
+            if held + 1 not in ends:
+                ends.insert(0, held)
+        if ends and ends[-1] == self._fed and chunk.endswith(b"\r"):
+            self._cr_end = ends.pop()
+        return tuple(ends)
 
     async def _send(self, writes: list[Any]) -> None:
         for w in writes:
@@ -457,6 +491,7 @@ async def _session_ctx(app: web.Application) -> AsyncIterator[None]:
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
     """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
     app = web.Application(
+        middlewares=[_refuse_connect],
         client_max_size=config.max_request_body_bytes,
         handler_args={
             "max_field_size": config.max_request_header_bytes,

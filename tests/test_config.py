@@ -1,0 +1,309 @@
+"""Configuration: defaults, the documented file, precedence, bad values and the CLI's exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tomllib
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.config import Config, load_config
+from proxy.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTED = ROOT / "config" / "sse-proxy.toml"
+FIELDS = [f.name for f in dataclasses.fields(Config)]
+SSE_PROXY = Path(sys.executable).with_name("sse-proxy")
+
+
+def _write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_documented_file_equals_the_defaults() -> None:
+    """config/sse-proxy.toml loads to exactly Config()'s defaults."""
+    assert load_config(path=DOCUMENTED) == Config()
+
+
+def test_documented_file_lists_every_setting() -> None:
+    """Every Config field has a line in the documented file (seed commented out: unset)."""
+    table = tomllib.loads(DOCUMENTED.read_text(encoding="utf-8"))["sse-proxy"]
+    text = DOCUMENTED.read_text(encoding="utf-8")
+    missing = [name for name in FIELDS if name not in table]
+    assert missing == ["seed"]
+    assert "# seed = " in text
+    assert set(table) <= set(FIELDS)
+    for name, value in table.items():
+        assert value == getattr(Config(), name), name
+
+
+def test_defaults() -> None:
+    """The defaults are safe: loopback, passthrough, chaos header off, text not logged."""
+    cfg = load_config()
+    assert cfg == Config()
+    assert cfg.host == "127.0.0.1"
+    assert cfg.port == 8787
+    assert cfg.mode == "passthrough"
+    assert cfg.allow_chaos_header is False
+    assert cfg.log_text is False
+    assert cfg.log_format == "json"
+    assert cfg.admin_prefix == "/_sse-proxy"
+
+
+@pytest.mark.parametrize(
+    ("name", "file_line", "file_value", "env_value", "env_parsed", "flag_value"),
+    [
+        ("idle_timeout", "1.5", 1.5, "2.5", 2.5, 3.5),
+        ("port", "1001", 1001, "1002", 1002, 1003),
+        ("mode", '"frames"', "frames", "chaos", "chaos", "passthrough"),
+        ("log_text", "true", True, "false", False, True),
+        ("seed", "7", 7, "8", 8, 9),
+        (
+            "upstream",
+            '"http://file:1"',
+            "http://file:1",
+            "http://env:2",
+            "http://env:2",
+            "https://f:3",
+        ),
+    ],
+)
+def test_precedence_flag_env_file_default(
+    tmp_path: Path,
+    name: str,
+    file_line: str,
+    file_value: Any,
+    env_value: str,
+    env_parsed: Any,
+    flag_value: Any,
+) -> None:
+    """A flag beats the environment, which beats the file, which beats the default."""
+    path = _write(tmp_path, f"[sse-proxy]\n{name} = {file_line}\n")
+    env = {f"SSE_PROXY_{name.upper()}": env_value}
+    assert getattr(load_config(flags={name: flag_value}, env=env, path=path), name) == flag_value
+    assert getattr(load_config(flags={name: None}, env=env, path=path), name) == env_parsed
+    assert getattr(load_config(flags={name: None}, env={}, path=path), name) == file_value
+    assert getattr(load_config(flags={name: None}), name) == getattr(Config(), name)
+
+
+def test_settings_combine_across_sources(tmp_path: Path) -> None:
+    """Each setting comes from the highest source that sets it; the rest keep defaults."""
+    path = _write(tmp_path, '[sse-proxy]\nmode = "frames"\nport = 1\nlog-level = "debug"\n')
+    cfg = load_config(
+        flags={"port": 3, "mode": None},
+        env={"SSE_PROXY_PORT": "2", "SSE_PROXY_IDLE_TIMEOUT": "60", "HOME": "/x", "PORT": "9"},
+        path=path,
+    )
+    assert (cfg.mode, cfg.port, cfg.idle_timeout, cfg.log_level) == ("frames", 3, 60.0, "debug")
+    assert cfg.connect_timeout == Config().connect_timeout
+
+
+def test_file_without_table_header(tmp_path: Path) -> None:
+    """A flat file (no [sse-proxy] table) is read as the settings table itself."""
+    path = _write(tmp_path, 'mode = "frames"\nidle_timeout = 5\n')
+    cfg = load_config(path=path)
+    assert (cfg.mode, cfg.idle_timeout) == ("frames", 5.0)
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on", " True "])
+def test_env_booleans_true(value: str) -> None:
+    """Boolean environment values accept the usual spellings of true."""
+    assert load_config(env={"SSE_PROXY_ALLOW_CHAOS_HEADER": value}).allow_chaos_header is True
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", "off", ""])
+def test_env_booleans_false(value: str) -> None:
+    """Boolean environment values accept the usual spellings of false."""
+    assert load_config(env={"SSE_PROXY_LOG_TEXT": value}).log_text is False
+
+
+BAD_FLAGS: list[tuple[dict[str, Any], list[str]]] = [
+    ({"port": 70000}, ["port", "0..65535", "70000"]),
+    ({"port": -1}, ["port"]),
+    ({"port": "eighty"}, ["--port", "integer", "eighty"]),
+    ({"port": True}, ["--port", "integer"]),
+    ({"mode": "turbo"}, ["mode", "passthrough", "frames", "chaos", "turbo"]),
+    ({"upstream": "ftp://example.com"}, ["upstream", "http", "ftp://example.com"]),
+    ({"upstream": "http://"}, ["upstream", "host"]),
+    ({"upstream": "example.com:8080"}, ["upstream"]),
+    ({"upstream": "http://example.com/v1?key=x"}, ["upstream", "query"]),
+    ({"upstream": "http://example.com/#frag"}, ["upstream", "fragment"]),
+    ({"upstream": "https://user:pw@example.com"}, ["upstream", "credentials"]),
+    ({"log_format": "xml"}, ["log_format", "json", "console"]),
+    ({"log_level": "trace"}, ["log_level", "debug"]),
+    ({"max_frame_bytes": 0}, ["max_frame_bytes", "at least 1"]),
+    ({"max_line_bytes": -5}, ["max_line_bytes", "at least 1"]),
+    ({"max_request_body_bytes": 0}, ["max_request_body_bytes"]),
+    ({"max_alerts_per_kind": 0}, ["max_alerts_per_kind"]),
+    ({"workers": 0}, ["workers"]),
+    ({"idle_timeout": -1}, ["idle_timeout", "negative"]),
+    ({"connect_timeout": "soon"}, ["--connect-timeout", "a number", "soon"]),
+    ({"total_timeout": -0.5}, ["total_timeout"]),
+    ({"shutdown_grace": -1}, ["shutdown_grace"]),
+    ({"seed": -1}, ["seed", "non-negative"]),
+    ({"seed": 2**63}, ["seed"]),
+    ({"seed": "lucky"}, ["--seed", "integer", "lucky"]),
+    ({"admin_prefix": "/admin"}, ["admin_prefix", "/_"]),
+    ({"admin_prefix": "/_ops/"}, ["admin_prefix"]),
+    ({"dialect": "klingon"}, ["dialect", "klingon"]),
+    ({"no_such_setting": 1}, ["unknown setting", "no_such_setting"]),
+]
+
+
+@pytest.mark.parametrize(("flags", "words"), BAD_FLAGS)
+def test_bad_flag_values(flags: dict[str, Any], words: list[str]) -> None:
+    """Every bad value raises ConfigError with one line naming the setting and the problem."""
+    with pytest.raises(ConfigError) as info:
+        load_config(flags=flags)
+    message = str(info.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_credentials_never_echoed() -> None:
+    """An upstream URL with credentials is refused without repeating the password."""
+    with pytest.raises(ConfigError) as info:
+        load_config(flags={"upstream": "https://user:hunter2@example.com"})
+    assert "hunter2" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"SSE_PROXY_PORT": "80x"}, ["environment SSE_PROXY_PORT", "port", "80x"]),
+        ({"SSE_PROXY_LOG_TEXT": "maybe"}, ["SSE_PROXY_LOG_TEXT", "true or false", "maybe"]),
+        ({"SSE_PROXY_IDLE_TIMEOUT": "forever"}, ["SSE_PROXY_IDLE_TIMEOUT", "forever"]),
+        ({"SSE_PROXY_MODE": "fast"}, ["mode", "fast"]),
+        ({"SSE_PROXY_MAX_FRAME_BYTES": "0"}, ["max_frame_bytes"]),
+    ],
+)
+def test_bad_env_values(env: dict[str, str], words: list[str]) -> None:
+    """A bad environment value names the variable it came from."""
+    with pytest.raises(ConfigError) as info:
+        load_config(env=env)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[sse-proxy]\nport = 'x'\n", ["config file", "port", "integer"]),
+        ("[sse-proxy]\nport = 1.5\n", ["config file", "port"]),
+        ("[sse-proxy]\nidle_timeout = true\n", ["idle_timeout", "a number"]),
+        ("[sse-proxy]\nlog_text = 'sometimes'\n", ["log_text", "true or false"]),
+        ("[sse-proxy]\nmode = 3\n", ["mode", "a string"]),
+        ("[sse-proxy]\ntypo_setting = 1\n", ["unknown setting", "typo_setting"]),
+        ("[sse-proxy]\nport = \n", ["not valid TOML"]),
+        ("sse-proxy = 3\n", ["must be a table"]),
+        ("[sse-proxy]\nmax_frame_bytes = 0\n", ["max_frame_bytes"]),
+    ],
+)
+def test_bad_file_values(tmp_path: Path, text: str, words: list[str]) -> None:
+    """A bad config file names the file and the setting."""
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path=path)
+    message = str(info.value)
+    assert "\n" not in message.rstrip()
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_missing_and_undecodable_files(tmp_path: Path) -> None:
+    """A missing or non-UTF-8 config file is a ConfigError naming the path."""
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(path=missing)
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"port = \xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"bin\.toml"):
+        load_config(path=binary)
+
+
+def test_config_is_immutable() -> None:
+    """Config is frozen: a running proxy's settings cannot be changed under it."""
+    cfg = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.port = 1  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SSE_PROXY_")}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "word"),
+    [
+        (["--upstream", "http://127.0.0.1:1", "--port", "70000"], {}, "port"),
+        (["--upstream", "ftp://example.com"], {}, "upstream"),
+        (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_IDLE_TIMEOUT": "abc"}, "IDLE"),
+        (["--upstream", "http://127.0.0.1:1", "--config", "/nonexistent/x.toml"], {}, "config"),
+        ([], {}, "upstream"),
+        (["--upstream", "http://127.0.0.1:1", "--mode", "bogus"], {}, "mode"),
+    ],
+)
+def test_cli_bad_value_exits_2_with_one_line(
+    args: list[str], env: dict[str, str], word: str
+) -> None:
+    """`sse-proxy serve` with a bad value prints one line on stderr, no traceback, exit 2."""
+    proc = subprocess.run(
+        [str(SSE_PROXY), "serve", *args],
+        capture_output=True,
+        text=True,
+        env=_clean_env(**env),
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert word in lines[0]
+    assert proc.stdout == ""
+
+
+def test_cli_serve_runs_with_file_env_and_flags(tmp_path: Path) -> None:
+    """`sse-proxy serve` merges file, env and flags, serves health, and exits 0 on SIGTERM."""
+    path = _write(tmp_path, '[sse-proxy]\nmode = "frames"\nport = 1\nadmin_prefix = "/_file"\n')
+    proc = subprocess.Popen(
+        [str(SSE_PROXY), "serve", "--config", str(path), "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_clean_env(SSE_PROXY_UPSTREAM="http://127.0.0.1:9", SSE_PROXY_ADMIN_PREFIX="/_env"),
+    )
+    try:
+        assert proc.stderr is not None
+        started = json.loads(proc.stderr.readline())
+        assert started["event"] == "proxy.started"
+        assert started["mode"] == "frames"
+        assert started["listen"].startswith("http://127.0.0.1:")
+        assert started["health"].endswith("/_env/health")
+        with urllib.request.urlopen(started["health"], timeout=5) as resp:
+            assert json.loads(resp.read())["status"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
