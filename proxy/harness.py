@@ -412,6 +412,8 @@ def describe_cut(data: bytes, cut: int) -> str:
         return "between CR and LF"
     if before.endswith((b"\n", b"\r")) and after.startswith((b"\n", b"\r")):
         return "inside the blank line that ends a frame"
+    if after.startswith((b"\n", b"\r")):
+        return "at the end of a line, just before its line ending"
     line_start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1
     line = data[line_start : line_start + 8]
     if line.startswith((b"data", b"event", b"id", b"retry")) and b":" in data[line_start:cut]:

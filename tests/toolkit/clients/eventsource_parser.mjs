@@ -1,4 +1,5 @@
 // eventsource-parser (npm) as a test subject: fetch the stream, parse, print the text.
+// Run from a directory whose node_modules holds eventsource-parser (the test copies it there).
 import { createParser } from "eventsource-parser";
 
 const dialect = process.env.SSE_PROXY_DIALECT ?? "openai";
@@ -14,7 +15,10 @@ function deltaText(event, data) {
   throw new Error(`unknown dialect ${dialect}`);
 }
 
-const parser = createParser({ onEvent: (ev) => parts.push(deltaText(ev.event, ev.data)) });
+const parser = createParser({
+  onEvent: (ev) => parts.push(deltaText(ev.event, ev.data)),
+  onError: (err) => console.error(`eventsource-parser: ${err.message}`),
+});
 const res = await fetch(process.env.SSE_PROXY_STREAM_URL, {
   method: "POST",
   headers: { "content-type": "application/json", accept: "text/event-stream" },
@@ -24,4 +28,5 @@ if (!res.ok) throw new Error(`HTTP ${res.status}`);
 const decoder = new TextDecoder("utf-8");
 for await (const chunk of res.body) parser.feed(decoder.decode(chunk, { stream: true }));
 parser.feed(decoder.decode());
+parser.reset({ consume: true }); // end of stream: dispatch a last event held after a bare CR
 process.stdout.write(parts.join(""));

@@ -1,0 +1,1 @@
+"""Tests of the client-testing toolkit: replay, test-client, the pytest plugin, real clients."""

@@ -1,0 +1,106 @@
+"""Shared helpers of the toolkit tests: record a stream through a real proxy, read raw chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import aiohttp
+
+from proxy.config import Config
+from proxy.mock_upstream import start_mock_upstream
+from proxy.recording import Recording, encode_end, encode_header, encode_read, load_recording
+from proxy.server.run import start_proxy, stop_proxy
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENTS = "tests.toolkit.clients"
+
+
+async def record_stream(
+    record_dir: Path, path: str = "/v1/chat/completions", seed: int = 5, **query: str
+) -> tuple[Recording, bytes]:
+    """Stream once through a recording proxy; return the recording and what the client got."""
+    mock, upstream = await start_mock_upstream(seed=seed)
+    runner, url = await start_proxy(Config(upstream=upstream, port=0, record_dir=str(record_dir)))
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url + path, json={"stream": True}, params=query) as resp,
+        ):
+            body = await resp.read()
+    finally:
+        await stop_proxy(runner)
+        await mock.cleanup()
+    files = await asyncio.to_thread(lambda: sorted(record_dir.glob("*.ssrec")))
+    assert len(files) == 1, files
+    return load_recording(files[0]), body
+
+
+def write_recording(
+    path: Path,
+    reads: list[tuple[float, bytes]],
+    *,
+    request_path: str = "/v1/chat/completions",
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> Path:
+    """A recording file written by hand, in the documented format."""
+    head = {
+        "stream_id": "test",
+        "recorded_at": "20250101T000000Z",
+        "request": {"method": "POST", "path": request_path, "query": "", "headers": {}},
+        "response": {
+            "status": status,
+            "reason": "OK",
+            "headers": headers
+            or {
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Transfer-Encoding": "chunked",
+                "Connection": "keep-alive",
+                "Content-Length": "999",
+                "X-Request-ID": "req_1",
+            },
+        },
+    }
+    lines = [encode_header(head)] + [encode_read(t, d) for t, d in reads]
+    lines.append(
+        encode_end("upstream_eof", reads[-1][0] if reads else 0.0, sum(len(d) for _, d in reads))
+    )
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+async def raw_chunks(url: str, path: str = "/v1/chat/completions") -> tuple[bytes, list[bytes]]:
+    """POST over a raw socket; return the response head and the HTTP/1.1 chunks, as sent."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 2\r\nConnection: close\r\n\r\n{}".encode()
+    )
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower(), head
+    chunks: list[bytes] = []
+    pos = 0
+    while True:
+        line_end = body.index(b"\r\n", pos)
+        size = int(body[pos:line_end].split(b";")[0], 16)
+        start = line_end + 2
+        if size == 0:
+            break
+        chunks.append(body[start : start + size])
+        pos = start + size + 2
+    return head, chunks
+
+
+def cli_env() -> dict[str, str]:
+    """The environment for `sse-proxy` subprocesses: the repo importable, no proxies."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    return env
