@@ -16,7 +16,8 @@ class SSEEvent(NamedTuple):
 
     ``id`` is the last event ID in force at dispatch (it persists across events), ``None``
     when no ``id`` field was ever accepted. ``retry`` is the valid ``retry`` value of this
-    event's own block, else ``None``. ``start`` is the stream byte offset of the block's
+    event's own block, else ``None``. ``ordinal`` counts dispatched events from 0 (alerts
+    call it ``event_index``). ``start`` is the stream byte offset of the block's
     first byte; where the frame ends is in ``Output.frame_ends``.
     """
 
@@ -24,7 +25,7 @@ class SSEEvent(NamedTuple):
     data: str
     id: str | None
     retry: int | None
-    index: int
+    ordinal: int
     start: int
 
     def as_json_dict(self) -> dict[str, object]:

@@ -22,12 +22,21 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
+from itertools import accumulate, repeat
+from operator import add
 
 from proxy.core.alerts import Alert, OversizedFrame, ReplacementChar, UnterminatedFrame
 from proxy.core.events import SSEEvent
 from proxy.core.utf8 import REPLACEMENT_BYTES, decode_replacing, literal_offsets
 
-__all__ = ["DEFAULT_LIMIT", "DataCallback", "EventStreamParser", "escape_preview"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "BatchCallback",
+    "DataCallback",
+    "EventStreamParser",
+    "batch_offsets",
+    "escape_preview",
+]
 
 DEFAULT_LIMIT = 1 << 20
 _BOM = b"\xef\xbb\xbf"
@@ -36,6 +45,17 @@ _PREVIEW_BYTES = 48
 
 # (event type, data, event index, stream offset of the data): what dialects consume
 DataCallback = Callable[[str, str, int, int], None]
+# (payloads, index of the first, stream offset of the first frame, bytes per frame besides
+# its payload): a run of single-line `data: X` frames of type "message", each payload 6
+# bytes into its frame (see batch_offsets). The dialect takes the whole run and returns
+# True only if every payload is valid UTF-8 without U+FFFD; on False nothing may have
+# changed, and the framer dispatches the frames one by one instead.
+BatchCallback = Callable[[list[bytes], int, int, int], bool]
+
+
+def batch_offsets(payloads: list[bytes], pos: int, extra: int) -> list[int]:
+    """Frame start offsets of a batch (and the offset after it): only paid for when needed."""
+    return list(accumulate(map(add, map(len, payloads), repeat(extra)), initial=pos))
 
 
 def escape_preview(raw: bytes, limit: int = _PREVIEW_BYTES) -> str:
@@ -69,11 +89,13 @@ class EventStreamParser:
         "_max_frame",
         "_max_line",
         "_offset",
+        "_on_batch",
         "_on_data",
         "_pending",
         "_pending_len",
         "_retry",
         "_skip_lf",
+        "_track_frames",
         "alerts",
         "event_count",
     )
@@ -83,12 +105,16 @@ class EventStreamParser:
         on_data: DataCallback,
         alerts: list[Alert],
         *,
+        on_batch: BatchCallback | None = None,
         events: list[SSEEvent] | None = None,
+        frame_ends: bool = True,
         max_line: int = DEFAULT_LIMIT,
         max_frame: int = DEFAULT_LIMIT,
     ) -> None:
         self._on_data = on_data
+        self._on_batch = on_batch
         self._events = events
+        self._track_frames = frame_ends
         self.alerts = alerts
         self._max_line = max_line
         self._max_frame = max_frame
@@ -125,13 +151,17 @@ class EventStreamParser:
         lf, crlf, cr = self._counts
         return {"lf": lf, "crlf": crlf, "cr": cr}
 
-    def set_on_data(self, on_data: DataCallback) -> None:
+    def set_callbacks(self, on_data: DataCallback, on_batch: BatchCallback | None) -> None:
         """Where dispatched events go from now on (the reassembler's dialect, once known)."""
         self._on_data = on_data
+        self._on_batch = on_batch
 
     def take_frame_ends(self) -> list[int]:
-        """Offsets just after each blank line seen since the last call."""
+        """Offsets just after each blank line seen since the last call (if tracked)."""
         ends = self._frame_ends
+        if not self._track_frames:
+            ends.clear()
+            return ends
         if ends:
             self._frame_ends = []
         return ends
@@ -169,9 +199,9 @@ class EventStreamParser:
             if not chunk:
                 return
 
-        n_lf = chunk.count(b"\n")
-        n_cr = chunk.count(b"\r")
-        if not n_lf and not n_cr:
+        # Membership tests are memchr scans; counting is left to the splits where it can be.
+        has_cr = b"\r" in chunk
+        if not has_cr and b"\n" not in chunk:
             self._top_up_head(chunk)
             self._hold(chunk)
             return
@@ -183,29 +213,38 @@ class EventStreamParser:
         else:
             buf = chunk
         start = self._offset
-        careful = REPLACEMENT_BYTES in buf
         counts = self._counts
 
-        if not n_cr:
-            counts[0] += n_lf
-            pos, rest = self._uniform(buf, start, b"\n", careful)
-        elif not n_lf:
-            counts[2] += n_cr
-            pos, rest = self._uniform(buf, start, b"\r", careful)
+        if not has_cr:
+            lines = buf.split(b"\n")
+            rest = lines.pop()
+            counts[0] += len(lines)
+            pos = self._run(lines, start, b"\n", start + len(buf) - len(rest))
+        elif b"\n" not in buf:
+            lines = buf.split(b"\r")
+            rest = lines.pop()
+            counts[2] += len(lines)
+            pos = self._run(lines, start, b"\r", start + len(buf) - len(rest))
             self._skip_lf = not rest
         else:
-            n_crlf = buf.count(b"\r\n")
-            if n_crlf == n_cr == n_lf:
-                counts[1] += n_crlf
-                pos, rest = self._uniform(buf, start, b"\r\n", careful)
+            lines = buf.split(b"\r\n")
+            # All CRLF when no CR or LF is left inside the pieces (two memchr scans).
+            inner = b"".join(lines)
+            if b"\r" not in inner and b"\n" not in inner:
+                rest = lines.pop()
+                counts[1] += len(lines)
+                pos = self._run(lines, start, b"\r\n", start + len(buf) - len(rest))
             else:
+                n_cr = buf.count(b"\r")
+                n_lf = buf.count(b"\n")
+                n_crlf = len(lines) - 1
                 counts[0] += n_lf - n_crlf
                 counts[1] += n_crlf
                 counts[2] += n_cr - n_crlf
                 pos = start
                 last = 0
                 for m in _LINE_END.finditer(buf):
-                    pos = self._lines([buf[last : m.start()]], pos, m.end() - m.start(), careful)
+                    pos = self._lines([buf[last : m.start()]], pos, m.end() - m.start())
                     last = m.end()
                 rest = buf[last:]
                 self._skip_lf = buf[-1] == 0x0D
@@ -286,74 +325,151 @@ class EventStreamParser:
         self._block_dropped = True
         self._data = []
 
-    def _uniform(self, buf: bytes, pos: int, sep: bytes, careful: bool) -> tuple[int, bytes]:
-        """Parse ``buf`` whose line endings are all ``sep``; return (offset after, rest).
+    def _run(self, lines: list[bytes], pos: int, sep: bytes, done: int) -> int:
+        """Process complete ``lines`` (all ended by ``sep``) from stream offset ``pos``.
 
-        Frames are split off in C (``bytes.split`` on a blank line), and the two shapes
-        that make up nearly every LLM stream, ``data: X`` and ``event: E`` + ``data: X``,
-        dispatch straight from the frame. Anything else in a frame (more lines, other
-        fields, a block begun in an earlier read, invalid UTF-8, a frame over a limit) goes
-        through :meth:`_lines`, the one implementation of the field rules. ``rest`` is the
-        partial line after the last line ending.
+        The common case, a run of single-line ``data: X`` frames, is recognised and
+        dispatched with C-level operations over the whole run (:meth:`_batch`); the
+        ``event: E`` + ``data: X`` shape dispatches frame by frame; anything else (other
+        fields, comments, multi-line data, a block begun in an earlier read, invalid
+        UTF-8, an encoded U+FFFD, a line over a limit) goes through :meth:`_lines`, the
+        one implementation of the field rules. All paths give the same events. ``done`` is
+        the stream offset just after the last of ``lines``.
         """
         seplen = len(sep)
-        if careful:
-            lines = buf.split(sep)
-            rest = lines.pop()
-            return self._lines(lines, pos, seplen, True), rest
-        frames = buf.split(sep + sep)
-        tail = frames.pop().split(sep)
-        rest = tail.pop()
+        i = 0
+        n = len(lines)
+        if self._block_start != pos:
+            # Finish the block begun in an earlier read, up to its blank line.
+            try:
+                i = lines.index(b"") + 1
+            except ValueError:
+                return self._lines(lines, pos, seplen)
+            pos = self._lines(lines[:i], pos, seplen)
+        pairs = (n - i) >> 1
+        if pairs > 1 and self._on_batch is not None:
+            # The batch ends where the lines end, or before one leftover line.
+            end = done if (n - i) & 1 == 0 else done - len(lines[-1]) - seplen
+            end = self._batch(lines, i, pairs, pos, end, seplen)
+            if end >= 0:
+                pos = end
+                i += 2 * pairs
+        if i < n:
+            pos = self._frames(lines, i, pos, seplen)
+        return pos
+
+    def _batch(
+        self, lines: list[bytes], i: int, pairs: int, pos: int, end: int, seplen: int
+    ) -> int:
+        """Dispatch the ``pairs`` frames from ``lines[i]`` (stream ``pos`` to ``end``) when
+        each is one ``data:`` line followed by its blank line and the dialect takes the run
+        whole; else -1 and nothing done."""
+        stop = i + 2 * pairs
+        if any(lines[i + 1 : stop : 2]):
+            return -1  # not every other line is blank
+        evens = lines[i:stop:2]
+        if not all(map(bytes.startswith, evens, repeat(b"data: "))):
+            return -1
+        if end - pos > min(self._max_line, self._max_frame - 2 * seplen) and max(
+            map(len, evens)
+        ) > min(self._max_line, self._max_frame - 2 * seplen):
+            return -1
+        payloads = [line[6:] for line in evens]
+        index = self.event_count
+        extra = 6 + 2 * seplen
+        assert self._on_batch is not None
+        if not self._on_batch(payloads, index, pos, extra):
+            return -1  # the dialect wants them one by one (invalid UTF-8, U+FFFD, odd shapes)
+        self.event_count = index + pairs
+        if self._events is not None or self._track_frames:
+            starts = batch_offsets(payloads, pos, extra)
+            if self._events is not None:
+                self._events.extend(
+                    map(
+                        tuple.__new__,
+                        repeat(SSEEvent, pairs),
+                        zip(
+                            repeat("message", pairs),
+                            map(bytes.decode, payloads),
+                            repeat(self._last_id, pairs),
+                            repeat(None, pairs),
+                            range(index, index + pairs),
+                            starts,
+                            strict=False,
+                        ),
+                    )
+                )
+            if self._track_frames:
+                del starts[0]
+                self._frame_ends.extend(starts)
+        self._block_start = end
+        return end
+
+    def _frames(self, lines: list[bytes], i: int, pos: int, seplen: int) -> int:
+        """Lines from ``lines[i]`` on, at a block start: the two common shapes dispatch
+        straight from their lines, the rest goes through :meth:`_lines` frame by frame."""
+        n = len(lines)
         events = self._events
         on_data = self._on_data
         frame_ends = self._frame_ends
         max_line = self._max_line
         max_frame = self._max_frame - 2 * seplen
-        for frame in frames:
-            end = pos + len(frame) + 2 * seplen
-            if self._block_start == pos and len(frame) <= max_frame:
-                etype = "message"
-                data = None
-                if frame.startswith(b"data: "):
-                    if frame.find(sep, 6) < 0 and len(frame) <= max_line:
+        while i < n:
+            line = lines[i]
+            data = None
+            if not line and self._block_start == pos:
+                pos += seplen  # a blank line ending an empty block: a frame with no event
+                frame_ends.append(pos)
+                self._block_start = pos
+                i += 1
+                continue
+            if self._block_start == pos and i + 1 < n:
+                if not lines[i + 1] and line.startswith(b"data: "):
+                    if len(line) <= max_line and len(line) <= max_frame:
                         try:
-                            data = frame[6:].decode()
+                            data = line[6:].decode()
                         except UnicodeDecodeError:
                             data = None
+                        etype = "message"
                         data_off = pos + 6
-                elif frame.startswith(b"event: "):
-                    nl = frame.find(sep, 7)
-                    at = nl + seplen
+                        size = len(line) + 2 * seplen
+                        step = 2
+                elif i + 2 < n and not lines[i + 2] and line.startswith(b"event: "):
+                    second = lines[i + 1]
                     if (
-                        nl > 0
-                        and frame.startswith(b"data: ", at)
-                        and frame.find(sep, at + 6) < 0
-                        and nl <= max_line
-                        and len(frame) - at <= max_line
+                        second.startswith(b"data: ")
+                        and len(line) <= max_line
+                        and len(second) <= max_line
+                        and len(line) + len(second) + seplen <= max_frame
                     ):
                         try:
-                            etype = frame[7:nl].decode() or "message"
-                            data = frame[at + 6 :].decode()
+                            etype = line[7:].decode() or "message"
+                            data = second[6:].decode()
                         except UnicodeDecodeError:
                             data = None
-                        data_off = pos + at + 6
-                if data is not None:
-                    index = self.event_count
-                    self.event_count = index + 1
-                    if events is not None:
-                        events.append(SSEEvent(etype, data, self._last_id, None, index, pos))
-                    on_data(etype, data, index, data_off)
-                    frame_ends.append(end)
-                    self._block_start = pos = end
-                    continue
-            lines = frame.split(sep)
-            lines.append(b"")
-            pos = self._lines(lines, pos, seplen, False)
-        if tail:
-            pos = self._lines(tail, pos, seplen, False)
-        return pos, rest
+                        data_off = pos + len(line) + seplen + 6
+                        size = len(line) + len(second) + 3 * seplen
+                        step = 3
+            if data is not None and "\ufffd" not in data and "\ufffd" not in etype:
+                index = self.event_count
+                self.event_count = index + 1
+                if events is not None:
+                    events.append(SSEEvent(etype, data, self._last_id, None, index, pos))
+                on_data(etype, data, index, data_off)
+                pos += size
+                frame_ends.append(pos)
+                self._block_start = pos
+                i += step
+                continue
+            try:
+                j = lines.index(b"", i) + 1
+            except ValueError:
+                j = n
+            pos = self._lines(lines[i:j], pos, seplen)
+            i = j
+        return pos
 
-    def _lines(self, lines: list[bytes], pos: int, seplen: int, careful: bool) -> int:
+    def _lines(self, lines: list[bytes], pos: int, seplen: int) -> int:
         """Process complete lines starting at stream offset ``pos``; return the offset after."""
         data = self._data
         max_frame = self._max_frame
@@ -395,19 +511,20 @@ class EventStreamParser:
                 )
                 self._drop_block()
                 data = self._data
-            else:
-                if careful and REPLACEMENT_BYTES in line:
-                    self._report_literals(line, pos)
-                if line.startswith(b"data: "):
-                    if not data:
-                        self._data_off = pos + 6
-                    try:
-                        data.append(line[6:].decode())
-                    except UnicodeDecodeError:
-                        data.append(self._decode_slow(line[6:], pos + 6))
+            elif line.startswith(b"data: "):
+                if not data:
+                    self._data_off = pos + 6
+                try:
+                    value = line[6:].decode()
+                except UnicodeDecodeError:
+                    value = self._decode_slow(line[6:], pos + 6)
                 else:
-                    self._field(line, pos)
-                    data = self._data
+                    if "\ufffd" in value:  # valid UTF-8, so upstream sent it encoded
+                        self._report_literals(line, pos)
+                data.append(value)
+            else:
+                self._field(line, pos)
+                data = self._data
             pos = end
         return pos
 
@@ -416,6 +533,9 @@ class EventStreamParser:
             text = line.decode()
         except UnicodeDecodeError:
             text = self._decode_slow(line, pos)
+        else:
+            if "\ufffd" in text:
+                self._report_literals(line, pos)
         if text[0] == ":":
             return  # comment
         colon = text.find(":")
@@ -442,14 +562,16 @@ class EventStreamParser:
                 self._retry = int(value)
 
     def _decode_slow(self, raw: bytes, pos: int) -> str:
+        """Decode a line that holds invalid UTF-8: each bad subpart, and each encoded
+        U+FFFD beside them, reported in stream order."""
         text, bad = decode_replacing(raw)
+        found = [(pos + rel, ReplacementChar.INVALID_UTF8) for rel in bad]
+        if REPLACEMENT_BYTES in raw:
+            found += [(pos + rel, ReplacementChar.UPSTREAM_LITERAL) for rel in literal_offsets(raw)]
+            found.sort()
         index = self.event_count
-        for rel in bad:
-            self.alerts.append(
-                ReplacementChar(
-                    cause=ReplacementChar.INVALID_UTF8, byte_offset=pos + rel, event_index=index
-                )
-            )
+        for offset, cause in found:
+            self.alerts.append(ReplacementChar(cause=cause, byte_offset=offset, event_index=index))
         return text
 
     def _report_literals(self, line: bytes, pos: int) -> None:

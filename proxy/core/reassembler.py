@@ -56,8 +56,9 @@ class StreamReassembler:
     ``dialect`` names the message format (``openai``, ``responses``, ``anthropic``,
     ``text``, ``none``) or ``None`` to detect it from the first data event; ``hint`` is the
     dialect to assume when detection cannot tell (the proxy derives it from the request
-    path). ``emit_events=False`` skips building :class:`SSEEvent` objects when only text and
-    alerts are wanted (the proxy's hot path).
+    path). ``emit_events=False`` skips building :class:`SSEEvent` objects and
+    ``frame_ends=False`` skips reporting frame end offsets, when only text and alerts are
+    wanted (the proxy's passthrough hot path).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class StreamReassembler:
         hint: str | None = None,
         limits: Limits | None = None,
         emit_events: bool = True,
+        frame_ends: bool = True,
     ) -> None:
         limits = limits or Limits()
         forced = normalize_dialect(dialect)
@@ -83,7 +85,9 @@ class StreamReassembler:
         self._parser = EventStreamParser(
             self._acc.accept if self._decided else self._detect,
             self._alerts,
+            on_batch=self._acc.accept_batch if self._decided else self._detect_batch,
             events=self._events if emit_events else None,
+            frame_ends=frame_ends,
             max_line=limits.max_line,
             max_frame=limits.max_frame,
         )
@@ -199,5 +203,9 @@ class StreamReassembler:
             if name is not None:
                 self._decided = True
                 self._acc = make_accumulator(name, self._alerts)
-                self._parser.set_on_data(self._acc.accept)
+                self._parser.set_callbacks(self._acc.accept, self._acc.accept_batch)
         self._acc.accept(etype, data, index, data_off)
+
+    def _detect_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+        """Before the dialect is known, events go one by one (declining the run)."""
+        return False

@@ -25,12 +25,24 @@ __all__ = [
     "normalize_dialect",
 ]
 
+
+class FramingOnly(Accumulator):
+    """Dialect ``none``: events only, no message text."""
+
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+        try:
+            text = b"\n".join(payloads).decode()
+        except UnicodeDecodeError:
+            return False
+        return "\ufffd" not in text
+
+
 DIALECTS: dict[str, type[Accumulator]] = {
     "openai": OpenAIChatAccumulator,
     "responses": OpenAIResponsesAccumulator,
     "anthropic": AnthropicAccumulator,
     "text": RawTextAccumulator,
-    "none": Accumulator,
+    "none": FramingOnly,
 }
 _ALIASES = {
     "auto": "auto",

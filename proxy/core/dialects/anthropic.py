@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from proxy.core.alerts import Alert
-from proxy.core.dialects.base import JsonAccumulator, ToolCall
+from proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 
 __all__ = ["AnthropicAccumulator"]
 
@@ -79,12 +79,12 @@ class AnthropicAccumulator(JsonAccumulator):
             cb = obj.get("content_block")
             if type(cb) is not dict:
                 return
-            block = self._block(idx, str(cb.get("type") or "text"))
-            block.type = str(cb.get("type") or block.type)
+            block = self._block(idx, text_of(cb.get("type") or "text"))
+            block.type = text_of(cb.get("type") or block.type)
             if block.type in ("tool_use", "server_tool_use"):
                 block.tool = block.tool or ToolCall(key=str(idx))
-                block.tool.name = cb.get("name") or block.tool.name
-                block.tool.id = cb.get("id") or block.tool.id
+                block.tool.name = text_of(cb["name"]) if cb.get("name") else block.tool.name
+                block.tool.id = text_of(cb["id"]) if cb.get("id") else block.tool.id
             text = cb.get("text")
             if text and type(text) is str:
                 block.text.append(text)
@@ -92,7 +92,7 @@ class AnthropicAccumulator(JsonAccumulator):
         elif kind == "message_delta":
             delta = obj.get("delta")
             if type(delta) is dict and delta.get("stop_reason"):
-                self._stop_reason = str(delta["stop_reason"])
+                self._stop_reason = text_of(delta["stop_reason"])
         elif kind == "message_stop":
             self.terminal_seen = True
         elif kind == "error":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -11,10 +12,21 @@ import orjson
 from proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
 from proxy.core.framing import escape_preview
 
-__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "loads"]
+__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "loads", "text_of"]
 
 loads = orjson.loads
 _ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
+
+
+def text_of(value: object) -> str:
+    """``str(value)`` for a value out of upstream JSON, which may nest up to orjson's
+    1024 levels: ``str`` of that raises RecursionError, so it gets a shortened repr."""
+    if type(value) is str:
+        return value
+    try:
+        return str(value)
+    except RecursionError:
+        return reprlib.repr(value)
 
 
 @dataclass(slots=True)
@@ -52,6 +64,15 @@ class Accumulator:
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         """Take one dispatched event (``offset``: where its data starts in the stream)."""
+
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+        """Take a run of single-line ``data:`` events whole, or return False untouched.
+
+        See :data:`proxy.core.framing.BatchCallback`. Taking it means vouching that every
+        payload is valid UTF-8 without U+FFFD, which the framer no longer checks. This
+        default declines, so the framer dispatches the events one by one.
+        """
+        return False
 
     def finish(self) -> None:
         """End of stream: checks that need the whole stream."""
@@ -125,8 +146,8 @@ class JsonAccumulator(Accumulator):
             ErrorEvent(
                 byte_offset=offset,
                 event_index=index,
-                error_type=str(err.get("type") or err.get("code") or "error"),
-                message=str(err.get("message") or "")[:200],
+                error_type=text_of(err.get("type") or err.get("code") or "error"),
+                message=text_of(err.get("message") or "")[:200],
             )
         )
 

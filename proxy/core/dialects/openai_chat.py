@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from proxy.core.alerts import Alert
-from proxy.core.dialects.base import JsonAccumulator, ToolCall
+from proxy.core.dialects.base import JsonAccumulator, ToolCall, loads, text_of
 
 __all__ = ["OpenAIChatAccumulator"]
 
@@ -75,7 +75,33 @@ class OpenAIChatAccumulator(JsonAccumulator):
                     self._tool_deltas(state, calls, data, index, offset)
             reason = ch.get("finish_reason")
             if reason:
-                state.finish_reason = str(reason)
+                state.finish_reason = text_of(reason)
+
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+        """The common run: one choice, index 0, a delta holding only ``content``.
+
+        orjson parses bytes and rejects invalid UTF-8, so a parsed run is valid. At the
+        first chunk of another shape (or ``[DONE]``, broken JSON, a U+FFFD) the run is
+        declined untouched and comes back one event at a time.
+        """
+        try:
+            parts = []
+            for obj in map(loads, payloads):
+                (choice,) = obj["choices"]
+                delta = choice["delta"]
+                if choice["index"] != 0 or len(delta) != 1 or choice.get("finish_reason"):
+                    return False
+                parts.append(delta["content"])
+            text = "".join(parts)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return False
+        if "\ufffd" in text:
+            return False
+        state = self._choices.get(0)
+        if state is None:
+            state = self._choices[0] = _Choice()
+        state.content.append(text)
+        return True
 
     def _tool_deltas(
         self, state: _Choice, calls: list[Any], data: str, index: int, offset: int
@@ -90,11 +116,11 @@ class OpenAIChatAccumulator(JsonAccumulator):
             if call is None:
                 call = state.tool_calls[i] = ToolCall(key=str(i))
             if tc.get("id"):
-                call.id = str(tc["id"])
+                call.id = text_of(tc["id"])
             fn = tc.get("function")
             if type(fn) is dict:
                 if fn.get("name"):
-                    call.name = str(fn["name"])
+                    call.name = text_of(fn["name"])
                 args = fn.get("arguments")
                 if args and type(args) is str:
                     call.parts.append(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from proxy.core.alerts import Alert
-from proxy.core.dialects.base import JsonAccumulator, ToolCall
+from proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 
 __all__ = ["OpenAIResponsesAccumulator"]
 
@@ -56,25 +56,25 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         elif kind == "response.function_call_arguments.delta":
             delta = obj.get("delta")
             if type(delta) is str:
-                call_key = str(obj.get("item_id") or obj.get("output_index", ""))
+                call_key = text_of(obj.get("item_id") or obj.get("output_index", ""))
                 self._call(call_key).parts.append(delta)
                 self._fffd(delta, data, index, offset)
         elif kind == "response.output_item.added":
             item = obj.get("item")
             if type(item) is dict and item.get("type") == "function_call":
-                call = self._call(str(item.get("id") or obj.get("output_index", "")))
-                call.name = item.get("name") or call.name
-                call.id = item.get("call_id") or call.id
+                call = self._call(text_of(item.get("id") or obj.get("output_index", "")))
+                call.name = text_of(item["name"]) if item.get("name") else call.name
+                call.id = text_of(item["call_id"]) if item.get("call_id") else call.id
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             delta = obj.get("delta")
             if type(delta) is str:
                 self._reasoning.append(delta)
                 self._fffd(delta, data, index, offset)
-        elif kind in _TERMINAL:
+        elif type(kind) is str and kind in _TERMINAL:  # a list type is unhashable
             self.terminal_seen = True
             resp = obj.get("response")
             if type(resp) is dict and resp.get("status"):
-                self._status = str(resp["status"])
+                self._status = text_of(resp["status"])
         elif kind == "error":
             self.error_event(obj, index, offset)
             self.terminal_seen = True

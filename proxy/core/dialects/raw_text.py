@@ -29,6 +29,18 @@ class RawTextAccumulator(Accumulator):
         self._parts.append(data)
         self._fffd(data, data, index, offset)
 
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+        if b"[DONE]" in payloads:
+            return False
+        try:
+            text = b"".join(payloads).decode()
+        except UnicodeDecodeError:
+            return False  # (joined, a cut character could pair up: decline, don't guess)
+        if "\ufffd" in text:
+            return False
+        self._parts.append(text)
+        return True
+
     @property
     def text(self) -> str:
         return "".join(self._parts)
