@@ -64,7 +64,12 @@ class Config:
 
 def _validate(cfg: Config) -> None:
     def bad(name: str, why: str) -> ConfigError:
-        return ConfigError(f"{name}: {why} (got {getattr(cfg, name)!r})")
+        value = getattr(cfg, name)
+        if name == "upstream":  # the message is printed: never with a key or password in it
+            from proxy.logsink import redact_url
+
+            value = redact_url(value)
+        return ConfigError(f"{name}: {why} (got {value!r})")
 
     if cfg.upstream:
         parts = urlsplit(cfg.upstream)

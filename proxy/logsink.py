@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Mapping, MutableMapping
+from types import TracebackType
 from typing import Any, TextIO
 
 import orjson
@@ -24,9 +26,11 @@ from proxy.core.alerts import Alert, Level
 __all__ = [
     "AlertSink",
     "configure_logging",
+    "format_exception_redacted",
     "get_logger",
     "new_stream_id",
     "redact_headers",
+    "redact_text",
     "redact_url",
 ]
 
@@ -35,7 +39,9 @@ _SECRET_EXACT = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
 )
 _SECRET_PART = ("key", "token", "secret", "password", "auth", "session")
-_QUERY_SECRET = re.compile(r"(?i)([?&][^=&#]*(?:key|token|secret|password|auth|sig)[^=&#]*=)[^&#]*")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&][^=&#]*(?:key|token|secret|password|auth|sig)[^=&#]*=)[^&#\s\"]*"
+)
 
 
 def is_secret_header(name: str) -> bool:
@@ -54,6 +60,82 @@ def redact_url(url: str) -> str:
     return _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, url)
 
 
+# Free text (exception messages, foreign log lines): credentials after an auth scheme, the
+# value of a header-like `name: value` / `name=value` whose name looks secret, and URLs.
+# Bounded repeats only: this runs on attacker-influenced text and must stay linear.
+_TEXT_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|digest|negotiate)(\s+)[^\s'\",;]+")
+_TEXT_WHOLE_LINE = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie)(['\"]?[ \t]*[:=][ \t]*)[^\r\n'\"]+"
+)
+_TEXT_NAMED = re.compile(
+    r"(?i)\b([\w-]{0,40}(?:key|token|secret|passw|auth|session)[\w-]{0,40})"
+    r"(['\"]?[ \t]*[:=][ \t]*['\"]?)[^\s'\",;&]+"
+)
+
+
+def redact_text(text: str) -> str:
+    """Free text safe to log, best effort: URLs, auth schemes and secret-named values."""
+    text = redact_url(text)
+    text = _TEXT_WHOLE_LINE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _TEXT_AUTH_SCHEME.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    return _TEXT_NAMED.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+
+
+def _exception_message(exc: BaseException) -> str:
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    if isinstance(exc, HttpProcessingError):
+        # A malformed request: aiohttp quotes the client's raw bytes (headers, query, all of
+        # it) in the message, so only the status survives.
+        return f"{exc.code} (message withheld: it quotes the request's raw bytes)"
+    try:
+        return redact_text(str(exc))
+    except Exception:  # noqa: BLE001 - a broken __str__ must not break logging
+        return "<unprintable>"
+
+
+def format_exception_redacted(
+    exc_info: tuple[type[BaseException], BaseException, TracebackType | None],
+) -> str:
+    """A traceback with every exception message in the chain redacted.
+
+    Frames (file, line, source line) are code, never data; only the messages can carry a
+    header value or a URL, so those go through :func:`redact_text`, and aiohttp's HTTP
+    parse errors lose their message entirely.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+
+    def walk(exc: BaseException) -> None:
+        seen.add(id(exc))
+        cause, context = exc.__cause__, exc.__context__
+        if cause is not None and id(cause) not in seen:
+            walk(cause)
+            parts.append(
+                "\nThe above exception was the direct cause of the following exception:\n\n"
+            )
+        elif context is not None and not exc.__suppress_context__ and id(context) not in seen:
+            walk(context)
+            parts.append(
+                "\nDuring handling of the above exception, another exception occurred:\n\n"
+            )
+        if exc.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_tb(exc.__traceback__))
+        name = type(exc).__qualname__
+        module = type(exc).__module__
+        if module not in ("builtins", "__main__"):
+            name = f"{module}.{name}"
+        parts.append(f"{name}: {_exception_message(exc)}")
+
+    walk(exc_info[1])
+    return "".join(parts)
+
+
+# Fields that carry exception messages, which may quote raw bytes from either side.
+_FREE_TEXT_FIELDS = frozenset({"error", "reason", "message", "exception"})
+
+
 def _redact_processor(
     _logger: Any, _name: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
@@ -65,9 +147,51 @@ def _redact_processor(
             event_dict[key] = redact_headers(value)
         elif is_secret_header(key) and key not in ("tool_call",):
             event_dict[key] = REDACTED
+        elif isinstance(value, str) and key in _FREE_TEXT_FIELDS:
+            event_dict[key] = redact_text(value)
         elif isinstance(value, str) and "://" in value:
             event_dict[key] = redact_url(value)
     return event_dict
+
+
+def _redact_foreign(
+    _logger: Any, _name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """A stdlib (aiohttp, asyncio) line: its message is free text, redact it as such."""
+    event = event_dict.get("event")
+    if isinstance(event, str):
+        event_dict["event"] = redact_text(event)
+    return event_dict
+
+
+class _StdlibHandler(logging.Handler):
+    """Stdlib records rendered by structlog, written where structlog's lines go.
+
+    Without a stream it writes to ``sys.stderr`` as it is at each call. If rendering a
+    record fails, a fixed line is written instead: ``logging``'s own error report would
+    print the record's raw message and arguments.
+    """
+
+    def __init__(self, out: TextIO | None) -> None:
+        super().__init__()
+        self.out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stream = self.out if self.out is not None else sys.stderr
+        try:
+            line = self.format(record)
+        except Exception:  # noqa: BLE001 - never let logging's own report print the record
+            line = _orjson_dumps(
+                {"event": "log.unrenderable", "logger": record.name, "level": "error"}
+            )
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # closed stream: nowhere left to say it
+            pass
+
+
+_STDLIB_HANDLER: _StdlibHandler | None = None
 
 
 def _orjson_dumps(obj: Any, **_kw: Any) -> str:
@@ -77,28 +201,72 @@ def _orjson_dumps(obj: Any, **_kw: Any) -> str:
 def configure_logging(
     *, fmt: str = "json", stream: TextIO | None = None, level: str = "info"
 ) -> None:
-    """JSON lines (``fmt="json"``) or a readable console rendering (``fmt="console"``)."""
+    """JSON lines (``fmt="json"``) or a readable console rendering (``fmt="console"``).
+
+    The stdlib ``logging`` root (aiohttp's and asyncio's loggers, tracebacks of unexpected
+    handler errors) is routed through the same redaction and rendering, so every line on
+    the stream is one redacted JSON object; tracebacks have their messages redacted.
+    """
+    global _STDLIB_HANDLER  # noqa: PLW0603 - one handler, replaced on reconfiguration
     out = stream if stream is not None else sys.stderr
     renderer: Any
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=out.isatty(), exception_formatter=_console_exception
+        )
+        exceptions: Any = _keep_event
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_orjson_dumps)
+        exceptions = structlog.processors.ExceptionRenderer(format_exception_redacted)
+    numeric_level = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact_processor,
-            structlog.processors.format_exc_info,
+            exceptions,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
+        # One write() per line: worker processes share stderr, and print()'s two writes
+        # (text, then newline) on an unbuffered stream let their lines interleave.
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+    handler = _StdlibHandler(stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.processors.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                _redact_foreign,
+                _redact_processor,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                exceptions,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    if _STDLIB_HANDLER is not None:
+        root.removeHandler(_STDLIB_HANDLER)
+    root.addHandler(handler)
+    root.setLevel(numeric_level)
+    _STDLIB_HANDLER = handler
+
+
+def _keep_event(
+    _logger: Any, _name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    return event_dict
+
+
+def _console_exception(sio: TextIO, exc_info: Any) -> None:
+    sio.write("\n" + format_exception_redacted(exc_info))
 
 
 def get_logger(**bind: Any) -> Any:

@@ -144,6 +144,15 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
     except ChaosSpecError as exc:
         status = 403 if CHAOS_HEADER in request.headers and not cfg.allow_chaos_header else 400
         return _json_error(status, "chaos_spec", str(exc), stream_id)
+    header_bytes = sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
+    if header_bytes > cfg.max_request_header_bytes:
+        # aiohttp bounds each header line; this bounds them all together.
+        return _json_error(
+            431,
+            "request_headers_too_large",
+            f"request headers over {cfg.max_request_header_bytes} bytes",
+            stream_id,
+        )
     length = request.content_length
     if length is not None and length > cfg.max_request_body_bytes:
         return _json_error(
@@ -187,6 +196,13 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
     except aiohttp.ClientConnectorError as exc:
         return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id)
     except (aiohttp.ClientError, OSError) as exc:
+        if isinstance(exc.__cause__, _RequestTooLarge):  # raised inside aiohttp's body writer
+            return _json_error(
+                413,
+                "request_too_large",
+                f"request body over {cfg.max_request_body_bytes} bytes",
+                stream_id,
+            )
         return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id)
 
 

@@ -11,11 +11,13 @@ import contextlib
 import ipaddress
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import tempfile
 from typing import Any
 
+import structlog
 from aiohttp import web
 
 from proxy.config import Config
@@ -109,6 +111,8 @@ async def _serve(cfg: Config, reuse_port: bool) -> None:
 
 def _worker(cfg: Config) -> None:  # pragma: no cover - runs in a child process
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
+    # Every line a worker logs (stream.summary included) says which worker it came from.
+    structlog.contextvars.bind_contextvars(pid=os.getpid())
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(cfg, reuse_port=True))
 
@@ -123,8 +127,10 @@ def serve_forever(cfg: Config) -> int:
     if cfg.port == 0:
         raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
     _validate_chaos(cfg)
+    own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
+        own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     ctx = multiprocessing.get_context("spawn")
     procs: list[Any] = [
         ctx.Process(target=_worker, args=(cfg,), daemon=False) for _ in range(cfg.workers)
@@ -142,4 +148,7 @@ def serve_forever(cfg: Config) -> int:
     signal.signal(signal.SIGINT, forward)
     for proc in procs:
         proc.join()
-    return max((proc.exitcode or 0) for proc in procs)
+    if own_dir is not None:
+        shutil.rmtree(own_dir, ignore_errors=True)
+    # A worker killed by a signal has a negative exit code: that is a failure too.
+    return max((1 if (proc.exitcode or 0) < 0 else proc.exitcode or 0) for proc in procs)
