@@ -58,7 +58,9 @@ class StreamReassembler:
     dialect to assume when detection cannot tell (the proxy derives it from the request
     path). ``emit_events=False`` skips building :class:`SSEEvent` objects and
     ``frame_ends=False`` skips reporting frame end offsets, when only text and alerts are
-    wanted (the proxy's passthrough hot path).
+    wanted (the proxy's passthrough hot path). ``keep_text=False`` counts the message
+    text instead of keeping it (``text`` is then empty), so memory stays flat on a long
+    stream.
     """
 
     def __init__(
@@ -69,16 +71,18 @@ class StreamReassembler:
         limits: Limits | None = None,
         emit_events: bool = True,
         frame_ends: bool = True,
+        keep_text: bool = True,
     ) -> None:
         limits = limits or Limits()
         forced = normalize_dialect(dialect)
         self._hint = normalize_dialect(hint)
+        self._keep_text = keep_text
         self._alerts: list[Alert] = []
         self._events: list[SSEEvent] = []
         self._emit_events = emit_events
         self._decided = forced is not None
         self._acc: Accumulator = (
-            make_accumulator(forced, self._alerts)
+            make_accumulator(forced, self._alerts, keep_text=keep_text)
             if forced is not None
             else DetectingAccumulator(self._alerts)
         )
@@ -113,7 +117,7 @@ class StreamReassembler:
         parser = self._parser
         parser.close()
         if not self._decided and self._hint is not None:
-            self._acc = make_accumulator(self._hint, self._alerts)
+            self._acc = make_accumulator(self._hint, self._alerts, keep_text=self._keep_text)
         acc = self._acc
         acc.finish()
         end = self._bytes
@@ -168,7 +172,7 @@ class StreamReassembler:
             "bytes": self._bytes,
             "events": self._parser.event_count,
             "dialect": self._acc.name,
-            "text_length": len(self._acc.text),
+            "text_length": self._acc.text_length,
             "terminal_seen": self._acc.terminal_seen,
             "line_endings": self._parser.line_endings,
             "alerts": dict(self.alert_counts),
@@ -202,7 +206,7 @@ class StreamReassembler:
                 name = self._hint
             if name is not None:
                 self._decided = True
-                self._acc = make_accumulator(name, self._alerts)
+                self._acc = make_accumulator(name, self._alerts, keep_text=self._keep_text)
                 self._parser.set_callbacks(self._acc.accept, self._acc.accept_batch)
         self._acc.accept(etype, data, index, data_off)
 

@@ -332,6 +332,8 @@ class _SseRelay:
             hint=dialect_for_path(request.path),
             limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
             emit_events=False,
+            frame_ends=mode != "passthrough",  # only planners cut at frame ends
+            keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
         )
         self.decode = None
         encoding = upstream.headers.get("Content-Encoding")
@@ -394,7 +396,10 @@ class _SseRelay:
                 "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
             )
         except asyncio.CancelledError:
-            ended_by = "shutdown" if state.shutting_down else "client_disconnect"
+            # aiohttp cancels the handler once the client's connection is lost; a shutdown
+            # cancels it with the connection still there (a client may leave mid-drain too).
+            by_shutdown = state.shutting_down and self.request.transport is not None
+            ended_by = "shutdown" if by_shutdown else "client_disconnect"
             self._finish(ended_by, received, first_byte)
             raise
         finally:

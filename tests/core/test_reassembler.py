@@ -140,3 +140,19 @@ def test_core_imports_no_asyncio_aiohttp_structlog_or_logging() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "", f"proxy.core imported {out}"
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "responses", "text"])
+def test_keep_text_false_counts_the_same_length_without_keeping_the_text(dialect: str) -> None:
+    """The proxy's mode: summary text_length is exact, the text itself is not held."""
+    from proxy import fixtures
+
+    data = fixtures.clean_stream(dialect)
+    kept = StreamReassembler()
+    counted = StreamReassembler(keep_text=False)
+    for r in (kept, counted):
+        r.feed(data)
+        r.close()
+    assert kept.text == fixtures.expected_text(dialect)
+    assert counted.text == ""
+    assert counted.summary()["text_length"] == len(kept.text) == kept.summary()["text_length"]

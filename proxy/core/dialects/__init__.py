@@ -124,8 +124,8 @@ def detect(etype: str, data: str) -> str | None:
     return _shape(obj) if type(obj) is dict else None
 
 
-def make_accumulator(name: str, alerts: list[Alert]) -> Accumulator:
-    return DIALECTS[name](alerts)
+def make_accumulator(name: str, alerts: list[Alert], *, keep_text: bool = True) -> Accumulator:
+    return DIALECTS[name](alerts, keep_text=keep_text)
 
 
 class DetectingAccumulator(JsonAccumulator):

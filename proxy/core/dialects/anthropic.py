@@ -14,7 +14,7 @@ __all__ = ["AnthropicAccumulator"]
 @dataclass(slots=True)
 class _Block:
     type: str
-    text: list[str] = field(default_factory=list)
+    text: list[str]
     thinking: list[str] = field(default_factory=list)
     tool: ToolCall | None = None
 
@@ -29,8 +29,8 @@ class AnthropicAccumulator(JsonAccumulator):
     name: ClassVar[str] = "anthropic"
     terminal_marker: ClassVar[str | None] = "message_stop"
 
-    def __init__(self, alerts: list[Alert]) -> None:
-        super().__init__(alerts)
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
+        super().__init__(alerts, keep_text=keep_text)
         self._blocks: dict[int, _Block] = {}
         self._stop_reason: str | None = None
         self._last_offset = 0
@@ -39,7 +39,7 @@ class AnthropicAccumulator(JsonAccumulator):
     def _block(self, idx: int, kind: str = "text") -> _Block:
         block = self._blocks.get(idx)
         if block is None:
-            block = self._blocks[idx] = _Block(type=kind)
+            block = self._blocks[idx] = _Block(kind, self.text_parts())
         return block
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:

@@ -43,6 +43,23 @@ class ToolCall:
         return "".join(self.parts)
 
 
+class TextTally(list[str]):
+    """Stands in for a list of text parts when the text itself is not wanted.
+
+    The proxy only logs the message's length unless told to log its text, so it keeps a
+    count and lets the parts go: memory stays flat however long the answer is.
+    """
+
+    __slots__ = ("chars",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+
+    def append(self, part: str) -> None:
+        self.chars += len(part)
+
+
 class Accumulator:
     """Turns dispatched events into message text; reports what breaks the dialect's rules.
 
@@ -54,8 +71,10 @@ class Accumulator:
     name: ClassVar[str] = "none"
     terminal_marker: ClassVar[str | None] = None
 
-    def __init__(self, alerts: list[Alert]) -> None:
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         self.alerts = alerts
+        self.keep_text = keep_text
+        self._tallies: list[TextTally] = []
         self.terminal_seen = False
         self.fffd_seen = 0
         self._fffd_index = -1
@@ -80,6 +99,21 @@ class Accumulator:
     @property
     def text(self) -> str:
         return ""
+
+    @property
+    def text_length(self) -> int:
+        """Characters of message text (counted, when the text is not kept)."""
+        if self.keep_text:
+            return len(self.text)
+        return sum(t.chars for t in self._tallies)
+
+    def text_parts(self) -> list[str]:
+        """A new list for message-text parts: a real one, or a tally when text isn't kept."""
+        if self.keep_text:
+            return []
+        tally = TextTally()
+        self._tallies.append(tally)
+        return tally
 
     def details(self) -> dict[str, Any]:
         """Everything reassembled beyond the main text (choices, reasoning, tool calls)."""

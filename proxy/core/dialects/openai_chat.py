@@ -13,7 +13,7 @@ __all__ = ["OpenAIChatAccumulator"]
 
 @dataclass(slots=True)
 class _Choice:
-    content: list[str] = field(default_factory=list)
+    content: list[str]
     reasoning: list[str] = field(default_factory=list)
     tool_calls: dict[int, ToolCall] = field(default_factory=dict)
     finish_reason: str | None = None
@@ -29,8 +29,8 @@ class OpenAIChatAccumulator(JsonAccumulator):
     name: ClassVar[str] = "openai"
     terminal_marker: ClassVar[str | None] = "[DONE]"
 
-    def __init__(self, alerts: list[Alert]) -> None:
-        super().__init__(alerts)
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
+        super().__init__(alerts, keep_text=keep_text)
         self._choices: dict[int, _Choice] = {}
         self._last_offset = 0
         self._last_index = 0
@@ -58,7 +58,7 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 idx = 0
             state = self._choices.get(idx)
             if state is None:
-                state = self._choices[idx] = _Choice()
+                state = self._choices[idx] = _Choice(self.text_parts())
             delta = ch.get("delta")
             if type(delta) is dict:
                 content = delta.get("content")
@@ -99,7 +99,7 @@ class OpenAIChatAccumulator(JsonAccumulator):
             return False
         state = self._choices.get(0)
         if state is None:
-            state = self._choices[0] = _Choice()
+            state = self._choices[0] = _Choice(self.text_parts())
         state.content.append(text)
         return True
 

@@ -22,8 +22,8 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
     name: ClassVar[str] = "responses"
     terminal_marker: ClassVar[str | None] = "response.completed"
 
-    def __init__(self, alerts: list[Alert]) -> None:
-        super().__init__(alerts)
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
+        super().__init__(alerts, keep_text=keep_text)
         self._text: dict[tuple[int, int], list[str]] = {}
         self._reasoning: list[str] = []
         self._calls: dict[str, ToolCall] = {}
@@ -49,7 +49,7 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
                 key = (_int(obj.get("output_index")), _int(obj.get("content_index")))
                 parts = self._text.get(key)
                 if parts is None:
-                    parts = self._text[key] = []
+                    parts = self._text[key] = self.text_parts()
                 parts.append(delta)
                 if "\ufffd" in delta:
                     self._fffd(delta, data, index, offset)

@@ -18,9 +18,9 @@ class RawTextAccumulator(Accumulator):
 
     name: ClassVar[str] = "text"
 
-    def __init__(self, alerts: list[Alert]) -> None:
-        super().__init__(alerts)
-        self._parts: list[str] = []
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
+        super().__init__(alerts, keep_text=keep_text)
+        self._parts = self.text_parts()
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         if data == "[DONE]":
