@@ -988,6 +988,9 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--seed must be a non-negative integer")
     if options.chaos_k < 0 or options.delay_ms < 0:
         raise UsageError("--chaos-k and --delay-ms must not be negative")
+    for flag, path in (("--report", options.report), ("--junit", options.junit)):
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            raise UsageError(f"{flag}: no such directory for {path!r}")
 
 
 async def _run_all(

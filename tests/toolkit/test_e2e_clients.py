@@ -270,6 +270,7 @@ def test_a_crashing_client_gets_its_exit_status_and_stderr_tail_reported(
         (["--seeds", "0", "--", "true"], "must be at least 1"),
         (["--dialect", "klingon", "--", "true"], "invalid choice"),
         (["--timeout", "0", "--", "true"], "--timeout must be a positive number"),
+        (["--junit", "/no/such/dir/j.xml", "--", "true"], "--junit: no such directory"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -1,5 +1,8 @@
 """Shared plumbing of the small test-subject clients: one request, raw reads, delta text.
 
+Run a client from the repository root as a module, e.g.
+``sse-proxy test-client -- python -m tests.toolkit.clients.reference``.
+
 Stdlib only, so a client starts in milliseconds. ``http.client`` returns at most one HTTP
 chunk per ``read1``, so each read follows one proxy write (unless a write arrives in parts),
 which is what lets these clients show their bugs reliably. The correct pieces live here;
