@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--total-timeout", type=float)
     serve.add_argument("--shutdown-grace", type=float)
     serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    serve.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        default=argparse.SUPPRESS,  # keeps a global --log-format given before `serve`
+        help="JSON lines (default) or a readable console rendering",
+    )
     serve.add_argument("--log-text", action="store_true", default=None, help="log message text")
     serve.add_argument("--record", dest="record_dir", metavar="DIR", help="record SSE streams")
     serve.add_argument("--workers", type=int, help="processes sharing the port")
