@@ -97,6 +97,7 @@ class StreamReassembler:
         )
         self._closed = False
         self._bytes = 0
+        self._feeds = 0
         self.alert_counts: Counter[str] = Counter()
         self._fffd_alerts = 0
 
@@ -107,6 +108,9 @@ class StreamReassembler:
             raise ReassemblerStateError("feed() after close()")
         self._bytes += len(chunk)
         self._parser.feed(chunk)
+        self._feeds += 1
+        if not self._feeds & 255 and not self._keep_text:
+            self._acc.compact()  # text parts piled up since: fold them into a count
         return self._drain()
 
     def close(self, *, upstream_error: bool = False) -> Output:
@@ -143,8 +147,8 @@ class StreamReassembler:
 
     @property
     def text(self) -> str:
-        """The reassembled message text so far (exact, spaces and all)."""
-        return self._acc.text
+        """The reassembled message text so far (exact, spaces and all); "" if not kept."""
+        return self._acc.text if self._keep_text else ""
 
     @property
     def dialect(self) -> str:

@@ -165,11 +165,12 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
     url = URL(cfg.upstream_base + raw_target, encoded=True)
     headers = request_headers_for_upstream(request.headers)
     data = _body(request, cfg.max_request_body_bytes) if request.body_exists else None
+    # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every read:
+    # waiting for the headers has its own deadline below, the body an _IdleWatch.
     timeout = aiohttp.ClientTimeout(
         total=None,
         connect=cfg.connect_timeout or None,
         sock_connect=cfg.connect_timeout or None,
-        sock_read=cfg.idle_timeout or None,
     )
     started = time.monotonic()
     try:
@@ -182,7 +183,9 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             timeout=timeout,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
         )
-        async with upstream_cm as upstream:
+        async with contextlib.AsyncExitStack() as stack:
+            async with asyncio.timeout(cfg.idle_timeout or None):
+                upstream = await stack.enter_async_context(upstream_cm)
             return await _respond(request, upstream, cfg, metrics, spec, stream_id, started)
     except _RequestTooLarge:
         return _json_error(
@@ -253,6 +256,35 @@ async def _respond(
     return await relay.run()
 
 
+class _IdleWatch:
+    """The idle timeout between upstream chunks, without a timer per chunk.
+
+    A read only stamps the time (``touch``); one sleeper per stream checks the stamp and,
+    once the gap passes the limit, closes the upstream response, which wakes the pending
+    read with an error that the relay then reports as ``timeout``.
+    """
+
+    def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
+        self._upstream = upstream
+        self._idle = idle
+        loop = asyncio.get_running_loop()
+        self.now = loop.time
+        self.last = self.now()
+        self.expired = False
+        self._task = loop.create_task(self._run()) if idle else None
+
+    async def _run(self) -> None:
+        # The deadline moves with every read; an Event would cost a set() per read.
+        while (left := self.last + self._idle - self.now()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(left)
+        self.expired = True
+        self._upstream.close()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
 async def _relay_plain(
     request: web.Request,
     resp: web.StreamResponse,
@@ -264,15 +296,19 @@ async def _relay_plain(
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
+    watch = _IdleWatch(upstream, request.app[CONFIG].idle_timeout)
     try:
         async for chunk in upstream.content.iter_any():
+            watch.last = watch.now()
             await _write(resp, chunk)
             sent += len(chunk)
     except _ClientGone:
         ended_by = "client_disconnect"
     except (TimeoutError, aiohttp.ClientError) as exc:
-        ended_by = "upstream_error"
+        ended_by = "timeout" if watch.expired else "upstream_error"
         log.warning("upstream.error", kind="body_read_failed", error=redact_url(str(exc)))
+    finally:
+        watch.stop()
     log.info(
         "proxy.request",
         status=upstream.status,
@@ -371,12 +407,14 @@ class _SseRelay:
         ended_by = "upstream_eof"
         first_byte: float | None = None
         received = 0
+        watch = _IdleWatch(self.upstream, self.cfg.idle_timeout)
         try:
             await self.resp.prepare(self.request)
             async with contextlib.AsyncExitStack() as stack:
                 if self.cfg.total_timeout:
                     await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
                 async for chunk in self.upstream.content.iter_any():
+                    watch.last = watch.now()
                     if first_byte is None:
                         first_byte = time.monotonic()
                     received += len(chunk)
@@ -391,10 +429,13 @@ class _SseRelay:
         except TimeoutError:
             ended_by = "timeout"
         except (aiohttp.ClientError, OSError) as exc:
-            ended_by = "upstream_error"
-            self.log.warning(
-                "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
-            )
+            if watch.expired:
+                ended_by = "timeout"
+            else:
+                ended_by = "upstream_error"
+                self.log.warning(
+                    "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
+                )
         except asyncio.CancelledError:
             # aiohttp cancels the handler once the client's connection is lost; a shutdown
             # cancels it with the connection still there (a client may leave mid-drain too).
@@ -403,6 +444,7 @@ class _SseRelay:
             self._finish(ended_by, received, first_byte)
             raise
         finally:
+            watch.stop()
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)

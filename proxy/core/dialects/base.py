@@ -47,7 +47,8 @@ class TextTally(list[str]):
     """Stands in for a list of text parts when the text itself is not wanted.
 
     The proxy only logs the message's length unless told to log its text, so it keeps a
-    count and lets the parts go: memory stays flat however long the answer is.
+    count and lets the parts go: memory stays flat however long the answer is. Appends
+    stay C-speed list appends; :meth:`fold` turns what piled up into a count.
     """
 
     __slots__ = ("chars",)
@@ -56,8 +57,10 @@ class TextTally(list[str]):
         super().__init__()
         self.chars = 0
 
-    def append(self, part: str) -> None:
-        self.chars += len(part)
+    def fold(self) -> None:
+        if self:
+            self.chars += sum(map(len, self))
+            self.clear()
 
 
 class Accumulator:
@@ -105,7 +108,13 @@ class Accumulator:
         """Characters of message text (counted, when the text is not kept)."""
         if self.keep_text:
             return len(self.text)
+        self.compact()
         return sum(t.chars for t in self._tallies)
+
+    def compact(self) -> None:
+        """Fold text tallies into counts (the reassembler calls this now and then)."""
+        for tally in self._tallies:
+            tally.fold()
 
     def text_parts(self) -> list[str]:
         """A new list for message-text parts: a real one, or a tally when text isn't kept."""

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from proxy.core.alerts import Alert
 from proxy.core.dialects.base import JsonAccumulator, ToolCall, loads, text_of
+from proxy.core.utf8 import REPLACEMENT_BYTES
 
 __all__ = ["OpenAIChatAccumulator"]
 
@@ -40,9 +41,22 @@ class OpenAIChatAccumulator(JsonAccumulator):
             self.terminal_seen = True
             return
         obj = self.parse(data, index, offset)
-        self._last_offset, self._last_index = offset, index
         if obj is None:
             return
+        try:  # the common chunk: one choice, index 0, a delta holding only content
+            (choice,) = obj["choices"]
+            delta = choice["delta"]
+            if choice["index"] == 0 and len(delta) == 1 and not choice.get("finish_reason"):
+                content = delta["content"]
+                if type(content) is str and "\ufffd" not in content:
+                    state = self._choices.get(0)
+                    if state is None:
+                        state = self._choices[0] = _Choice(self.text_parts())
+                    state.content.append(content)
+                    return
+        except (TypeError, KeyError, ValueError, AttributeError):
+            pass
+        self._last_offset, self._last_index = offset, index
         choices = obj.get("choices")
         if not choices:
             if "error" in obj:
@@ -84,6 +98,9 @@ class OpenAIChatAccumulator(JsonAccumulator):
         first chunk of another shape (or ``[DONE]``, broken JSON, a U+FFFD) the run is
         declined untouched and comes back one event at a time.
         """
+        joined = b"\n".join(payloads)
+        if b"\xef" in joined and REPLACEMENT_BYTES in joined:  # memchr first: cheap
+            return False  # an encoded U+FFFD outside the content must be reported too
         try:
             parts = []
             for obj in map(loads, payloads):
