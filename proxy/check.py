@@ -49,7 +49,7 @@ def _as_recording(stream: IO[bytes], path: str | None, name: str) -> Recording |
     if not is_recording(_peek(stream)):
         return None
     if path is not None and path != "-":
-        return load_recording(path)
+        return _load(path, name)
     # stdin: spool it so the one loader reads it the way it reads files
     with tempfile.NamedTemporaryFile(prefix="sse-proxy-check-", suffix=".ssrec") as tmp:
         try:
@@ -58,7 +58,18 @@ def _as_recording(stream: IO[bytes], path: str | None, name: str) -> Recording |
         except OSError as exc:
             raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
         tmp.flush()
-        return load_recording(tmp.name)
+        return _load(tmp.name, name)
+
+
+def _load(path: str, name: str) -> Recording:
+    """:func:`load_recording`, with the malformed shapes it lets escape as exceptions
+    (nesting past the recursion limit, a request that is not an object) made usage errors."""
+    try:
+        return load_recording(path)
+    except (RecursionError, TypeError, ValueError) as exc:
+        raise UsageError(
+            f"{name!r} is not a valid sse-proxy recording: {type(exc).__name__}"
+        ) from None
 
 
 def _reads(stream: IO[bytes], name: str) -> Iterator[bytes]:
@@ -96,7 +107,8 @@ def run_check(
     if recording is not None:
         from proxy.core import dialect_for_path
 
-        hint = dialect_for_path(str(recording.request.get("path", "")))
+        req_path = recording.request.get("path", "")
+        hint = dialect_for_path(req_path) if isinstance(req_path, str) else None
         reassembler = StreamReassembler(dialect, hint=hint, limits=limits, emit_events=not text)
     stream_id = new_stream_id()
     sink = AlertSink(get_logger(stream_id=stream_id, source=name))

@@ -155,6 +155,15 @@ class OpenAIChatAccumulator(JsonAccumulator):
             return ""
         return "".join(self._choices[min(self._choices)].content)
 
+    @property
+    def text_length(self) -> int:
+        """Characters of :attr:`text` (the lowest choice only), kept or merely counted."""
+        if self.keep_text or not self._choices:
+            return super().text_length
+        self.compact()
+        content = self._choices[min(self._choices)].content
+        return getattr(content, "chars", 0) + sum(map(len, content))
+
     def details(self) -> dict[str, Any]:
         return {
             "choices": [
