@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from proxy.core import Limits, StreamReassembler
+from proxy.core.alerts import Level
 from proxy.errors import UsageError
 from proxy.logsink import AlertSink, get_logger, new_stream_id
 from proxy.recording import Recording, is_recording, load_recording
@@ -44,21 +45,38 @@ def _peek(stream: IO[bytes]) -> bytes:
         return b""
 
 
-def _as_recording(stream: IO[bytes], path: str | None, name: str) -> Recording | None:
-    """The recording in ``stream`` if it is one (by its header line), else None."""
+def _as_recording(
+    stream: IO[bytes], path: str | None, name: str
+) -> tuple[Recording | None, IO[bytes], str | None]:
+    """(recording, stream to read, why it is not one) for ``stream``.
+
+    A file whose header line says it is a recording is loaded as one. If it is broken, it
+    is read as the raw capture it then is, with the reason, so that ``check`` on any
+    readable input still reports (exit 0 or 1) rather than refusing it.
+    """
     if not is_recording(_peek(stream)):
-        return None
+        return None, stream, None
     if path is not None and path != "-":
-        return _load(path, name)
-    # stdin: spool it so the one loader reads it the way it reads files
-    with tempfile.NamedTemporaryFile(prefix="sse-proxy-check-", suffix=".ssrec") as tmp:
         try:
-            while block := stream.read(READ_SIZE):
-                tmp.write(block)
-        except OSError as exc:
-            raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
-        tmp.flush()
-        return _load(tmp.name, name)
+            return _load(path, name), stream, None
+        except UsageError as exc:
+            return None, stream, str(exc)
+    # stdin: spool it so the one loader reads it the way it reads files
+    tmp = tempfile.NamedTemporaryFile(prefix="sse-proxy-check-", suffix=".ssrec")  # noqa: SIM115
+    try:
+        while block := stream.read(READ_SIZE):
+            tmp.write(block)
+    except OSError as exc:
+        tmp.close()
+        raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    tmp.flush()
+    try:
+        recording = _load(tmp.name, name)
+    except UsageError as exc:
+        tmp.seek(0)
+        return None, tmp, str(exc)
+    tmp.close()
+    return recording, stream, None
 
 
 def _load(path: str, name: str) -> Recording:
@@ -103,7 +121,7 @@ def run_check(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     stream, name = _open(path)
-    recording = _as_recording(stream, path, name)
+    recording, stream, not_recording = _as_recording(stream, path, name)
     if recording is not None:
         from proxy.core import dialect_for_path
 
@@ -112,6 +130,9 @@ def run_check(
         reassembler = StreamReassembler(dialect, hint=hint, limits=limits, emit_events=not text)
     stream_id = new_stream_id()
     sink = AlertSink(get_logger(stream_id=stream_id, source=name))
+    if not_recording is not None:
+        sink.log.warning("check.recording_invalid", error=not_recording, read_as="raw capture")
+        sink.max_level = Level.WARNING
     started = time.monotonic()
     try:
         with stream:

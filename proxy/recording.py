@@ -99,8 +99,9 @@ def load_recording(path: str | Path) -> Recording:
                 reads.append((float(item["t"]), base64.b64decode(item["data"], validate=True)))
             elif "end" in item:
                 end = str(item["end"])
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UsageError(f"{name!r} is not a valid sse-proxy recording: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        reason = type(exc).__name__ if isinstance(exc, RecursionError) else exc
+        raise UsageError(f"{name!r} is not a valid sse-proxy recording: {reason}") from None
     return Recording(
         request=dict(head.get("request") or {}),
         response=dict(head.get("response") or {}),
