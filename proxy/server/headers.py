@@ -40,9 +40,7 @@ def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
 
 def _drop(name: str, named: set[str]) -> bool:
     low = name.lower()
-    return (
-        low in _HOP_BY_HOP or low in named or low.startswith(("proxy-", OWN_PREFIX))
-    )
+    return low in _HOP_BY_HOP or low in named or low.startswith(("proxy-", OWN_PREFIX))
 
 
 def request_headers_for_upstream(
