@@ -24,9 +24,13 @@ from proxy.config import Config
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
-from proxy.server.app import STATE, make_app
+from proxy.server.app import CONFIG, STATE, ProxyState, make_app
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
+
+# Every request being handled (SSE streams and the rest), so that a shutdown can give each
+# the grace and then cancel it.
+_IN_FLIGHT = web.AppKey("in_flight", set)
 
 
 def _validate_chaos(cfg: Config) -> None:
@@ -44,6 +48,8 @@ async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.App
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
     _validate_chaos(cfg)
     app = make_app(cfg)
+    app[_IN_FLIGHT] = set()
+    app.middlewares.append(_track_in_flight)
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
@@ -67,9 +73,49 @@ async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.App
 
 async def stop_proxy(runner: web.AppRunner) -> None:
     """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
-    for app_state in (runner.app[STATE],):
-        app_state.shutting_down = True
+    state = runner.app[STATE]
+    state.shutting_down = True
+    for site in list(runner.sites):
+        await site.stop()
+    await asyncio.sleep(0)  # requests accepted just before are under way
+    if runner.server is not None:
+        runner.server.pre_shutdown()  # keep-alive connections take no new request
+    in_flight: set[asyncio.Task[Any]] = runner.app.get(_IN_FLIGHT, set())
+    await _close_streams(state, in_flight, runner.app[CONFIG].shutdown_grace)
     await runner.cleanup()
+
+
+@web.middleware
+async def _track_in_flight(request: web.Request, handler: Any) -> web.StreamResponse:
+    tasks = request.app[_IN_FLIGHT]
+    task = asyncio.current_task()
+    if task is not None:
+        tasks.add(task)
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    finally:
+        tasks.discard(task)
+
+
+async def _close_streams(
+    state: ProxyState, in_flight: set[asyncio.Task[Any]], grace: float
+) -> None:
+    """Let in-flight requests finish within ``grace`` seconds, then cancel the rest.
+
+    aiohttp's own graceful shutdown waits up to its timeout for a handler, then up to the
+    timeout again before cancelling it: on its own, a stream that outlasts the grace would
+    run for twice the grace. Cancelled streams log their summary with ended_by=shutdown.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while (tasks := {*state.active, *in_flight}) and (left := deadline - loop.time()) > 0:
+        await asyncio.wait(tasks, timeout=left)
+    leftover = {*state.active, *in_flight}
+    for task in leftover:
+        task.cancel()
+    if leftover:
+        await asyncio.wait(leftover, timeout=1.0)
 
 
 def _is_loopback(host: str) -> bool:

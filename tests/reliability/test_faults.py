@@ -1,0 +1,245 @@
+"""Faults: client disconnects, upstreams that die, stall, never answer or are not there.
+
+Each upstream is a scripted raw TCP server (see ``conftest.RawUpstream``) that notes,
+server-side, when the proxy closed its connection; every test runs under a hard timeout
+so that a hang fails the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+
+import aiohttp
+import pytest
+
+from proxy.server.app import STATE
+
+from .conftest import STREAM_ID, UpstreamConn, eventually, free_port, named, wait_logged
+
+pytestmark = pytest.mark.asyncio
+
+PATH = "/v1/chat/completions"
+HARD_TIMEOUT = 10.0
+
+
+async def _silent(conn: UpstreamConn) -> None:
+    """Read the request, never answer."""
+    await conn.until_closed()
+
+
+async def _head_then_silent(conn: UpstreamConn) -> None:
+    """Send the response headers, then nothing (a slow first body byte, or a stall)."""
+    await conn.send_head()
+    await conn.until_closed()
+
+
+async def _forever_slowly(conn: UpstreamConn, interval: float = 0.05) -> None:
+    """Headers, then one event every ``interval`` seconds until the proxy hangs up."""
+    await conn.send_head()
+    watcher = asyncio.create_task(conn.until_closed())
+    try:
+        i = 0
+        while not conn.closed.is_set():
+            await conn.send_event(i)
+            i += 1
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await conn.closed.wait()
+    finally:
+        with contextlib.suppress(ConnectionError):
+            await watcher
+
+
+async def _raw_get(url: str, path: str = PATH) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
+    await writer.drain()
+    return reader, writer
+
+
+async def _read_until(reader: asyncio.StreamReader, marker: bytes) -> bytes:
+    seen = b""
+    while marker not in seen:
+        more = await reader.read(4096)
+        assert more, f"connection closed before {marker!r}; got {seen!r}"
+        seen += more
+    return seen
+
+
+@pytest.mark.parametrize("phase", ["before_headers", "before_first_byte", "after_first_byte"])
+async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, logs):
+    """A client that hangs up makes the proxy close its upstream connection within a second."""
+    behaviour = {
+        "before_headers": _silent,
+        "before_first_byte": _head_then_silent,
+        "after_first_byte": _forever_slowly,
+    }[phase]
+    upstream = await raw_upstream(behaviour)
+    runner, url = await proxy(upstream.url, idle_timeout=30.0)
+    async with asyncio.timeout(HARD_TIMEOUT):
+        reader, writer = await _raw_get(url)
+        if phase == "before_headers":
+            await upstream.accepted.wait()
+            await asyncio.sleep(0.05)  # the request is upstream and the proxy is waiting
+            head = b""
+        else:
+            head = await _read_until(reader, b"\r\n\r\n")
+            if phase == "after_first_byte":
+                head += await _read_until(reader, b"data:")
+        writer.close()
+        hung_up = time.monotonic()
+        await upstream.conn.closed.wait()
+        latency = upstream.conn.closed_at - hung_up
+        assert latency < 1.0, f"upstream closed {latency:.3f}s after the client left"
+        if phase != "before_headers":
+            stream_id = next(
+                line.split(b":", 1)[1].strip().decode()
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(STREAM_ID.lower().encode())
+            )
+            summary = await wait_logged(logs, "stream.summary", stream_id)
+            assert summary["ended_by"] == "client_disconnect"
+            assert (summary["ttfb_ms"] is None) == (phase == "before_first_byte")
+        assert await eventually(lambda: not runner.app[STATE].active)
+
+
+async def _clean_close_mid_stream(conn: UpstreamConn) -> None:
+    """Two events, then a FIN without the chunked body's last chunk."""
+    await conn.send_head()
+    await conn.send_event(0)
+    await conn.send_event(1)
+    await asyncio.sleep(0.1)
+    conn.mark_closed("upstream_closed")
+    conn.writer.close()
+
+
+async def _reset_mid_stream(conn: UpstreamConn) -> None:
+    """Two events, then a TCP RST."""
+    await conn.send_head()
+    await conn.send_event(0)
+    await conn.send_event(1)
+    await asyncio.sleep(0.1)
+    conn.mark_closed("upstream_reset")
+    conn.reset()
+
+
+async def _collect(resp: aiohttp.ClientResponse, into: list[bytes]) -> None:
+    async for piece in resp.content.iter_any():
+        into.append(piece)
+
+
+@pytest.mark.parametrize("how", ["clean_close", "tcp_reset"])
+async def test_upstream_dies_mid_stream(how, raw_upstream, proxy, logs):
+    """An upstream that dies mid-stream ends the client's stream promptly with an error."""
+    behaviour = _clean_close_mid_stream if how == "clean_close" else _reset_mid_stream
+    upstream = await raw_upstream(behaviour)
+    runner, url = await proxy(upstream.url, idle_timeout=30.0)
+    received: list[bytes] = []
+    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+        async with client.get(url + PATH) as resp:
+            assert resp.status == 200
+            stream_id = resp.headers[STREAM_ID]
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await _collect(resp, received)
+            failed = time.monotonic()
+        died = upstream.conn.closed_at
+        assert died is not None
+        assert failed - died < 1.0, f"client noticed {failed - died:.3f}s after upstream died"
+        assert b"".join(received).count(b"data:") == 2
+        summary = await wait_logged(logs, "stream.summary", stream_id)
+    assert summary["ended_by"] == "upstream_error"
+    assert summary["events"] == 2
+    assert named(logs, "sse.truncated", stream_id), "no sse.truncated alert"
+    [error] = named(logs, "upstream.error", stream_id)
+    assert error["kind"] == "stream_read_failed"
+    assert not runner.app[STATE].active
+
+
+async def test_upstream_stalls_after_headers(raw_upstream, proxy, logs):
+    """An upstream silent after its headers is cut off at idle_timeout, ended_by=timeout."""
+    upstream = await raw_upstream(_head_then_silent)
+    _runner, url = await proxy(upstream.url, idle_timeout=0.5)
+    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+        started = time.monotonic()
+        async with client.get(url + PATH) as resp:
+            assert resp.status == 200
+            stream_id = resp.headers[STREAM_ID]
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await resp.read()
+        elapsed = time.monotonic() - started
+        assert 0.4 < elapsed < 2.0, f"stream ended after {elapsed:.3f}s"
+        summary = await wait_logged(logs, "stream.summary", stream_id)
+        await upstream.conn.closed.wait()  # and the stalled upstream is let go
+    assert summary["ended_by"] == "timeout"
+    assert summary["ttfb_ms"] is None
+    assert named(logs, "sse.truncated", stream_id)
+
+
+async def test_total_timeout_cuts_an_endless_stream(raw_upstream, proxy, logs):
+    """A stream that never ends is closed at total_timeout with ended_by=timeout."""
+    upstream = await raw_upstream(_forever_slowly)
+    _runner, url = await proxy(upstream.url, idle_timeout=30.0, total_timeout=1.0)
+    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+        started = time.monotonic()
+        async with client.get(url + PATH) as resp:
+            stream_id = resp.headers[STREAM_ID]
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await resp.read()
+        elapsed = time.monotonic() - started
+        assert 0.9 < elapsed < 2.0, f"stream ended after {elapsed:.3f}s"
+        summary = await wait_logged(logs, "stream.summary", stream_id)
+        await upstream.conn.closed.wait()
+    assert summary["ended_by"] == "timeout"
+    assert summary["events"] > 5
+
+
+@pytest.mark.parametrize("where", ["reads_request_never_answers", "never_accepts"])
+async def test_upstream_never_answers_is_504(where, raw_upstream, proxy, logs):
+    """An upstream that takes the connection but never sends headers gives a prompt 504."""
+    listener: socket.socket | None = None
+    if where == "never_accepts":
+        # The kernel completes the handshake from the backlog; nobody ever reads.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        upstream_url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    else:
+        upstream = await raw_upstream(_silent)
+        upstream_url = upstream.url
+    try:
+        _runner, url = await proxy(upstream_url, idle_timeout=0.5, connect_timeout=0.5)
+        async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+            started = time.monotonic()
+            async with client.get(url + PATH) as resp:
+                body = await resp.json()
+            elapsed = time.monotonic() - started
+            assert resp.status == 504
+            assert body["error"]["type"] == "upstream_timeout"
+            assert elapsed < 2.0, f"504 after {elapsed:.3f}s"
+            if where == "reads_request_never_answers":
+                await upstream.conn.closed.wait()  # the proxy let the connection go
+        [error] = named(logs, "upstream.error", resp.headers[STREAM_ID])
+        assert error["kind"] == "upstream_timeout"
+    finally:
+        if listener is not None:
+            listener.close()
+
+
+async def test_upstream_port_closed_is_502(proxy, logs):
+    """An upstream port with nothing listening gives a prompt 502."""
+    _runner, url = await proxy(f"http://127.0.0.1:{free_port()}", connect_timeout=2.0)
+    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+        started = time.monotonic()
+        async with client.get(url + PATH) as resp:
+            body = await resp.json()
+        assert time.monotonic() - started < 1.0
+    assert resp.status == 502
+    assert body["error"]["type"] == "upstream_unreachable"
+    [error] = named(logs, "upstream.error", resp.headers[STREAM_ID])
+    assert error["kind"] == "upstream_unreachable"
