@@ -109,8 +109,8 @@ class StreamReassembler:
         self._bytes += len(chunk)
         self._parser.feed(chunk)
         self._feeds += 1
-        if not self._feeds & 255 and not self._keep_text:
-            self._acc.compact()  # text parts piled up since: fold them into a count
+        if not self._feeds & 31 and not self._keep_text:
+            self._acc.compact()  # the text parts of the last 32 reads: fold them into a count
         return self._drain()
 
     def close(self, *, upstream_error: bool = False) -> Output:

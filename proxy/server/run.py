@@ -78,8 +78,9 @@ async def stop_proxy(runner: web.AppRunner) -> None:
     for site in list(runner.sites):
         await site.stop()
     await asyncio.sleep(0)  # requests accepted just before are under way
-    if runner.server is not None:
-        runner.server.pre_shutdown()  # keep-alive connections take no new request
+    pre_shutdown = getattr(runner.server, "pre_shutdown", None)  # aiohttp >= 3.10
+    if pre_shutdown is not None:
+        pre_shutdown()  # keep-alive connections take no new request
     in_flight: set[asyncio.Task[Any]] = runner.app.get(_IN_FLIGHT, set())
     await _close_streams(state, in_flight, runner.app[CONFIG].shutdown_grace)
     await runner.cleanup()

@@ -384,3 +384,26 @@ def test_every_alert_kind_has_its_contract_name_and_level() -> None:
 def test_odd_but_valid_json_never_raises(payload: str) -> None:
     data = openai_stream(["a"], done=False) + f"data: {payload}\n\ndata: [DONE]\n\n".encode()
     assert run([data]).text == "a"
+
+
+def test_numbers_beyond_a_double_are_valid_json_on_every_path() -> None:
+    """JSON numbers have no size limit: a huge one is no invalid_json, whole or cut.
+
+    (Found by the fuzzer: orjson refuses them per event while the batch path skips them.)
+    """
+    huge = "1" + "9" * 400
+    frames = [
+        json.dumps(chat({"content": t}))[:-1] + f',"created":{huge}}}' for t in ("a", "b", "c")
+    ]
+    data = "".join(f"data: {f}\n\n" for f in frames).encode() + b"data: [DONE]\n\n"
+    whole = run([data])
+    assert whole.text == "abc"
+    assert whole.alerts == ()
+    for cut, pieces in every_cut(data):
+        res = run(pieces)
+        assert (res.text, res.alerts) == ("abc", ()), f"split at byte {cut}"
+
+
+def test_nan_and_infinity_stay_invalid_json() -> None:
+    data = b'data: {"choices": [], "x": NaN}\n\ndata: [DONE]\n\n'
+    assert names(run([data]).alerts) == ["sse.invalid_json"]

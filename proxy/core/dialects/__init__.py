@@ -10,7 +10,7 @@ from typing import Any
 
 from proxy.core.alerts import Alert
 from proxy.core.dialects.anthropic import AnthropicAccumulator
-from proxy.core.dialects.base import Accumulator, JsonAccumulator, loads
+from proxy.core.dialects.base import Accumulator, JsonAccumulator, json_loads
 from proxy.core.dialects.openai_chat import OpenAIChatAccumulator
 from proxy.core.dialects.openai_responses import OpenAIResponsesAccumulator
 from proxy.core.dialects.raw_text import RawTextAccumulator
@@ -118,7 +118,7 @@ def detect(etype: str, data: str) -> str | None:
     if not data.lstrip(" \t\n").startswith("{"):
         return "text"
     try:
-        obj = loads(data)
+        obj = json_loads(data)
     except ValueError:
         return None
     return _shape(obj) if type(obj) is dict else None

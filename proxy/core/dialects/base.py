@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import reprlib
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import orjson
 from proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
 from proxy.core.framing import escape_preview
 
-__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "loads", "text_of"]
+__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "loads", "text_of"]
 
 loads = orjson.loads
 _ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
@@ -41,6 +42,29 @@ class ToolCall:
     @property
     def arguments(self) -> str:
         return "".join(self.parts)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_loads(data: str | bytes) -> Any:
+    """orjson, except that numbers beyond a double are still JSON.
+
+    JSON numbers have no size limit; orjson refuses those it cannot hold as a double.
+    Only then is the payload read again with the standard library (NaN and Infinity still
+    refused), so such a payload is valid here as it is to every reader that skips or keeps
+    big numbers (msgspec in the batch path skips them). Raises ``ValueError`` if invalid.
+    """
+    try:
+        return loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "number" not in str(exc):
+            raise
+        try:
+            return json.loads(data, parse_constant=_no_constants)
+        except RecursionError:
+            raise exc from None
 
 
 class TextTally(list[str]):
@@ -162,8 +186,8 @@ class JsonAccumulator(Accumulator):
     def parse(self, data: str, index: int, offset: int) -> dict[str, Any] | None:
         """The payload as an object, or ``None`` (with an alert when it is not JSON)."""
         try:
-            obj = loads(data)
-        except orjson.JSONDecodeError as exc:
+            obj = json_loads(data)
+        except ValueError as exc:
             self.invalid_json(str(exc), data, index, offset)
             return None
         return obj if type(obj) is dict else None
@@ -201,7 +225,7 @@ class JsonAccumulator(Accumulator):
             if not args.strip():
                 continue
             try:
-                loads(args)
-            except orjson.JSONDecodeError as exc:
+                json_loads(args)
+            except ValueError as exc:
                 label = call.name or call.id or call.key
                 self.invalid_json(str(exc), args, index, offset, tool_call=label)

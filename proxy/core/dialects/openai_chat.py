@@ -5,11 +5,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import msgspec
+
 from proxy.core.alerts import Alert
-from proxy.core.dialects.base import JsonAccumulator, ToolCall, loads, text_of
-from proxy.core.utf8 import REPLACEMENT_BYTES
+from proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 
 __all__ = ["OpenAIChatAccumulator"]
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _ChoiceChunk(msgspec.Struct):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """Just the fields the batch path needs; msgspec skips the rest without building them."""
+
+    choices: list[_ChoiceChunk] = []
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
 
 
 @dataclass(slots=True)
@@ -94,26 +116,34 @@ class OpenAIChatAccumulator(JsonAccumulator):
     def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
         """The common run: one choice, index 0, a delta holding only ``content``.
 
-        orjson parses bytes and rejects invalid UTF-8, so a parsed run is valid. At the
-        first chunk of another shape (or ``[DONE]``, broken JSON, a U+FFFD) the run is
-        declined untouched and comes back one event at a time.
+        The run is decoded once (every byte valid UTF-8, no U+FFFD anywhere: the framer
+        left both to us), then each chunk straight into the typed structs below with
+        msgspec, twice as fast as dicts (bench/bench_core.py). At the first chunk of any
+        other shape (``[DONE]``, broken JSON, another field set, a finish reason) the run
+        is declined untouched and comes back one event at a time.
         """
-        joined = b"\n".join(payloads)
-        if b"\xef" in joined and REPLACEMENT_BYTES in joined:  # memchr first: cheap
-            return False  # an encoded U+FFFD outside the content must be reported too
         try:
+            if "\ufffd" in b"\n".join(payloads).decode():
+                return False  # an encoded U+FFFD, wherever it is, must be reported
             parts = []
-            for obj in map(loads, payloads):
-                (choice,) = obj["choices"]
-                delta = choice["delta"]
-                if choice["index"] != 0 or len(delta) != 1 or choice.get("finish_reason"):
+            for chunk in map(_decode_chunk, payloads):
+                (choice,) = chunk.choices
+                delta = choice.delta
+                if (
+                    choice.index
+                    or choice.finish_reason is not None
+                    or delta is None
+                    or delta.content is None
+                    or delta.reasoning_content is not None
+                    or delta.tool_calls is not None
+                ):
                     return False
-                parts.append(delta["content"])
-            text = "".join(parts)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                parts.append(delta.content)
+        except (ValueError, msgspec.MsgspecError):
             return False
+        text = "".join(parts)
         if "\ufffd" in text:
-            return False
+            return False  # a JSON escape: the general path attributes it
         state = self._choices.get(0)
         if state is None:
             state = self._choices[0] = _Choice(self.text_parts())
