@@ -458,7 +458,8 @@ def header(args: argparse.Namespace) -> str:
         f"({platform.python_implementation()}), {platform.machine()}; {libs}\n"
         f"sse-proxy at {core_revision()}\n"
         f"size {args.size_mb:g} MB/corpus, seed {args.seed}, reads {args.min_read}.."
-        f"{args.max_read} B, best of {args.repeats}, gc off, CPU time of this process; MB = 10**6 B\n"
+        f"{args.max_read} B, best of {args.repeats}, gc off, CPU time of this process; "
+        "MB = 10**6 B\n"
         f"'sse-proxy is' = this row's time / sse-proxy's time on the same path "
         f'(full rows vs emit_events=False, framing rows vs dialect="none")\n'
     )
