@@ -26,24 +26,13 @@ from proxy.errors import ChaosSpecError, UsageError
 from proxy.rechunk.planner import ChaosPlanner, Write
 from proxy.rechunk.spec import ChaosSpec
 from proxy.recording import Recording, load_recording
+from proxy.server.headers import HOP_BY_HOP
 
 __all__ = ["ReplayPlan", "plan_replay", "run_replay", "start_replay"]
 
 SEED_HEADER = "X-SSE-Proxy-Chaos-Seed"
-_DROP_HEADERS = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "date",
-        "server",
-    }
-)
+# Hop-by-hop headers, and those the replaying server sets itself for the re-framed body.
+_DROP_HEADERS = HOP_BY_HOP | {"content-length", "date", "server"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict
 
 __all__ = [
+    "HOP_BY_HOP",
     "OWN_PREFIX",
     "is_event_stream",
     "request_headers_for_upstream",
@@ -14,20 +15,12 @@ __all__ = [
 ]
 
 OWN_PREFIX = "x-sse-proxy-"
-# RFC 9110 7.6.1 hop-by-hop headers, plus Host (set for the upstream by the client library)
-# and Content-Length (recomputed: the request body is streamed, the response re-framed).
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-    }
+# RFC 9110 7.6.1 hop-by-hop headers (Proxy-* and those Connection names are dropped too).
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "te", "trailer", "trailers", "transfer-encoding", "upgrade"}
 )
+# Plus Host, which the client library sets for the upstream.
+_HOP_BY_HOP = HOP_BY_HOP | {"host"}
 
 
 def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
