@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
+
+from bench._procs import stop, wait_listening
 
 MIB = 1024 * 1024
 
@@ -148,18 +149,8 @@ def spawn_proxy(upstream: str, port: int, log_path: str) -> subprocess.Popen[byt
 async def start_proxy_process(upstream: str, log_path: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = spawn_proxy(upstream, port, log_path)
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            _r, w = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"proxy did not start; see {log_path}") from None
-            await asyncio.sleep(0.05)
-        else:
-            w.close()
-            await w.wait_closed()
-            return proc, f"http://127.0.0.1:{port}"
+    await wait_listening(port, proc, f"proxy (see {log_path})")
+    return proc, f"http://127.0.0.1:{port}"
 
 
 async def slow_client(url: str, n: int, rate: float, seconds: float, got: dict[int, int]) -> None:
@@ -268,12 +259,7 @@ async def main(args: argparse.Namespace) -> int:
         )
         return 0 if ok else 1
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=10)
         await up_runner.cleanup()
         with contextlib.suppress(OSError):
             os.unlink(log_path)

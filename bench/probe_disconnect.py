@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+
+from bench._procs import stop, wait_listening
 
 PHASES = ("before_headers", "before_first_byte", "after_first_byte")
 HEAD = (
@@ -123,21 +124,6 @@ def spawn_proxy(upstream: str, port: int) -> subprocess.Popen[bytes]:
     )
 
 
-async def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            _r, w = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("proxy did not start") from None
-            await asyncio.sleep(0.05)
-        else:
-            w.close()
-            await w.wait_closed()
-            return
-
-
 async def read_until(reader: asyncio.StreamReader, marker: bytes) -> None:
     seen = b""
     while marker not in seen:
@@ -189,12 +175,7 @@ async def main(args: argparse.Namespace) -> int:
             worst = max(worst, ms[-1])
             print(f"{phase:<20}{ms[0]:8.2f}{statistics.median(ms):8.2f}{p95:8.2f}{ms[-1]:8.2f}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         server.close()
         await server.wait_closed()
         if upstream.tasks:  # the proxy is gone, so every connection ends by itself

@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from bench._procs import stop, wait_listening
 from proxy import fixtures
 
 MB = 1_000_000
@@ -81,31 +81,6 @@ def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
-
-
-async def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            _r, w = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start") from None
-            await asyncio.sleep(0.05)
-        else:
-            w.close()
-            await w.wait_closed()
-            return
-
-
-def stop(proc: subprocess.Popen[bytes]) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
 
 
 @dataclass
