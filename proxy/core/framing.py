@@ -227,17 +227,18 @@ class EventStreamParser:
             pos = self._run(lines, start, b"\r", start + len(buf) - len(rest))
             self._skip_lf = not rest
         else:
-            lines = buf.split(b"\r\n")
-            # All CRLF when no CR or LF is left inside the pieces (two memchr scans).
-            inner = b"".join(lines)
-            if b"\r" not in inner and b"\n" not in inner:
-                rest = lines.pop()
+            # bytes.splitlines ends lines at CR, LF and CRLF alike (one single-byte scan);
+            # the lines are all CRLF-ended exactly when they account for 2 bytes each.
+            lines = buf.splitlines()
+            rest = b"" if buf[-1] == 0x0A else lines.pop()
+            done = len(buf) - len(rest)
+            if buf[-1] != 0x0D and sum(map(len, lines)) + 2 * len(lines) == done:
                 counts[1] += len(lines)
-                pos = self._run(lines, start, b"\r\n", start + len(buf) - len(rest))
+                pos = self._run(lines, start, b"\r\n", start + done)
             else:
                 n_cr = buf.count(b"\r")
                 n_lf = buf.count(b"\n")
-                n_crlf = len(lines) - 1
+                n_crlf = buf.count(b"\r\n")
                 counts[0] += n_lf - n_crlf
                 counts[1] += n_crlf
                 counts[2] += n_cr - n_crlf
