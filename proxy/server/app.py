@@ -100,13 +100,22 @@ async def _body(request: web.Request, limit: int) -> AsyncIterator[bytes]:
         yield chunk
 
 
+def _chaos_allowed(cfg: Config) -> bool:
+    return cfg.allow_chaos_header or cfg.mode == "chaos"
+
+
 def _chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
-    """The chaos spec for this request: the per-request header if allowed, else the server's."""
+    """The chaos spec for this request: the per-request header if allowed, else the server's.
+
+    The header is allowed on a server started in chaos mode (it only overrides the chaos
+    settings) or with ``--allow-chaos-header`` (it then turns chaos on per request).
+    """
     header = request.headers.get(CHAOS_HEADER)
     if header is not None:
-        if not cfg.allow_chaos_header:
+        if not _chaos_allowed(cfg):
             raise ChaosSpecError(
-                f"{CHAOS_HEADER} is not allowed on this server (start it with --allow-chaos-header)"
+                f"{CHAOS_HEADER} is not allowed on this server "
+                "(start it with --mode chaos or --allow-chaos-header)"
             )
         return parse_chaos_header(header, default_seed=cfg.seed)
     if cfg.mode != "chaos":
@@ -142,7 +151,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
     try:
         spec = _chaos_spec(request, cfg)
     except ChaosSpecError as exc:
-        status = 403 if CHAOS_HEADER in request.headers and not cfg.allow_chaos_header else 400
+        status = 403 if CHAOS_HEADER in request.headers and not _chaos_allowed(cfg) else 400
         return _json_error(status, "chaos_spec", str(exc), stream_id)
     header_bytes = sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
     if header_bytes > cfg.max_request_header_bytes:

@@ -360,3 +360,34 @@ async def test_connect_and_absolute_form_refused_and_not_forwarded(
     assert json.loads(absolute.body)["error"]["type"] == "absolute_form_refused"
     assert absolute.header(STREAM_ID)
     assert seen == []
+
+
+@pytest.mark.asyncio
+async def test_chaos_mode_server_takes_the_chaos_header_as_an_override(
+    mock_url: str, session: aiohttp.ClientSession
+) -> None:
+    """A server started in chaos mode lets a request pick its own strategy and seed."""
+    from proxy.config import Config
+    from proxy.server.run import start_proxy, stop_proxy
+
+    runner, url = await start_proxy(
+        Config(upstream=mock_url, port=0, mode="chaos", chaos="random", seed=1)
+    )
+    try:
+        async with session.post(
+            f"{url}/v1/chat/completions",
+            json={"stream": True},
+            headers={"X-SSE-Proxy-Chaos": "strategy=bytewise; seed=42"},
+        ) as resp:
+            body = await resp.read()
+            assert resp.status == 200
+            assert resp.headers["X-SSE-Proxy-Chaos-Seed"] == "42"
+        assert body.endswith(b"data: [DONE]\n\n")
+        async with session.post(
+            f"{url}/v1/chat/completions",
+            json={"stream": True},
+            headers={"X-SSE-Proxy-Chaos": "strategy=nonsense"},
+        ) as resp:
+            assert resp.status == 400
+    finally:
+        await stop_proxy(runner)
