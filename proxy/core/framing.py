@@ -258,15 +258,16 @@ class EventStreamParser:
         if rest:
             self._hold(rest)
 
-    def close(self) -> None:
-        """End of stream: a partial line or block is discarded, as the spec says, and reported."""
+    def close(self, *, report: bool = True) -> None:
+        """End of stream: a partial line or block is discarded, as the spec says, and
+        reported (unless ``report`` is false: the stream was abandoned, not ended)."""
         if self._bom_buf:
             held, self._bom_buf = self._bom_buf, None
             self._top_up_head(held)
             self._hold(held)
         self._bom_buf = None
         end = self._offset + self._pending_len
-        if end > self._block_start or self._line_overflow:
+        if report and (end > self._block_start or self._line_overflow):
             self.alerts.append(
                 UnterminatedFrame(
                     pending_bytes=end - self._block_start,

@@ -113,23 +113,29 @@ class StreamReassembler:
             self._acc.compact()  # the text parts of the last 32 reads: fold them into a count
         return self._drain()
 
-    def close(self, *, upstream_error: bool = False) -> Output:
-        """End of stream. ``upstream_error``: upstream closed or failed mid-stream."""
+    def close(self, *, upstream_error: bool = False, abandoned: bool = False) -> Output:
+        """End of stream. ``upstream_error``: upstream closed or failed mid-stream.
+
+        ``abandoned``: nobody let it finish (the client left, the proxy shut down), so the
+        end-of-stream verdicts (unterminated frame, truncation, unfinished tool-call
+        arguments) would be false alarms and are not made.
+        """
         if self._closed:
             raise ReassemblerStateError("close() called twice")
         self._closed = True
         parser = self._parser
-        parser.close()
+        parser.close(report=not abandoned)
         if not self._decided and self._hint is not None:
             self._acc = make_accumulator(self._hint, self._alerts, keep_text=self._keep_text)
         acc = self._acc
-        acc.finish()
+        if not abandoned:
+            acc.finish()
         end = self._bytes
         if upstream_error:
             self._alerts.append(
                 Truncated(reason=Truncated.UPSTREAM_CLOSED, dialect=acc.name, byte_offset=end)
             )
-        elif acc.terminal_marker is not None and not acc.terminal_seen:
+        elif acc.terminal_marker is not None and not acc.terminal_seen and not abandoned:
             self._alerts.append(
                 Truncated(reason=Truncated.NO_TERMINAL_MARKER, dialect=acc.name, byte_offset=end)
             )

@@ -517,7 +517,10 @@ class _SseRelay:
         upstream_error = ended_by in ("upstream_error", "timeout")
         reassembler = self.reassembler
         if not reassembler.closed:
-            out = reassembler.close(upstream_error=upstream_error)
+            out = reassembler.close(
+                upstream_error=upstream_error,
+                abandoned=ended_by in ("client_disconnect", "shutdown"),
+            )
             self.sink.emit_all(out.alerts)
         now = time.monotonic()
         summary = reassembler.summary()

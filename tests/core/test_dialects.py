@@ -407,3 +407,21 @@ def test_numbers_beyond_a_double_are_valid_json_on_every_path() -> None:
 def test_nan_and_infinity_stay_invalid_json() -> None:
     data = b'data: {"choices": [], "x": NaN}\n\ndata: [DONE]\n\n'
     assert names(run([data]).alerts) == ["sse.invalid_json"]
+
+
+def test_abandoned_stream_gets_no_end_of_stream_verdicts() -> None:
+    """close(abandoned=True): nobody let it finish, so no truncation or unterminated frame."""
+    from proxy.core import StreamReassembler
+
+    data = openai_stream(["a", "b"], "\r\n", done=False) + b'data: {"choi'
+    ended = StreamReassembler()
+    ended.feed(data)
+    assert names(ended.close().alerts) == [
+        "sse.unterminated_frame",
+        "sse.truncated",
+        "sse.crlf_framing",
+    ]
+    left = StreamReassembler()
+    left.feed(data)
+    assert names(left.close(abandoned=True).alerts) == ["sse.crlf_framing"]
+    assert left.text == "ab"

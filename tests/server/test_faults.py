@@ -423,3 +423,27 @@ async def test_shutdown_ends_open_streams(mock_url: str, logs: LogEntries) -> No
     assert len(got) < len(data)
     line = summary(logs, sid)
     assert line["ended_by"] == "shutdown"
+
+
+@pytest.mark.asyncio
+async def test_client_leaving_mid_stream_is_no_truncation_alarm(
+    start: StartProxy, logs: LogEntries
+) -> None:
+    """A user pressing stop is not an upstream fault: no sse.truncated, no unterminated frame."""
+    from proxy.mock_upstream import start_mock_upstream
+
+    runner, upstream = await start_mock_upstream(port=0, chunk_delay=0.01)
+    try:
+        url = await start(upstream)
+        async with aiohttp.ClientSession() as client:
+            resp = await client.post(f"{url}/v1/chat/completions", json={"stream": True})
+            await resp.content.readany()
+            sid = resp.headers[STREAM_ID]
+            resp.close()  # mid-stream, mid-frame most likely
+        line = await wait_for(logs, "stream.summary", sid)
+        assert line["ended_by"] == "client_disconnect"
+        alerts = [e["event"] for e in logs if e.get("stream_id") == sid]
+        assert "sse.truncated" not in alerts
+        assert "sse.unterminated_frame" not in alerts
+    finally:
+        await runner.cleanup()
