@@ -79,7 +79,6 @@ class StreamReassembler:
         self._keep_text = keep_text
         self._alerts: list[Alert] = []
         self._events: list[SSEEvent] = []
-        self._emit_events = emit_events
         self._decided = forced is not None
         self._acc: Accumulator = (
             make_accumulator(forced, self._alerts, keep_text=keep_text)

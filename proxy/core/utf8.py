@@ -5,8 +5,9 @@ multi-byte sequence, so a character cut across reads is whole again by the time 
 is complete, and decoding line by line gives exactly the text a decode of the whole stream
 would give. The strict decode is the fast path; only a line that fails it comes here.
 
-:func:`make_stream_decoder` is the incremental decoder for text that must come out before
-its line ends (the chaos harness and the demo use it to show what a client would read).
+:func:`make_stream_decoder` is the codec module's incremental decoder, for text that must
+come out before its line ends; the tests use it to show the character-boundary technique
+on its own, apart from framing.
 """
 
 from __future__ import annotations

@@ -71,10 +71,7 @@ class OpenAIChatAccumulator(JsonAccumulator):
             if choice["index"] == 0 and len(delta) == 1 and not choice.get("finish_reason"):
                 content = delta["content"]
                 if type(content) is str and "\ufffd" not in content:
-                    state = self._choices.get(0)
-                    if state is None:
-                        state = self._choices[0] = _Choice(self.text_parts())
-                    state.content.append(content)
+                    self._choice(0).content.append(content)
                     return
         except (TypeError, KeyError, ValueError, AttributeError):
             pass
@@ -92,9 +89,7 @@ class OpenAIChatAccumulator(JsonAccumulator):
             idx = ch.get("index", 0)
             if type(idx) is not int:
                 idx = 0
-            state = self._choices.get(idx)
-            if state is None:
-                state = self._choices[idx] = _Choice(self.text_parts())
+            state = self._choice(idx)
             delta = ch.get("delta")
             if type(delta) is dict:
                 content = delta.get("content")
@@ -144,11 +139,14 @@ class OpenAIChatAccumulator(JsonAccumulator):
         text = "".join(parts)
         if "\ufffd" in text:
             return False  # a JSON escape: the general path attributes it
-        state = self._choices.get(0)
-        if state is None:
-            state = self._choices[0] = _Choice(self.text_parts())
-        state.content.append(text)
+        self._choice(0).content.append(text)
         return True
+
+    def _choice(self, idx: int) -> _Choice:
+        state = self._choices.get(idx)
+        if state is None:
+            state = self._choices[idx] = _Choice(self.text_parts())
+        return state
 
     def _tool_deltas(
         self, state: _Choice, calls: list[Any], data: str, index: int, offset: int
