@@ -96,12 +96,25 @@ class FramesPlanner(Planner):
         self._held = bytearray()
         self._held_start = 0
         self._fed = 0
+        self._cr_end: int | None = None
 
     def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
-        """Hold the chunk; write each frame that is now complete."""
+        """Hold the chunk; write each frame that is now complete.
+
+        A read that ends in the CR of a blank line gets a frame end after the CR, and a
+        second one after the LF if the next read starts with it. The first is held until
+        the next read, so a CRLF blank line never spans two writes; with no LF (a bare-CR
+        stream) the held end comes back then.
+        """
         self._held += chunk
         self._fed += len(chunk)
         ends = _new_ends(frame_ends, self._held_start, self._fed)
+        if self._cr_end is not None:
+            held, self._cr_end = self._cr_end, None
+            if held + 1 not in ends and held > self._held_start:  # not flushed meanwhile
+                ends = sorted({*ends, held})
+        if ends and ends[-1] == self._fed and chunk.endswith(b"\r"):
+            self._cr_end = ends.pop()
         writes: list[Write] = []
         if ends:
             data = bytes(self._held)

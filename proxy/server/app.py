@@ -403,9 +403,6 @@ class _SseRelay:
         self.recorder = Recorder.for_config(
             cfg.record_dir, stream_id, request, upstream, log, started
         )
-        # Frames mode: a frame end just after a CR that ends a read (held until the next read).
-        self._fed = 0
-        self._cr_end: int | None = None
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -485,27 +482,7 @@ class _SseRelay:
         if self.planner is None:
             await _write(self.resp, chunk)
         else:
-            if self.mode == "frames":
-                frame_ends = self._whole_crlf_ends(chunk, frame_ends)
             await self._send(self.planner.plan(chunk, frame_ends))
-
-    def _whole_crlf_ends(self, chunk: bytes, frame_ends: tuple[int, ...]) -> tuple[int, ...]:
-        """Never end a frames-mode write between the CR and the LF of a blank line.
-
-        When a read ends in the CR of a blank line, the core reports the frame end after
-        the CR, and again after the LF if the next read starts with one. Holding the first
-        end until the next read keeps the CRLF blank line in one write instead of sending
-        the LF alone; a bare CR ending (no LF follows) gets its end back on the next read.
-        """
-        self._fed += len(chunk)
-        ends = list(frame_ends)
-        if self._cr_end is not None:
-            held, self._cr_end = self._cr_end, None
-            if held + 1 not in ends:
-                ends.insert(0, held)
-        if ends and ends[-1] == self._fed and chunk.endswith(b"\r"):
-            self._cr_end = ends.pop()
-        return tuple(ends)
 
     async def _send(self, writes: list[Any]) -> None:
         for w in writes:
