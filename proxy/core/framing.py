@@ -43,12 +43,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from operator import add, not_
 
 from proxy.core.alerts import Alert, OversizedFrame, ReplacementChar, UnterminatedFrame
 from proxy.core.events import SSEEvent
-from proxy.core.utf8 import REPLACEMENT, REPLACEMENT_BYTES, replacement_runs
+from proxy.core.utf8 import REPLACEMENT, replacement_runs
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -113,6 +113,7 @@ class EventStreamParser:
         "_frame_ends",
         "_head",
         "_last_id",
+        "_limit",
         "_max_frame",
         "_max_line",
         "_offset",
@@ -146,6 +147,7 @@ class EventStreamParser:
         self.alerts = alerts
         self._max_line = max_line
         self._max_frame = max_frame
+        self._limit = min(max_line, max_frame)  # a line under both needs neither check
         self.event_count = 0
         # stream state
         self._bom_buf: bytes | None = b""  # START: bytes that may begin a BOM; None after
@@ -380,11 +382,11 @@ class EventStreamParser:
         """
         i = 0
         n = len(lines)
+        whole = True  # try a run to the end of the read once: more would cost O(n) each
         while i < n:
             line = lines[i]
-            at_start = self._block_start == pos
-            if not line:
-                if at_start:  # blank lines with nothing before them: frame ends, no events
+            if self._block_start == pos:
+                if not line:  # blank lines with nothing before them: frame ends, no events
                     j = _first_true(islice(lines, i, n), i, n)
                     if self._track_frames:
                         self._frame_ends.extend(
@@ -395,30 +397,42 @@ class EventStreamParser:
                     self._reset_block()
                     i = j
                     continue
-                pos = self._lines(lines[i : i + 1], pos, seplen)
-                i += 1
-                continue
-            first = line[0]
-            if first == 0x64 and line.startswith(b"data:"):  # "d"
-                if at_start and i + 1 < n and not lines[i + 1]:
-                    j = self._frames(lines, i, pos, seplen)
-                    if j > i:
-                        pos += sum(map(len, lines[i:j:2])) + (j - i) * seplen
-                        i = j
-                        continue
-                j = _first_true(
-                    map(not_, map(bytes.startswith, islice(lines, i, n), repeat(b"data:"))), i, n
-                )
-                pos, i = self._data_run(lines, i, j, pos, seplen)
-                continue
-            if first == 0x3A:  # ":" a comment
-                j = _first_true(
-                    map(not_, map(bytes.startswith, islice(lines, i, n), repeat(b":"))), i, n
-                )
-                pos, i = self._comment_run(lines, i, j, pos, seplen)
-                continue
-            pos = self._lines(lines[i : i + 1], pos, seplen)
-            i += 1
+                if i + 1 < n and not lines[i + 1] and line.startswith(b"data: "):
+                    pos, i = self._frames(lines, i, pos, seplen, whole)
+                    whole = False
+                    continue
+                if (
+                    i + 2 < n
+                    and not lines[i + 2]
+                    and line.startswith(b"event: ")
+                    and lines[i + 1].startswith(b"data: ")
+                ):
+                    pos, i = self._typed_frames(lines, i, pos, seplen, whole)
+                    whole = False
+                    continue
+            if i + 1 < n and line[:1] == lines[i + 1][:1]:  # a run of look-alike lines?
+                if line.startswith(b"data:") and lines[i + 1].startswith(b"data:"):
+                    j = _first_true(
+                        map(not_, map(bytes.startswith, islice(lines, i, n), repeat(b"data:"))),
+                        i,
+                        n,
+                    )
+                    pos, i = self._data_run(lines, i, j, pos, seplen)
+                    continue
+                if line[:1] == b":":
+                    j = _first_true(
+                        map(not_, map(bytes.startswith, islice(lines, i, n), repeat(b":"))), i, n
+                    )
+                    pos, i = self._comment_run(lines, i, j, pos, seplen)
+                    continue
+            # Anything else: the field rules, up to and including the blank line that ends
+            # this block (one call per block keeps the per-line cost in one tight loop).
+            try:
+                j = lines.index(b"", i) + 1
+            except ValueError:
+                j = n
+            pos = self._lines(lines[i:j], pos, seplen)
+            i = j
         return pos
 
     def _clean_run(self, run: list[bytes], pos: int, end: int) -> str | None:
@@ -428,13 +442,13 @@ class EventStreamParser:
             return None
         if max(map(len, run)) > self._max_line:
             return None
-        joined = b"\n".join(run)
-        if REPLACEMENT_BYTES in joined:
-            return None
         try:
-            return joined.decode()
+            text = b"\n".join(run).decode()
         except UnicodeDecodeError:
             return None
+        # (a str search for one character is memchr-fast; the bytes search for EF BF BD
+        # is several times slower on text full of multi-byte characters)
+        return None if REPLACEMENT in text else text
 
     def _comment_run(
         self, lines: list[bytes], i: int, j: int, pos: int, seplen: int
@@ -453,7 +467,7 @@ class EventStreamParser:
         run = lines[i:j]
         end = pos + sum(map(len, run)) + (j - i) * seplen
         text = self._clean_run(run, pos, end)
-        if text is None or j - i == 1:
+        if text is None:
             return self._lines(run, pos, seplen), j
         if not self._data:
             self._data_off = pos + (6 if run[0][5:6] == b" " else 5)
@@ -461,55 +475,55 @@ class EventStreamParser:
         self._data.extend(v[6:] if v[5:6] == " " else v[5:] for v in values)
         return end, j
 
-    def _frames(self, lines: list[bytes], i: int, pos: int, seplen: int) -> int:
-        """A run of ``data: X`` + blank frames from ``lines[i]`` at a block start, dispatched
-        whole; returns the index after the run (``i`` when it starts no such run).
+    def _frames(
+        self, lines: list[bytes], i: int, pos: int, seplen: int, whole: bool
+    ) -> tuple[int, int]:
+        """A run of ``data: X`` + blank frames from ``lines[i]`` at a block start (at least
+        one), dispatched whole; returns the offset and the index after the run.
 
-        The scans stop at the run's end, so the cost is the run's, not the read's.
+        With ``whole`` (once per read) it first tries the rest of the read as one run;
+        else, or if that fails, the scans stop at the run's end, so the cost is the run's.
         """
         n = len(lines)
-        blanks = _first_true(islice(lines, i + 1, n, 2), 0, (n - i) // 2)
-        pairs = _first_true(
-            map(
-                not_, map(bytes.startswith, islice(lines, i, i + 2 * blanks, 2), repeat(b"data: "))
-            ),
-            0,
-            blanks,
-        )
-        if not pairs:
-            return i
-        evens = lines[i : i + 2 * pairs : 2]
-        if max(map(len, evens)) > min(self._max_line, self._max_frame):
-            return self._lines_frames(lines, i, pairs, pos, seplen)
+        pairs = (n - i) >> 1
+        evens: list[bytes] | None = None
+        if pairs == 1:
+            evens = [lines[i]]  # the caller saw it: one event per read, as tokens arrive
+        elif whole:  # the usual read: nothing but such frames (one C-level pass each)
+            evens = lines[i : i + 2 * pairs : 2]
+            if any(lines[i + 1 :: 2]) or not all(map(bytes.startswith, evens, repeat(b"data: "))):
+                evens = None
+        if evens is None:  # scans that stop where the run stops
+            pairs = _first_true(islice(lines, i + 1, n, 2), 0, pairs)
+            pairs = _first_true(
+                map(
+                    not_,
+                    map(bytes.startswith, islice(lines, i, i + 2 * pairs, 2), repeat(b"data: ")),
+                ),
+                0,
+                pairs,
+            )
+            evens = lines[i : i + 2 * pairs : 2]
         payloads = [line[6:] for line in evens]
         joined = b"\n".join(payloads)
-        if REPLACEMENT_BYTES in joined:
+        if len(joined) + 6 > self._limit and max(map(len, evens)) > self._limit:
             return self._lines_frames(lines, i, pairs, pos, seplen)
         try:
-            texts = joined.decode().split("\n")
+            text = joined.decode()
         except UnicodeDecodeError:
+            return self._lines_frames(lines, i, pairs, pos, seplen)
+        if REPLACEMENT in text:
             return self._lines_frames(lines, i, pairs, pos, seplen)
         index = self.event_count
         extra = 6 + 2 * seplen
         last_id = self._last_id
         events = self._events
         on_batch = self._on_batch
+        starts: list[int] | None = None
         if on_batch is not None and on_batch(payloads, index, pos, extra):
             self.event_count = index + pairs
-            starts = (
-                batch_offsets(payloads, pos, extra)
-                if (events is not None or self._track_frames)
-                else None
-            )
-        else:
-            starts = batch_offsets(payloads, pos, extra)
-            for k, text in enumerate(texts):
-                self.event_count = index + k + 1
-                if events is not None:
-                    events.append(SSEEvent("message", text, last_id, None, index + k, starts[k]))
-                self._on_data("message", text, index + k, starts[k] + 6)  # may switch dialect
-            events = None  # appended already
-        if starts is not None:
+            if events is not None or self._track_frames:
+                starts = batch_offsets(payloads, pos, extra)
             if events is not None:
                 events.extend(
                     map(
@@ -517,24 +531,111 @@ class EventStreamParser:
                         repeat(SSEEvent, pairs),
                         zip(
                             repeat("message", pairs),
-                            texts,
+                            text.split("\n"),
                             repeat(last_id, pairs),
                             repeat(None, pairs),
                             range(index, index + pairs),
-                            starts,
+                            starts,  # type: ignore[arg-type]
                             strict=False,
                         ),
                     )
                 )
-            if self._track_frames:
-                self._frame_ends.extend(islice(starts, 1, None))
-        self._block_start = pos + len(joined) - (pairs - 1) + pairs * extra
-        return i + 2 * pairs
+        else:
+            starts = batch_offsets(payloads, pos, extra)
+            for k, data in enumerate(text.split("\n")):
+                self.event_count = index + k + 1
+                if events is not None:
+                    events.append(SSEEvent("message", data, last_id, None, index + k, starts[k]))
+                self._on_data("message", data, index + k, starts[k] + 6)  # may switch dialect
+        if starts is not None and self._track_frames:
+            self._frame_ends.extend(islice(starts, 1, None))
+        pos += len(joined) - (pairs - 1) + pairs * extra
+        self._block_start = pos
+        return pos, i + 2 * pairs
 
-    def _lines_frames(self, lines: list[bytes], i: int, pairs: int, pos: int, seplen: int) -> int:
+    def _typed_frames(
+        self, lines: list[bytes], i: int, pos: int, seplen: int, whole: bool
+    ) -> tuple[int, int]:
+        """A run of ``event: E`` + ``data: X`` + blank frames from ``lines[i]`` at a block
+        start (Anthropic's and Responses' shape), dispatched one by one without the per-line
+        field work; returns the offset and index after the run."""
+        n = len(lines)
+        k = (n - i) // 3
+        if k > 1 and not (
+            whole
+            and not any(lines[i + 2 :: 3])
+            and all(map(bytes.startswith, lines[i + 1 : i + 3 * k : 3], repeat(b"data: ")))
+            and all(map(bytes.startswith, lines[i : i + 3 * k : 3], repeat(b"event: ")))
+        ):
+            k = _first_true(islice(lines, i + 2, n, 3), 0, k)
+            k = _first_true(
+                map(
+                    not_,
+                    map(bytes.startswith, islice(lines, i + 1, i + 3 * k, 3), repeat(b"data: ")),
+                ),
+                0,
+                k,
+            )
+            k = _first_true(
+                map(
+                    not_, map(bytes.startswith, islice(lines, i, i + 3 * k, 3), repeat(b"event: "))
+                ),
+                0,
+                k,
+            )
+        heads = lines[i : i + 3 * k : 3]
+        bodies = lines[i + 1 : i + 3 * k : 3]
+        j = i + 3 * k
+        types_raw = b"\n".join([h[7:] for h in heads])
+        data_raw = b"\n".join([b[6:] for b in bodies])
+        if len(types_raw) + len(data_raw) + 13 + seplen > self._limit:
+            longest = max(map(len, chain(heads, bodies)))
+            if longest > self._max_line or 2 * longest + seplen > self._max_frame:
+                return self._lines(lines[i:j], pos, seplen), j
+        try:
+            types_text = types_raw.decode()
+            data_text = data_raw.decode()
+        except UnicodeDecodeError:
+            return self._lines(lines[i:j], pos, seplen), j
+        if REPLACEMENT in types_text or REPLACEMENT in data_text:
+            return self._lines(lines[i:j], pos, seplen), j
+        types = types_text.split("\n")
+        datas = data_text.split("\n")
+        if "" in types:
+            types = [t or "message" for t in types]
+        starts = list(
+            accumulate(
+                map(add, map(add, map(len, heads), map(len, bodies)), repeat(3 * seplen)),
+                initial=pos,
+            )
+        )
+        index = self.event_count
+        if self._events is not None:
+            self._events.extend(
+                map(
+                    tuple.__new__,
+                    repeat(SSEEvent, k),
+                    zip(types, datas, repeat(self._last_id), repeat(None), count(index), starts),
+                )
+            )
+        # (a dialect detected on the first event swaps the callbacks; the old one forwards)
+        on_data = self._on_data
+        skip = seplen + 6
+        for start, head, etype, data in zip(starts, heads, types, datas, strict=False):
+            on_data(etype, data, index, start + len(head) + skip)
+            index += 1
+        self.event_count = index
+        pos = starts[-1]
+        self._block_start = pos
+        if self._track_frames:
+            self._frame_ends.extend(islice(starts, 1, None))
+        return pos, j
+
+    def _lines_frames(
+        self, lines: list[bytes], i: int, pairs: int, pos: int, seplen: int
+    ) -> tuple[int, int]:
         """A run of frames the fast path cannot vouch for: the field rules take it all."""
-        self._lines(lines[i : i + 2 * pairs], pos, seplen)
-        return i + 2 * pairs
+        return self._lines(lines[i : i + 2 * pairs], pos, seplen), i + 2 * pairs
 
     def _reset_block(self) -> None:
         self._event_type = ""
