@@ -41,7 +41,7 @@ from bench.bench_core import core_revision
 from bench.corpus import lf_corpus
 from proxy.core import StreamReassembler
 
-__all__ = ["CASES", "Built", "Case", "build_case", "openai_chunk"]
+__all__ = ["CASES", "Built", "Case", "build_case", "openai_chunk", "proc_cpu"]
 
 READ_64K = 64 * 1024
 TARGET_SLOWDOWN = 5.0  # a worst case may be at most this many times slower than typical
@@ -245,7 +245,7 @@ def _child(
         conn.close()
 
 
-def _proc_cpu(pid: int) -> float | None:
+def proc_cpu(pid: int) -> float | None:
     """CPU seconds (user + system) ``pid`` has used so far, from /proc; None if unknown."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
@@ -316,7 +316,7 @@ def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) ->
                     break
                 res.timeout = True
                 res.bytes = size
-                cpu = _proc_cpu(proc.pid or 0)
+                cpu = proc_cpu(proc.pid or 0)
                 if cpu is None:  # no /proc: the wall-clock cap bounds it instead
                     cpu = start_cpu + args.cap
                 res.total = max(cpu - start_cpu, 0.0)
