@@ -423,6 +423,7 @@ def header(args: argparse.Namespace) -> str:
         f"best of >= {args.repeats} passes and ~0.5 s\n"
         f"gc {'on' if args.gc else 'off'}, CPU time of the child; MB = 10**6 B; a timed-out "
         "row shows bounds (<, >) from the CPU time it had used\n"
+        "typical: run first and again last, the faster run counts\n"
         f"'x typical' = typical MB/s / this MB/s, same reads (target <= {TARGET_SLOWDOWN:g}x); "
         f"'max feed ms' = slowest single feed() or close() (target <= {TARGET_FEED_MS:g} ms)\n"
     )
@@ -478,10 +479,19 @@ def main(argv: list[str] | None = None) -> int:
     print(flush=True)
     t_start = time.monotonic()
     results: list[Result] = []
-    for name in names:
+    # The typical stream runs first and again last; the faster of the two is the reference
+    # (load on a shared machine drifts during a run; the faster figure is the stricter one).
+    for name in [*names, "typical"]:
         for rs in read_sizes:
             res = _run_case(name, args.size, rs, args)
-            results.append(res)
+            if name == "typical" and results:
+                first = next(
+                    r for r in results if r.case == "typical" and r.reads_label == res.reads_label
+                )
+                if not first.finished or (res.finished and res.total < first.total):
+                    results[results.index(first)] = res
+            else:
+                results.append(res)
             state = "timeout" if res.timeout else ("error" if res.error else "ok")
             print(
                 f"  ran {name:<16} {res.reads_label:<9} {state:<7} "
