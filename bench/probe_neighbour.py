@@ -289,7 +289,7 @@ async def run_case(
 
 def print_table(rows: list[Row], limit_ms: float, cap: float) -> list[str]:
     head = (
-        f"{'hostile input':<16} {'MB sent':>8} {'MB obs':>7} {'quiet gap':>10} "
+        f"{'hostile input':<16} {'MB sent':>8} {'MB dec':>7} {'quiet gap':>10} "
         f"{'max gap ms':>11} {'max lag ms':>11} {'took s':>7} {'proxy CPU':>10} {'verdict':>8}"
         "  note"
     )
@@ -328,7 +328,8 @@ async def probe(args: argparse.Namespace) -> int:
     ]
     limit_ms = args.limit_ms + args.tick_ms
     print(
-        f"sse-proxy neighbour probe: Python {platform.python_version()}, {os.cpu_count()} CPUs; "
+        f"sse-proxy neighbour probe: Python {platform.python_version()}, {os.cpu_count()} CPUs "
+        f"(load average {os.getloadavg()[0]:.1f} at the start); "
         f"sse-proxy at {core_revision()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
         f"sse-proxy serve --mode passthrough (a fresh proxy per input); neighbour ticks every "
         f"{args.tick_ms:g} ms; hostile inputs ~{args.size / 1e6:g} MB, gzip ones "
@@ -337,7 +338,8 @@ async def probe(args: argparse.Namespace) -> int:
         + f"; cap {args.cap:g} s per input\n"
         f"target: max gap < {args.limit_ms:g} ms + one tick = {limit_ms:g} ms; 'quiet gap' = "
         f"max gap over {args.quiet:g} s before the hostile request (this machine's noise); "
-        "'max lag' = upstream stamp to arrival, worst neighbour tick; 'proxy CPU' = CPU the "
+        "'MB dec' = decoded size; 'max lag' = upstream stamp to arrival, worst neighbour tick; "
+        "'proxy CPU' = CPU the "
         "proxy used meanwhile (/proc; 10 ms ticks)\n",
         flush=True,
     )

@@ -416,7 +416,8 @@ def print_table(results: list[Result], cap: float) -> list[str]:
 def header(args: argparse.Namespace) -> str:
     return (
         f"sse-proxy worst-case benchmark: Python {platform.python_version()} "
-        f"({platform.python_implementation()}), {platform.machine()}, {os.cpu_count()} CPUs\n"
+        f"({platform.python_implementation()}), {platform.machine()}, {os.cpu_count()} CPUs "
+        f"(load average {os.getloadavg()[0]:.1f} at the start)\n"
         f"sse-proxy at {core_revision()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
         f"StreamReassembler(None, hint='openai', emit_events=True): full path, events, dialect\n"
         f"input size ~{args.size / 1e6:g} MB, cap {args.cap:g} s (wall) per case; fast cases: "
