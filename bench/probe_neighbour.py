@@ -349,7 +349,13 @@ async def probe(args: argparse.Namespace) -> int:
         upstream = spawn(cmd, up_log)
         rows: list[Row] = []
         try:
-            await wait_listening(up_port, upstream, f"upstream (log: {up_log})")
+            for attempt in range(4):  # it builds every body first: up to a minute when loaded
+                try:
+                    await wait_listening(up_port, upstream, f"upstream (log: {up_log})")
+                    break
+                except RuntimeError:
+                    if upstream.poll() is not None or attempt == 3:
+                        raise
             for name in args.case:
                 body = build_body(name, args.size, args.gzip_size)
                 row = await run_case(name, body, up_url, args, log_dir)
