@@ -329,7 +329,8 @@ async def probe(args: argparse.Namespace) -> int:
     limit_ms = args.limit_ms + args.tick_ms
     print(
         f"sse-proxy neighbour probe: Python {platform.python_version()}, {os.cpu_count()} CPUs "
-        f"(load average {os.getloadavg()[0]:.1f} at the start); "
+        f"(load average {os.getloadavg()[0]:.1f} at the start, nice "
+        f"{os.getpriority(os.PRIO_PROCESS, 0)}); "
         f"sse-proxy at {core_revision()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
         f"sse-proxy serve --mode passthrough (a fresh proxy per input); neighbour ticks every "
         f"{args.tick_ms:g} ms; hostile inputs ~{args.size / 1e6:g} MB, gzip ones "
@@ -403,6 +404,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--write-kib", type=int, default=0, help="upstream write size for hostile bodies (0: one)"
     )
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=None,
+        help="run the probe and everything it starts at this nice value (negative needs "
+        "root): on a loaded shared machine, -5 keeps others' jobs out of the gaps",
+    )
     p.add_argument("--upstream", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -417,6 +425,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--size must be 100..1,040,000 bytes (inputs must stay under the 1 MiB limit)")
     if args.gzip_size < 1 or args.cap <= 0 or args.tick_ms <= 0 or args.write_kib < 0:
         p.error("--gzip-size, --cap and --tick-ms must be > 0, --write-kib >= 0")
+    if args.nice is not None and not args.upstream:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by every child
+        except OSError as exc:
+            p.error(f"--nice {args.nice}: {exc.strerror}")
     return args
 
 
