@@ -192,7 +192,13 @@ def _one_pass(
 
 
 def _child(
-    name: str, size: int, read_size: int, repeats: int, keep_gc: bool, conn: Connection
+    name: str,
+    size: int,
+    read_size: int,
+    repeats: int,
+    budget: float,
+    keep_gc: bool,
+    conn: Connection,
 ) -> None:
     """Build the input, time it, send the figures back (protocol: see :func:`_run_case`)."""
     try:
@@ -201,7 +207,7 @@ def _child(
         gc.collect()
         if not keep_gc:
             gc.disable()
-        conn.send(("start", time.process_time()))
+        conn.send(("start", time.process_time(), len(built.data), len(chunks)))
 
         def progress(done: int, worst: float) -> None:
             conn.send(("progress", done, worst, time.process_time()))
@@ -215,10 +221,10 @@ def _child(
         alerts = dict(r.alert_counts)
         dialect = r.dialect
         del r
-        # Fast cases: best of at least ``repeats`` passes and ~0.5 s of CPU (a 3 ms pass
-        # alone is timer noise); slow ones: the first pass is the figure.
+        # Fast cases: best of at least ``repeats`` passes and ~``budget`` s of CPU (a 3 ms
+        # pass alone is timer noise); slow ones: the first pass is the figure.
         passes, spent = 1, total
-        while total < 0.25 and passes < 200 and (passes < repeats or spent < 0.5):
+        while total < budget / 2 and passes < 200 and (passes < repeats or spent < budget):
             t, w, r = _one_pass(chunks, None)
             del r
             passes += 1
@@ -290,8 +296,8 @@ class Result:
 def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) -> Result:
     """Run one case in a forked child under the wall-clock cap ``args.cap``.
 
-    The child sends ``("start", cpu)`` when timing begins, ``("progress", bytes, worst,
-    cpu)`` after each read of the first pass (when there is more than one), then
+    The child sends ``("start", cpu, bytes, reads)`` when timing begins, ``("progress",
+    bytes, worst, cpu)`` after each read of the first pass (when there is more than one), then
     ``("done", figures)`` or ``("error", message)``. Past the cap the child is killed; its
     CPU time from /proc bounds the figures it did not reach.
     """
@@ -300,7 +306,9 @@ def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) ->
     ctx = mp.get_context("fork")
     parent, child_end = ctx.Pipe(duplex=False)
     proc = ctx.Process(
-        target=_child, args=(name, size, read_size, args.repeats, args.gc, child_end), daemon=True
+        target=_child,
+        args=(name, size, read_size, args.repeats, min(0.5, args.cap / 4), args.gc, child_end),
+        daemon=True,
     )
     proc.start()
     child_end.close()
@@ -315,7 +323,6 @@ def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) ->
                     res.error = f"building the input took over {_BUILD_TIMEOUT:g} s"
                     break
                 res.timeout = True
-                res.bytes = size
                 cpu = proc_cpu(proc.pid or 0)
                 if cpu is None:  # no /proc: the wall-clock cap bounds it instead
                     cpu = start_cpu + args.cap
@@ -329,7 +336,8 @@ def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) ->
                 break
             kind = msg[0]
             if kind == "start":
-                start_cpu = last_cpu = msg[1]
+                _k, start_cpu, res.bytes, res.reads = msg
+                last_cpu = start_cpu
                 deadline = time.monotonic() + args.cap
             elif kind == "progress":
                 _k, res.done, res.worst, last_cpu = msg
@@ -421,7 +429,7 @@ def header(args: argparse.Namespace) -> str:
         f"sse-proxy at {core_revision()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
         f"StreamReassembler(None, hint='openai', emit_events=True): full path, events, dialect\n"
         f"input size ~{args.size / 1e6:g} MB, cap {args.cap:g} s (wall) per case; fast cases: "
-        f"best of >= {args.repeats} passes and ~0.5 s\n"
+        f"best of >= {args.repeats} passes and ~{min(0.5, args.cap / 4):g} s of CPU\n"
         f"gc {'on' if args.gc else 'off'}, CPU time of the child; MB = 10**6 B; a timed-out "
         "row shows bounds (<, >) from the CPU time it had used\n"
         "typical: run first and again last, the faster run counts\n"
