@@ -229,6 +229,18 @@ class EventStreamParser:
         return ends
 
     def feed(self, chunk: bytes) -> None:
+        if (
+            # One `data: X` frame, LF-ended, in a read of its own and nothing pending: how
+            # tokens arrive. Handled whole when the field rules would take it as it is.
+            chunk[-2:] == b"\n\n"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.startswith(b"data: ")
+            and self._block_start == self._offset
+            and not (self._pending or self._after_cr or self._skipping or self._bom_buf is not None)
+            and b"\r" not in chunk
+            and self._single_frame(chunk)
+        ):
+            return
         if self._bom_buf is not None:  # START
             chunk = self._bom_buf + chunk
             if len(chunk) < 3 and _BOM.startswith(chunk):
@@ -662,6 +674,33 @@ class EventStreamParser:
         if self._track_frames:
             self._frame_ends.extend(islice(starts, 1, None))
         return pos, j
+
+    def _single_frame(self, chunk: bytes) -> bool:
+        """The one-frame read of :meth:`feed`, if clean; else False and nothing changed."""
+        payload = chunk[6:-2]
+        if len(chunk) - 2 > self._limit:
+            return False
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError:
+            return False
+        if REPLACEMENT in text:
+            return False
+        pos = self._offset
+        index = self.event_count
+        self.event_count = index + 1
+        self._counts[0] += 2
+        end = pos + len(chunk)
+        self._offset = self._block_start = end
+        self._head = b""
+        if self._events is not None:
+            self._events.append(SSEEvent("message", text, self._last_id, None, index, pos))
+        if self._track_frames:
+            self._frame_ends.append(end)
+        on_batch = self._on_batch
+        if on_batch is None or not on_batch([payload], index, pos, 8):
+            self._on_data("message", text, index, pos + 6)
+        return True
 
     def _lines_frames(
         self, lines: list[bytes], i: int, pairs: int, pos: int, seplen: int
