@@ -32,10 +32,10 @@ __all__ = [
 DEFAULT_SLICE = 256 << 10
 """Largest piece of output one decompressor call makes and one reassembler step reads."""
 
-RATIO_FLOOR = 1 << 20
-"""The expansion ratio is judged only once this much output has been produced."""
-
-_GZIP_MAGIC = b"\x1f\x8b"
+RATIO_FLOOR = 16 << 20
+"""The expansion ratio is judged only once this much output has come out: below it the
+observer's work is small whatever the ratio (and a short, very repetitive answer is read
+whole); above it, a high ratio is a bomb's signature, not an answer's."""
 
 
 class DecodeFailed(Exception):
