@@ -151,7 +151,11 @@ async def test_a_killed_worker_leaves_the_other_serving_and_fails_the_exit_code(
             started = await asyncio.to_thread(serve.wait_for, "proxy.started", 2)
             victim, survivor = (e["pid"] for e in started)
             os.kill(victim, signal.SIGKILL)
-            await asyncio.sleep(0.2)  # its listening socket closes with it
+            for _ in range(500):  # gone (reaped by the parent), its listening socket with it
+                if not _alive(victim):
+                    break
+                await asyncio.sleep(0.01)
+            assert not _alive(victim)
             await _fresh_connections(f"http://127.0.0.1:{port}", 10)
             summaries = await asyncio.to_thread(serve.wait_for, "stream.summary", 10)
             assert {e["pid"] for e in summaries} == {survivor}
