@@ -312,20 +312,20 @@ async def test_a_bomb_stops_observation_but_is_forwarded_byte_exact(
     body, sid = await _fetch(session, url, "bomb")
     assert body == packed
     line = await wait_for(logs, "stream.summary", sid)
-    (stopped,) = named(logs, "stream.not_observed", sid)
-    assert stopped["reason"] == "decompression_bomb"
-    assert stopped["limit"] == limit
-    assert stopped["coding"] == coding
-    assert stopped["compressed_bytes"] <= len(packed)
+    (notice,) = named(logs, "stream.not_observed", sid)
+    assert notice["reason"] == "decompression_bomb"
+    assert notice["limit"] == limit
+    assert notice["coding"] == coding
+    assert notice["compressed_bytes"] <= len(packed)
     if limit == "ratio":
-        assert stopped["ratio"] > 100
-        assert stopped["decompressed_bytes"] > RATIO_FLOOR
+        assert notice["ratio"] > 100
+        assert notice["decompressed_bytes"] > RATIO_FLOOR
     else:
-        assert stopped["decompressed_bytes"] > 2 * MIB
-    assert stopped["decompressed_bytes"] < len(plain)
+        assert notice["decompressed_bytes"] > 2 * MIB
+    assert notice["decompressed_bytes"] < len(plain)
     assert line["observed"] is False
     assert line["bytes"] == len(packed)
-    assert line["bytes_observed"] < stopped["decompressed_bytes"]
+    assert line["bytes_observed"] < notice["decompressed_bytes"]
     assert line["events"] == 1
     assert "sse.truncated" not in line["alerts"]
     assert "sse.unterminated_frame" not in line["alerts"]
