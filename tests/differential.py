@@ -1,0 +1,158 @@
+"""The core against the oracle: run both on one stream, say exactly what differs.
+
+Shared by ``tests/core/test_differential.py`` (hypothesis, in the suite) and
+``fuzz/fuzz_core.py --differential`` (by hand, for minutes). The core is fed the reads it
+is given and closed; the oracle (:mod:`tests.oracle`) reads the whole stream at once, so
+any difference is either a core bug or a cut dependence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from proxy.core import (
+    Alert,
+    CrlfFraming,
+    ErrorEvent,
+    InvalidJson,
+    Limits,
+    OversizedFrame,
+    ReplacementChar,
+    StreamReassembler,
+    Truncated,
+    UnterminatedFrame,
+)
+from tests.oracle import DEFAULT_LIMIT, OracleAlert, Reference, reference
+
+__all__ = ["CoreRun", "compare", "core_run", "project", "random_split", "split_at"]
+
+
+@dataclass(frozen=True)
+class CoreRun:
+    events: tuple[tuple[object, ...], ...]
+    alerts: tuple[OracleAlert, ...]
+    text: str
+    frame_ends: tuple[int, ...]
+
+
+def project(alert: Alert) -> OracleAlert | None:
+    """A core alert as the oracle's tuple; ``None`` for what the oracle does not model
+    (a tool call's finished arguments that are not JSON)."""
+    if isinstance(alert, ReplacementChar):
+        return ("replacement_char", alert.cause, alert.byte_offset, alert.event_index)
+    if isinstance(alert, UnterminatedFrame):
+        return ("unterminated_frame", alert.pending_bytes, alert.byte_offset)
+    if isinstance(alert, OversizedFrame):
+        return ("oversized_frame", alert.kind, alert.limit, alert.byte_offset)
+    if isinstance(alert, CrlfFraming):
+        c = alert.counts
+        return ("crlf_framing", c["lf"], c["crlf"], c["cr"], alert.mixed)
+    if isinstance(alert, InvalidJson):
+        if alert.tool_call is not None:
+            return None
+        return ("invalid_json", alert.byte_offset, alert.event_index)
+    if isinstance(alert, ErrorEvent):
+        return ("error_event", alert.byte_offset, alert.event_index)
+    if isinstance(alert, Truncated):
+        return ("truncated", alert.reason, alert.dialect, alert.byte_offset)
+    return ("unknown", alert.name)
+
+
+def core_run(
+    pieces: Sequence[bytes],
+    dialect: str,
+    *,
+    max_line: int = DEFAULT_LIMIT,
+    max_frame: int = DEFAULT_LIMIT,
+) -> CoreRun:
+    """Feed ``pieces`` one by one into a fresh core, close it, collect everything."""
+    r = StreamReassembler(dialect, limits=Limits(max_line=max_line, max_frame=max_frame))
+    events: list[tuple[object, ...]] = []
+    alerts: list[OracleAlert] = []
+    ends: list[int] = []
+    outs = [r.feed(piece) for piece in pieces]
+    outs.append(r.close())
+    for out in outs:
+        events += [(e.type, e.data, e.id, e.retry, e.ordinal, e.start) for e in out.events]
+        alerts += [a for a in map(project, out.alerts) if a is not None]
+        ends += out.frame_ends
+    return CoreRun(tuple(events), tuple(alerts), r.text, tuple(ends))
+
+
+def _sort_key(alert: OracleAlert) -> tuple[str, ...]:
+    return tuple(map(repr, alert))
+
+
+def _allowed_frame_ends(core: Sequence[int], ref: Reference, reads: set[int]) -> list[int]:
+    """The core's frame ends minus the documented tentative ones: a read that ends in the CR
+    of a CRLF blank line gets a frame end after that CR, then another after the LF."""
+    crlf = set(ref.crlf_frame_ends)
+    return [e for e in core if not (e + 1 in crlf and e in reads and e + 1 in core)]
+
+
+def compare(
+    stream: bytes,
+    pieces: Sequence[bytes],
+    dialect: str,
+    *,
+    max_line: int = DEFAULT_LIMIT,
+    max_frame: int = DEFAULT_LIMIT,
+) -> str | None:
+    """``None`` when the core fed ``pieces`` agrees with the oracle on ``stream``, else a
+    readable account of every difference (with the stream, cuts, dialect and limits)."""
+    assert b"".join(pieces) == stream
+    try:
+        core = core_run(pieces, dialect, max_line=max_line, max_frame=max_frame)
+    except Exception as exc:  # noqa: BLE001 - a crash is a difference like any other
+        core = None
+        crash = f"core raised {type(exc).__name__}: {exc}"
+    ref = reference(stream, dialect, max_line=max_line, max_frame=max_frame)
+    cuts = list(itertools.accumulate(len(p) for p in pieces))[:-1]
+    head = (
+        f"dialect={dialect} max_line={max_line} max_frame={max_frame}\n"
+        f"  stream={stream!r:.600}\n  cuts={cuts[:60]}"
+    )
+    if core is None:
+        return f"{head}\n  {crash}"
+    diffs: list[str] = []
+    ref_events = tuple((e.type, e.data, e.id, e.retry, e.ordinal, e.start) for e in ref.events)
+    if core.events != ref_events:
+        for i, (a, b) in enumerate(itertools.zip_longest(core.events, ref_events)):
+            if a != b:
+                diffs.append(f"event {i}: core={a!r:.300} oracle={b!r:.300}")
+                break
+        diffs.append(f"events: core has {len(core.events)}, oracle {len(ref_events)}")
+    if core.text != ref.text:
+        diffs.append(f"text: core={core.text!r:.300} oracle={ref.text!r:.300}")
+    core_alerts = sorted(core.alerts, key=_sort_key)
+    ref_alerts = sorted(ref.alerts, key=_sort_key)
+    if core_alerts != ref_alerts:
+        only_core = [a for a in core_alerts if a not in ref_alerts]
+        only_ref = [a for a in ref_alerts if a not in core_alerts]
+        diffs.append(
+            f"alerts: {len(core_alerts)} vs {len(ref_alerts)}; core only {only_core[:8]}; "
+            f"oracle only {only_ref[:8]}"
+        )
+    reads = set(itertools.accumulate(len(p) for p in pieces))
+    got_ends = _allowed_frame_ends(core.frame_ends, ref, reads)
+    if got_ends != list(ref.frame_ends):
+        diffs.append(f"frame_ends: core={core.frame_ends[:20]} oracle={ref.frame_ends[:20]}")
+    if not diffs:
+        return None
+    return head + "\n  " + "\n  ".join(diffs)
+
+
+def split_at(data: bytes, cuts: Sequence[int]) -> list[bytes]:
+    """``data`` cut at each offset in ``cuts`` (outside ``(0, len)`` and repeats ignored)."""
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(data)}), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def random_split(data: bytes, k: int, seed: int) -> list[bytes]:
+    """``data`` in up to ``k`` reads, cut where ``random.Random(seed)`` says."""
+    rng = random.Random(seed)
+    n = min(k - 1, max(len(data) - 1, 0))
+    return split_at(data, rng.sample(range(1, len(data)), n) if n > 0 else [])
