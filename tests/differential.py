@@ -100,16 +100,19 @@ def compare(
     *,
     max_line: int = DEFAULT_LIMIT,
     max_frame: int = DEFAULT_LIMIT,
+    ref: Reference | None = None,
 ) -> str | None:
     """``None`` when the core fed ``pieces`` agrees with the oracle on ``stream``, else a
-    readable account of every difference (with the stream, cuts, dialect and limits)."""
+    readable account of every difference (with the stream, cuts, dialect and limits).
+    ``ref``: the oracle's answer for these arguments, when the caller already has it."""
     assert b"".join(pieces) == stream
     try:
         core = core_run(pieces, dialect, max_line=max_line, max_frame=max_frame)
     except Exception as exc:  # noqa: BLE001 - a crash is a difference like any other
         core = None
         crash = f"core raised {type(exc).__name__}: {exc}"
-    ref = reference(stream, dialect, max_line=max_line, max_frame=max_frame)
+    if ref is None:
+        ref = reference(stream, dialect, max_line=max_line, max_frame=max_frame)
     cuts = list(itertools.accumulate(len(p) for p in pieces))[:-1]
     head = (
         f"dialect={dialect} max_line={max_line} max_frame={max_frame}\n"
