@@ -330,8 +330,8 @@ def check_differential(raw: bytes) -> Outcome:
     in the test suite (``tests/oracle.py``), so this needs the repository checkout.
     """
     from tests.differential import compare
-    from tests.oracle import DIALECTS as ORACLE_DIALECTS
     from tests.oracle import DEFAULT_LIMIT, reference
+    from tests.oracle import DIALECTS as ORACLE_DIALECTS
 
     seed = int.from_bytes(raw[:HEADER].ljust(HEADER, b"\0"), "little")
     stream = raw[HEADER:]
@@ -351,9 +351,7 @@ def check_differential(raw: bytes) -> Outcome:
         if len(stream) <= 256:
             plans.append([stream[i : i + 1] for i in range(len(stream))])
         for pieces in plans:
-            diff = compare(
-                stream, pieces, dialect, max_line=max_line, max_frame=max_frame, ref=ref
-            )
+            diff = compare(stream, pieces, dialect, max_line=max_line, max_frame=max_frame, ref=ref)
             outcome.runs += 1
             outcome.bytes_fed += len(stream)
             if diff is not None:
@@ -371,8 +369,8 @@ def check_differential(raw: bytes) -> Outcome:
 
 def _diff_kind(diff: str) -> str:
     """What differs first (events, text, alerts and which kinds, frame ends, a crash)."""
-    for line in diff.splitlines()[3:]:
-        line = line.strip()
+    for raw_line in diff.splitlines()[3:]:
+        line = raw_line.strip()
         if line.startswith("core raised"):
             return "crash:" + line.split()[2].rstrip(":")
         if line.startswith("alerts:"):
@@ -633,7 +631,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="compare the core with the reference parser in tests/oracle.py",
     )
     args = parser.parse_args(argv)
-    global CHECK
+    global CHECK  # noqa: PLW0603 - one process runs one mode, chosen here once
     CHECK = check_differential if args.differential else check_input
     if args.replay:
         return replay(args.replay)

@@ -31,6 +31,7 @@ are plain tuples, so a comparison shows exactly which field differs:
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -132,7 +133,9 @@ def decode(stream: bytes) -> tuple[str, list[int], set[int]]:
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-def parse(stream: bytes, *, max_line: int = DEFAULT_LIMIT, max_frame: int = DEFAULT_LIMIT) -> Parsed:
+def parse(
+    stream: bytes, *, max_line: int = DEFAULT_LIMIT, max_frame: int = DEFAULT_LIMIT
+) -> Parsed:
     """Interpret a whole event stream; see the module docstring for the order of work."""
     text, pos, bad_starts = decode(stream)
     first = 1 if text.startswith("\ufeff") else 0  # one leading BOM; offsets still count it
@@ -217,17 +220,13 @@ def parse(stream: bytes, *, max_line: int = DEFAULT_LIMIT, max_frame: int = DEFA
                     data_pos.extend(pos[line_start + value_at : m.start()])
                 elif name == "event":
                     event_type = value
-                elif name == "id":
-                    if "\x00" not in value:
-                        last_id = value
-                elif name == "retry":
-                    if value and all(c in "0123456789" for c in value):
-                        # Core: a value beyond int()'s digit limit (4300 by default) is
-                        # unusable and ignored like a non-numeric one.
-                        try:
-                            retry = int(value)
-                        except ValueError:
-                            pass
+                elif name == "id" and "\x00" not in value:
+                    last_id = value  # (an id containing NUL is ignored)
+                elif name == "retry" and value and all(c in "0123456789" for c in value):
+                    # Core: a value beyond int()'s digit limit (4300 by default) is
+                    # unusable and ignored like a non-numeric one.
+                    with contextlib.suppress(ValueError):
+                        retry = int(value)
         line_start = m.end()
 
     # The incomplete last line: discarded. Core: it still gets the line limit's alert

@@ -50,9 +50,7 @@ def _check(stream: bytes, pieces: Sequence[bytes], dialect: str, limits: tuple[i
     assert diff is None, diff
 
 
-def _check_splits(
-    stream: bytes, dialect: str, limits: tuple[int, int], seed: int, k: int
-) -> None:
+def _check_splits(stream: bytes, dialect: str, limits: tuple[int, int], seed: int, k: int) -> None:
     """Whole, byte by byte (when short) and in ``k`` reads cut by ``seed``."""
     _check(stream, [stream], dialect, limits)
     if len(stream) <= 160:
@@ -88,9 +86,15 @@ def test_oracle_decodes_like_the_standard_decoder() -> None:
         (b"data:a\ndata:b\n\n", [("message", "a\nb", None, None)]),
         (b"id: 1\n\ndata: x\n\n", [("message", "x", "1", None)]),
         (b"id: 1\nid: a\x00b\ndata: x\n\n", [("message", "x", "1", None)]),
-        (b"retry: 5\ndata: x\n\ndata: y\n\n", [("message", "x", None, 5), ("message", "y", None, None)]),
+        (
+            b"retry: 5\ndata: x\n\ndata: y\n\n",
+            [("message", "x", None, 5), ("message", "y", None, None)],
+        ),
         (b"retry: 5x\nretry:\ndata: x\n\n", [("message", "x", None, None)]),
-        (b"event: e\n: c\ndata: x\n\ndata: y\n\n", [("e", "x", None, None), ("message", "y", None, None)]),
+        (
+            b"event: e\n: c\ndata: x\n\ndata: y\n\n",
+            [("e", "x", None, None), ("message", "y", None, None)],
+        ),
         (b"data: \xff\n\n", [("message", FFFD, None, None)]),
     ],
 )
@@ -133,7 +137,8 @@ def test_oracle_dialect_text() -> None:
     resp = b'data: {"type":"response.output_text.delta","output_index":1,"delta":"y"}\n\n'
     resp += b'data: {"type":"response.output_text.delta","delta":"x"}\n\n'
     assert reference(resp, "responses").text == "xy"
-    anth = b'event: content_block_delta\ndata: {"index":2,"delta":{"type":"text_delta","text":"q"}}\n\n'
+    anth = b"event: content_block_delta\n"
+    anth += b'data: {"index":2,"delta":{"type":"text_delta","text":"q"}}\n\n'
     anth += b'data: {"type":"content_block_start","content_block":{"text":"p"}}\n\n'
     assert reference(anth, "anthropic").text == "pq"
     assert reference(b"data: a\n\ndata:  b\n\ndata: [DONE]\n\n", "text").text == "a b"
@@ -173,7 +178,7 @@ def test_every_one_and_two_cut_split_agrees_with_the_oracle(
     max_line, max_frame = LIMITS[limits]
     ref = reference(stream, dialect, max_line=max_line, max_frame=max_frame)
     n = len(stream)
-    splits = [[]] + [[a] for a in range(1, n)]
+    splits: list[list[int]] = [[]] + [[a] for a in range(1, n)]
     splits += [[a, b] for a, b in itertools.combinations(range(1, n), 2)]
     failures: list[str] = []
     for cuts in splits:
@@ -187,9 +192,8 @@ def test_every_one_and_two_cut_split_agrees_with_the_oracle(
         )
         if diff is not None:
             failures.append(diff)
-    assert not failures, (
-        f"{len(failures)} of {len(splits)} splits disagree; first:\n"
-        + "\n".join(failures[:2])
+    assert not failures, f"{len(failures)} of {len(splits)} splits disagree; first:\n" + "\n".join(
+        failures[:2]
     )
 
 
@@ -282,8 +286,20 @@ def json_frames(draw: st.DrawFn) -> bytes:
     """Well-formed frames of every JSON dialect whose strings hold hostile bytes."""
     hostile = st.lists(
         st.sampled_from(
-            (b"a", b" ", b"\xc3\xa9", b"\xc3", b"\xa9", b"\xff", b"\xef\xbf\xbd", b"\\ufffd",
-             b"\\\\ufffd", b"\\n", b"\xf0\x9f\x99\x82", b"\xf0\x9f")
+            (
+                b"a",
+                b" ",
+                b"\xc3\xa9",
+                b"\xc3",
+                b"\xa9",
+                b"\xff",
+                b"\xef\xbf\xbd",
+                b"\\ufffd",
+                b"\\\\ufffd",
+                b"\\n",
+                b"\xf0\x9f\x99\x82",
+                b"\xf0\x9f",
+            )
         ),
         max_size=6,
     ).map(b"".join)
@@ -306,7 +322,9 @@ def json_frames(draw: st.DrawFn) -> bytes:
         ).replace(b"%s", s)
         event = draw(st.sampled_from((b"", b"event: content_block_delta" + nl)))
         out.append(event + b"data: " + body + nl + nl)
-    out.append(draw(st.sampled_from((b"", b"data: [DONE]\n\n", b'data: {"type":"message_stop"}\n\n'))))
+    out.append(
+        draw(st.sampled_from((b"", b"data: [DONE]\n\n", b'data: {"type":"message_stop"}\n\n')))
+    )
     return b"".join(out)
 
 
@@ -342,7 +360,9 @@ def test_huge_fields_against_small_limits_agree_with_the_oracle(
 
 @DIFF
 @given(
-    lines=st.lists(st.sampled_from((b"", b"a", b":", b"data:", b"data: 1", b"id", b"\xff")), max_size=120),
+    lines=st.lists(
+        st.sampled_from((b"", b"a", b":", b"data:", b"data: 1", b"id", b"\xff")), max_size=120
+    ),
     endings=st.lists(st.sampled_from((b"\n", b"\r", b"\r\n")), min_size=1, max_size=8),
     dialect=dialects,
     seed=seeds,
@@ -425,7 +445,9 @@ def test_a_character_split_across_two_text_events_is_two_replacements(
     res = run(pieces, "text", **kw)
     assert res.text == FFFD + FFFD
     got = [
-        (a.cause, a.byte_offset, a.event_index) for a in res.alerts if isinstance(a, ReplacementChar)
+        (a.cause, a.byte_offset, a.event_index)
+        for a in res.alerts
+        if isinstance(a, ReplacementChar)
     ]
     assert got == [("invalid_utf8", 6, 0), ("invalid_utf8", 16, 1)]
     if not quiet:
@@ -449,7 +471,9 @@ def test_check_on_a_character_split_across_two_text_events_does_not_crash(as_tex
     logs = [json.loads(line) for line in err.splitlines() if line.strip()]
     assert logs[-1]["event"] == "stream.summary", err
     assert logs[-1]["alerts"] == {"sse.replacement_char": 2}, logs[-1]
-    fffd = [(x["byte_offset"], x["event_index"]) for x in logs if x["event"] == "sse.replacement_char"]
+    fffd = [
+        (x["byte_offset"], x["event_index"]) for x in logs if x["event"] == "sse.replacement_char"
+    ]
     assert fffd == [(6, 0), (16, 1)]
     out = proc.stdout.decode("utf-8")
     if as_text:
@@ -469,7 +493,9 @@ def test_a_long_line_of_invalid_bytes_gives_one_alert_per_byte(
     """0xFF is never valid UTF-8: each byte is one maximal subpart, one U+FFFD, one alert
     at its own offset (the shell's log rate limit is not the core's business)."""
     stream = b"data: " + b"\xff" * INVALID_RUN + b"\n\n"
-    pieces = [stream] if read is None else [stream[i : i + read] for i in range(0, len(stream), read)]
+    pieces = (
+        [stream] if read is None else [stream[i : i + read] for i in range(0, len(stream), read)]
+    )
     res = run(pieces, dialect)
     got = [a for a in res.alerts if isinstance(a, ReplacementChar)]
     assert [(a.cause, a.byte_offset, a.event_index) for a in got] == [
