@@ -34,6 +34,7 @@ import codecs
 import contextlib
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -252,25 +253,65 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, keys included (iteratively: values nest 1024 deep)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return found
+
+
 def _has_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
-    if isinstance(value, list):
-        return any(_has_surrogate(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
-    return False
+    return any(0xD800 <= ord(c) <= 0xDFFF for s in _strings(value) for c in s)
+
+
+MAX_DEPTH = 1024  # RFC 8259 lets a parser limit nesting; the core's (orjson's) limit
+
+
+def _depth(data: str) -> int:
+    """How deep arrays and objects nest (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def json_value(data: str) -> tuple[bool, Any]:
-    """(valid, value) by RFC 8259. NaN/Infinity are not JSON. A lone surrogate escape is
-    where RFC 8259 is silent; the core (orjson) refuses it, so this does too. Nesting deep
-    enough to exhaust Python's stack counts as invalid (the core allows 1024 levels; the
-    tests never nest that deep)."""
+    """(valid, value) by RFC 8259. NaN/Infinity are not JSON. Where RFC 8259 leaves it to
+    the parser, this follows the core (orjson): a lone surrogate escape is refused, and
+    nesting deeper than 1024 levels."""
+    if _depth(data) > MAX_DEPTH:
+        return False, None
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 200))  # json's C scanner recurses
     try:
         value = json.loads(data, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
+    except ValueError:
         return False, None
+    finally:
+        sys.setrecursionlimit(limit)
     if _has_surrogate(value):
         return False, None
     return True, value
@@ -279,24 +320,11 @@ def json_value(data: str) -> tuple[bool, Any]:
 _ESCAPE = re.compile(r"\\(?:u[fF][fF][fF][dD]|.)", re.DOTALL)
 
 
-def _chars(value: Any, into: set[str]) -> set[str]:
-    if isinstance(value, str):
-        into.update(value)
-    elif isinstance(value, list):
-        for v in value:
-            _chars(v, into)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _chars(k, into)
-            _chars(v, into)
-    return into
-
-
 def _escape_markers(event: OracleEvent, obj: Any) -> tuple[str, dict[str, int]] | None:
     """The payload with every JSON ``\\ufffd`` escape made a distinct private character
     (one that occurs nowhere in the payload, raw or decoded), and where each of those
     escapes starts in the stream. ``None`` when there are none."""
-    used = _chars(obj, set(event.data))
+    used = set(event.data).union(*_strings(obj))
     out: list[str] = []
     where: dict[str, int] = {}
     last = 0

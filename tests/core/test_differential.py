@@ -375,6 +375,36 @@ def test_many_tiny_lines_agree_with_the_oracle(
     _check_splits(stream, dialect, (DEFAULT_LIMIT, DEFAULT_LIMIT), seed, k)
 
 
+# JSON "\ufffd" escapes: each one that lands in the message text is one upstream_literal
+# alert at the escape's own stream offset (the minimal shapes the random search found).
+ESCAPES: dict[str, bytes] = {
+    "raw_fffd_elsewhere_hides_the_escape": (
+        b'data: {"id":"\xff","choices":[{"delta":{"content":"\\ufffd"}}]}\n\ndata: [DONE]\n\n'
+    ),
+    "escape_on_the_second_data_line": (
+        b'data: {"choices":[{"delta":\ndata: {"content":"\\ufffd"}}]}\n\ndata: [DONE]\n\n'
+    ),
+    "invalid_byte_before_the_escape": (
+        b'data: {"choices":[{"delta":{"content":"\xc3\\ufffd"}}]}\n\ndata: [DONE]\n\n'
+    ),
+    "escaped_backslash_before_the_escape": (
+        b'data: {"choices":[{"delta":{"content":"\\\\ufffd\\ufffd"}}]}\n\ndata: [DONE]\n\n'
+    ),
+    "anthropic_raw_fffd_elsewhere_hides_the_escape": (
+        b'data: {"type":"content_block_delta","index":0,"x":"\xff",'
+        b'"delta":{"type":"text_delta","text":"\\ufffd"}}\n\ndata: {"type":"message_stop"}\n\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_json_escaped_replacement_chars_are_reported_where_they_are(name: str) -> None:
+    stream = ESCAPES[name]
+    dialect = "anthropic" if name.startswith("anthropic") else "openai"
+    for pieces in ([stream], bytewise(stream)):
+        _check(stream, pieces, dialect, (DEFAULT_LIMIT, DEFAULT_LIMIT))
+
+
 # -- planners -------------------------------------------------------------------------------
 
 
