@@ -56,8 +56,11 @@ def _check_splits(stream: bytes, dialect: str, limits: tuple[int, int], seed: in
     if len(stream) <= 160:
         _check(stream, bytewise(stream), dialect, limits)
     pieces = random_split(stream, k, seed)
-    diff = compare(stream, pieces, dialect, max_line=limits[0], max_frame=limits[1])
-    assert diff is None, f"split seed={seed} k={k}\n{diff}"
+    for quiet in (False, True):
+        diff = compare(
+            stream, pieces, dialect, max_line=limits[0], max_frame=limits[1], quiet=quiet
+        )
+        assert diff is None, f"split seed={seed} k={k}\n{diff}"
 
 
 # -- the oracle itself ----------------------------------------------------------------------
@@ -182,16 +185,19 @@ def test_every_one_and_two_cut_split_agrees_with_the_oracle(
     splits += [[a, b] for a, b in itertools.combinations(range(1, n), 2)]
     failures: list[str] = []
     for cuts in splits:
-        diff = compare(
-            stream,
-            split_at(stream, cuts),
-            dialect,
-            max_line=max_line,
-            max_frame=max_frame,
-            ref=ref,
-        )
-        if diff is not None:
-            failures.append(diff)
+        # the passthrough hot path too, at every single cut (alerts and text length)
+        for quiet in (False, True) if len(cuts) < 2 else (False,):
+            diff = compare(
+                stream,
+                split_at(stream, cuts),
+                dialect,
+                max_line=max_line,
+                max_frame=max_frame,
+                ref=ref,
+                quiet=quiet,
+            )
+            if diff is not None:
+                failures.append(diff)
     assert not failures, f"{len(failures)} of {len(splits)} splits disagree; first:\n" + "\n".join(
         failures[:2]
     )
