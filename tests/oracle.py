@@ -224,8 +224,9 @@ def parse(
                 elif name == "id" and "\x00" not in value:
                     last_id = value  # (an id containing NUL is ignored)
                 elif name == "retry" and value and all(c in "0123456789" for c in value):
-                    # Core: a value beyond int()'s digit limit (4300 by default) is
-                    # unusable and ignored like a non-numeric one.
+                    # An empty value is ignored (the core and browsers agree). Core: a
+                    # value beyond int()'s digit limit (4300 by default) is unusable and
+                    # ignored like a non-numeric one.
                     with contextlib.suppress(ValueError):
                         retry = int(value)
         line_start = m.end()
