@@ -447,6 +447,7 @@ def _check_planners(stream: bytes, pieces: Sequence[bytes], where: str) -> None:
 
 @DIFF
 @given(stream=hostile_streams, seed=seeds, k=ks)
+@example(b"\n\r\n", 0, 2)  # reads b"\n\r" + b"\n": coalesce wrote at the tentative end 2
 def test_planners_keep_bytes_and_write_only_at_oracle_frame_ends(
     stream: bytes, seed: int, k: int
 ) -> None:
