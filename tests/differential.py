@@ -9,7 +9,6 @@ any difference is either a core bug or a cut dependence.
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from proxy.core import (
     Truncated,
     UnterminatedFrame,
 )
+from tests.helpers import seeded_splits
 from tests.oracle import DEFAULT_LIMIT, OracleAlert, Reference, reference
 
 __all__ = ["CoreRun", "compare", "core_run", "project", "random_split", "split_at"]
@@ -178,6 +178,4 @@ def split_at(data: bytes, cuts: Sequence[int]) -> list[bytes]:
 
 def random_split(data: bytes, k: int, seed: int) -> list[bytes]:
     """``data`` in up to ``k`` reads, cut where ``random.Random(seed)`` says."""
-    rng = random.Random(seed)
-    n = min(k - 1, max(len(data) - 1, 0))
-    return split_at(data, rng.sample(range(1, len(data)), n) if n > 0 else [])
+    return seeded_splits(data, k, seed)
