@@ -37,13 +37,20 @@ class CoreRun:
     text: str
     frame_ends: tuple[int, ...]
     text_length: int
+    tentative: tuple[tuple[int, int], ...] = ()  # (tentative_end, where that read ended)
 
 
 def project(alert: Alert) -> OracleAlert | None:
     """A core alert as the oracle's tuple; ``None`` for what the oracle does not model
     (a tool call's finished arguments that are not JSON)."""
     if isinstance(alert, ReplacementChar):
-        return ("replacement_char", alert.cause, alert.byte_offset, alert.event_index)
+        return (
+            "replacement_char",
+            alert.cause,
+            alert.byte_offset,
+            alert.event_index,
+            alert.count,
+        )
     if isinstance(alert, UnterminatedFrame):
         return ("unterminated_frame", alert.pending_bytes, alert.byte_offset)
     if isinstance(alert, OversizedFrame):
@@ -84,25 +91,42 @@ def core_run(
     events: list[tuple[object, ...]] = []
     alerts: list[OracleAlert] = []
     ends: list[int] = []
-    outs = [r.feed(piece) for piece in pieces]
+    outs = []
+    tentative: list[tuple[int, int]] = []
+    fed = 0
+    for piece in pieces:
+        outs.append(r.feed(piece))
+        fed += len(piece)
+        if outs[-1].tentative_end is not None:
+            tentative.append((outs[-1].tentative_end, fed))
     outs.append(r.close())
+    if outs[-1].tentative_end is not None:
+        tentative.append((outs[-1].tentative_end, -1))  # close must settle, not defer
     for out in outs:
         events += [(e.type, e.data, e.id, e.retry, e.ordinal, e.start) for e in out.events]
         alerts += [a for a in map(project, out.alerts) if a is not None]
         ends += out.frame_ends
     length = r.summary()["text_length"]
-    return CoreRun(tuple(events), tuple(alerts), r.text, tuple(ends), length)
+    return CoreRun(tuple(events), tuple(alerts), r.text, tuple(ends), length, tuple(tentative))
 
 
 def _sort_key(alert: OracleAlert) -> tuple[str, ...]:
     return tuple(map(repr, alert))
 
 
-def _allowed_frame_ends(core: Sequence[int], ref: Reference, reads: set[int]) -> list[int]:
-    """The core's frame ends minus the documented tentative ones: a read that ends in the CR
-    of a CRLF blank line gets a frame end after that CR, then another after the LF."""
-    crlf = set(ref.crlf_frame_ends)
-    return [e for e in core if not (e + 1 in crlf and e in reads and e + 1 in core)]
+def _tentative_diffs(
+    stream: bytes, pieces: Sequence[bytes], ref: Reference, got: Sequence[tuple[int, int]]
+) -> list[str]:
+    """A read that ends with the CR of a blank line reports that offset as its tentative
+    frame end (the real end is there, or one byte on if a LF follows); no other does."""
+    ends, crlf = set(ref.frame_ends), set(ref.crlf_frame_ends)
+    want = []
+    for b in itertools.accumulate(len(p) for p in pieces):
+        if stream[b - 1 : b] == b"\r" and (b + 1 in crlf or (b in ends and b not in crlf)):
+            want.append((b, b))
+    if list(got) != want:
+        return [f"tentative ends (end, read end): core={list(got)[:10]} oracle={want[:10]}"]
+    return []
 
 
 def compare(
@@ -161,10 +185,10 @@ def compare(
             f"alerts: {len(core_alerts)} vs {len(ref_alerts)}; core only {only_core[:8]}; "
             f"oracle only {only_ref[:8]}"
         )
-    reads = set(itertools.accumulate(len(p) for p in pieces))
-    got_ends = _allowed_frame_ends(core.frame_ends, ref, reads)
-    if got_ends != list(ref.frame_ends):
+    if core.frame_ends != ref.frame_ends:
         diffs.append(f"frame_ends: core={core.frame_ends[:20]} oracle={ref.frame_ends[:20]}")
+    if not quiet:
+        diffs += _tentative_diffs(stream, pieces, ref, core.tentative)
     if not diffs:
         return None
     return head + "\n  " + "\n  ".join(diffs)

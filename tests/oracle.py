@@ -19,7 +19,7 @@ follows the behaviour the core documents (``proxy/core/framing.py`` docstrings, 
 README's alert table, ``proxy/core/dialects/*.py``), and says so in a comment. Alerts
 are plain tuples, so a comparison shows exactly which field differs:
 
-- ``("replacement_char", cause, byte_offset, event_index)``
+- ``("replacement_char", cause, byte_offset, event_index, count)``
 - ``("unterminated_frame", pending_bytes, byte_offset)``
 - ``("oversized_frame", kind, limit, byte_offset)``
 - ``("crlf_framing", lf, crlf, cr, mixed)``
@@ -131,6 +131,22 @@ def decode(stream: bytes) -> tuple[str, list[int], set[int]]:
 
 # -- 2. and 3. lines and fields ---------------------------------------------------------------
 
+DETAIL_LIMIT = 16  # the core's proxy.core.utf8.DETAIL_LIMIT
+
+
+def _replacement_alerts(cause: str, offsets: list[int], event_index: int) -> list[OracleAlert]:
+    """Not in the spec. Core (``ReplacementChar`` docstring): of one cause in one line (or
+    one payload), the first DETAIL_LIMIT U+FFFD are an alert each, and the rest one alert
+    at the first of them that carries their count."""
+    out: list[OracleAlert] = [
+        ("replacement_char", cause, at, event_index, 1) for at in offsets[:DETAIL_LIMIT]
+    ]
+    if len(offsets) > DETAIL_LIMIT:
+        rest = len(offsets) - DETAIL_LIMIT
+        out.append(("replacement_char", cause, offsets[DETAIL_LIMIT], event_index, rest))
+    return out
+
+
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -196,11 +212,12 @@ def parse(
             dropped, data, data_pos = True, [], []
         else:
             # Not in the spec. Core: every U+FFFD in a line that is looked at is reported,
-            # invalid bytes and encoded U+FFFD alike, with the count of events before it.
-            for i in range(line_start, m.start()):
-                if text[i] == FFFD:
-                    cause = "invalid_utf8" if pos[i] in bad_starts else "upstream_literal"
-                    alerts.append(("replacement_char", cause, pos[i], len(events)))
+            # invalid bytes and encoded U+FFFD apart, with the count of events before it.
+            fffd = [i for i in range(line_start, m.start()) if text[i] == FFFD]
+            invalid = [pos[i] for i in fffd if pos[i] in bad_starts]
+            literal = [pos[i] for i in fffd if pos[i] not in bad_starts]
+            alerts += _replacement_alerts("invalid_utf8", invalid, len(events))
+            alerts += _replacement_alerts("upstream_literal", literal, len(events))
             if line.startswith(":"):
                 pass  # comment
             else:
@@ -518,12 +535,8 @@ def reference(
                 payload, where = marked
                 _, obj2 = json_value(payload)
                 pieces2, _ = extract(obj2, ev.type, _State())
-                for piece in pieces2:
-                    for ch in piece:
-                        if ch in where:
-                            alerts.append(
-                                ("replacement_char", "upstream_literal", where[ch], ev.ordinal)
-                            )
+                escapes = sorted(where[ch] for piece in pieces2 for ch in piece if ch in where)
+                alerts += _replacement_alerts("upstream_literal", escapes, ev.ordinal)
     if parsed.unterminated is not None:
         alerts.append(parsed.unterminated)
     if dialect in _JSON_DIALECTS and not st.terminal:

@@ -5,8 +5,9 @@
 byte by byte, at every one- and two-cut split of short hostile fixtures, and at seeded
 k-way splits of generated streams, for every dialect, with the default limits and with
 tiny ones. Both must give the same events (type, data, id, retry, ordinal, block start),
-the same reassembled text, the same alerts (kinds, byte offsets, event indexes) and the
-same frame ends. Every failure message carries the stream, the cuts, the dialect and the
+the same reassembled text, the same alerts (kinds, byte offsets, event indexes, counts)
+and the same frame ends; and a read that ends with a blank line's CR, and only such a read,
+reports that offset as its tentative frame end. Every failure message carries the stream, the cuts, the dialect and the
 limits (and the split seed), so it can be replayed with :func:`tests.differential.compare`.
 
 The planners are checked against the same oracle: their output bytes are their input
@@ -32,7 +33,7 @@ from proxy.rechunk.planner import ChaosPlanner, FramesPlanner, PassthroughPlanne
 from proxy.rechunk.spec import STRATEGIES, ChaosSpec
 from tests.differential import compare, random_split, split_at
 from tests.helpers import bytewise, run
-from tests.oracle import DEFAULT_LIMIT, DIALECTS, decode, parse, reference
+from tests.oracle import DEFAULT_LIMIT, DETAIL_LIMIT, DIALECTS, decode, parse, reference
 
 FFFD = "\ufffd"
 SMALL = (7, 24)  # (max_line, max_frame): tiny enough that the short fixtures outgrow them
@@ -112,9 +113,9 @@ def test_oracle_alerts_and_frame_ends() -> None:
     assert ref.crlf_frame_ends == (14,)
     assert sorted(ref.alerts) == sorted(
         [
-            ("replacement_char", "invalid_utf8", 6, 0),
-            ("replacement_char", "upstream_literal", 7, 0),
-            ("replacement_char", "invalid_utf8", 16, 1),
+            ("replacement_char", "invalid_utf8", 6, 0, 1),
+            ("replacement_char", "upstream_literal", 7, 0, 1),
+            ("replacement_char", "invalid_utf8", 16, 1, 1),
             ("invalid_json", 6, 0),
             ("unterminated_frame", 7, 19),
             ("truncated", "no_terminal_marker", "openai", 26),
@@ -134,6 +135,18 @@ def test_oracle_limits() -> None:
     ]
 
 
+def test_oracle_counts_a_flood_past_the_detail_limit() -> None:
+    n = DETAIL_LIMIT + 5
+    stream = b"data: " + b"\xef\xbf\xbd\xff" * n + b"\n\n"
+    alerts = parse(stream).alerts
+    inv = [a for a in alerts if a[1] == "invalid_utf8"]
+    lit = [a for a in alerts if a[1] == "upstream_literal"]
+    assert [a[4] for a in inv] == [1] * DETAIL_LIMIT + [5]
+    assert [a[4] for a in lit] == [1] * DETAIL_LIMIT + [5]
+    assert inv[DETAIL_LIMIT][2] == 6 + 4 * DETAIL_LIMIT + 3
+    assert lit[DETAIL_LIMIT][2] == 6 + 4 * DETAIL_LIMIT
+
+
 def test_oracle_dialect_text() -> None:
     chat = b'data: {"choices":[{"index":1,"delta":{"content":"b"}},{"delta":{"content":"a"}}]}\n\n'
     assert reference(chat + b"data: [DONE]\n\n", "openai").text == "a"
@@ -148,7 +161,8 @@ def test_oracle_dialect_text() -> None:
     escaped = b'data: {"choices":[{"delta":{"content":"\\\\ufffd \\ufffd"}}]}\n\n'
     ref = reference(escaped, "openai")
     assert ref.text == "\\ufffd " + FFFD
-    assert ("replacement_char", "upstream_literal", escaped.rindex(b"\\ufffd"), 0) in ref.alerts
+    at = escaped.rindex(b"\\ufffd")
+    assert ("replacement_char", "upstream_literal", at, 0, 1) in ref.alerts
 
 
 # -- exhaustive: every 1- and 2-cut split of short hostile fixtures --------------------------
@@ -524,28 +538,30 @@ INVALID_RUN = 4000  # correctness only; the 1,000,000-byte speed case is bench/w
 
 @pytest.mark.parametrize("dialect", ["text", "none"])
 @pytest.mark.parametrize("read", [None, 1000, 7])
-def test_a_long_line_of_invalid_bytes_gives_one_alert_per_byte(
+def test_a_long_line_of_invalid_bytes_is_every_replacement_accounted_for(
     dialect: str, read: int | None
 ) -> None:
-    """0xFF is never valid UTF-8: each byte is one maximal subpart, one U+FFFD, one alert
-    at its own offset (the shell's log rate limit is not the core's business)."""
+    """0xFF is never valid UTF-8: each byte is one maximal subpart and one U+FFFD. As
+    ``ReplacementChar`` documents, the first DETAIL_LIMIT of a line are an alert each (at
+    their own offsets) and the rest one alert, at the next one, carrying their count: every
+    U+FFFD is accounted for, in linear time."""
     stream = b"data: " + b"\xff" * INVALID_RUN + b"\n\n"
-    pieces = (
-        [stream] if read is None else [stream[i : i + read] for i in range(0, len(stream), read)]
-    )
+    step = read or len(stream)
+    pieces = [stream[i : i + step] for i in range(0, len(stream), step)]
     res = run(pieces, dialect)
     got = [a for a in res.alerts if isinstance(a, ReplacementChar)]
-    assert [(a.cause, a.byte_offset, a.event_index) for a in got] == [
-        ("invalid_utf8", 6 + i, 0) for i in range(INVALID_RUN)
-    ]
+    detail = DETAIL_LIMIT
+    assert [(a.cause, a.byte_offset, a.event_index, a.count) for a in got] == [
+        ("invalid_utf8", 6 + i, 0, 1) for i in range(detail)
+    ] + [("invalid_utf8", 6 + detail, 0, INVALID_RUN - detail)]
     assert [e.data for e in res.events] == [FFFD * INVALID_RUN]
     assert res.text == (FFFD * INVALID_RUN if dialect == "text" else "")
     assert compare(stream, pieces, dialect) is None
 
 
-def test_check_on_a_long_line_of_invalid_bytes_counts_every_alert_and_logs_ten() -> None:
+def test_check_on_a_long_line_of_invalid_bytes_counts_every_replacement() -> None:
     """The README: alerts of one kind are rate-limited per stream (10 in full, then
-    counted in the summary); the summary keeps the exact count."""
+    counted in the summary); the summary keeps the exact count of U+FFFD."""
     stream = b"data: " + b"\xff" * INVALID_RUN + b"\n\n"
     proc = subprocess.run(
         [sys.executable, "-m", "proxy", "check", "--dialect", "text", "--text"],
