@@ -7,8 +7,9 @@ k-way splits of generated streams, for every dialect, with the default limits an
 tiny ones. Both must give the same events (type, data, id, retry, ordinal, block start),
 the same reassembled text, the same alerts (kinds, byte offsets, event indexes, counts)
 and the same frame ends; and a read that ends with a blank line's CR, and only such a read,
-reports that offset as its tentative frame end. Every failure message carries the stream, the cuts, the dialect and the
-limits (and the split seed), so it can be replayed with :func:`tests.differential.compare`.
+reports that offset as its tentative frame end. Every failure message carries the stream,
+the cuts, the dialect and the limits (and the split seed), so it can be replayed with
+:func:`tests.differential.compare`.
 
 The planners are checked against the same oracle: their output bytes are their input
 bytes, and every frame boundary they write at is one the oracle agrees with.
@@ -409,6 +410,13 @@ ESCAPES: dict[str, bytes] = {
     ),
     "escaped_backslash_before_the_escape": (
         b'data: {"choices":[{"delta":{"content":"\\\\ufffd\\ufffd"}}]}\n\ndata: [DONE]\n\n'
+    ),
+    "escape_flood_over_two_fields": (  # past DETAIL_LIMIT per payload: one counted alert
+        b'data: {"choices":[{"delta":{"content":"'
+        + b"\\ufffd" * 20
+        + b'","reasoning_content":"'
+        + b"\\ufffd" * 5
+        + b'"}}]}\n\ndata: [DONE]\n\n'
     ),
     "anthropic_raw_fffd_elsewhere_hides_the_escape": (
         b'data: {"type":"content_block_delta","index":0,"x":"\xff",'
