@@ -535,8 +535,29 @@ def reference(
                 payload, where = marked
                 _, obj2 = json_value(payload)
                 pieces2, _ = extract(obj2, ev.type, _State())
-                escapes = sorted(where[ch] for piece in pieces2 for ch in piece if ch in where)
-                alerts += _replacement_alerts("upstream_literal", escapes, ev.ordinal)
+                # Core: the first DETAIL_LIMIT of a payload's escapes are an alert each;
+                # past that, the rest of each extracted piece's are one counted alert.
+                budget = DETAIL_LIMIT
+                for piece in pieces2:
+                    escapes = sorted(where[ch] for ch in piece if ch in where)
+                    if not escapes:
+                        continue
+                    alerts += [
+                        ("replacement_char", "upstream_literal", at, ev.ordinal, 1)
+                        for at in escapes[:budget]
+                    ]
+                    if len(escapes) > budget:
+                        rest = len(escapes) - budget
+                        alerts.append(
+                            (
+                                "replacement_char",
+                                "upstream_literal",
+                                escapes[budget],
+                                ev.ordinal,
+                                rest,
+                            )
+                        )
+                    budget = max(0, budget - len(escapes))
     if parsed.unterminated is not None:
         alerts.append(parsed.unterminated)
     if dialect in _JSON_DIALECTS and not st.terminal:
