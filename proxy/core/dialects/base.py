@@ -7,7 +7,7 @@ import re
 import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, ClassVar
 
 import msgspec
@@ -209,7 +209,7 @@ def _simple_locate(data: str, offset: int, i: int) -> int:
 
 
 # a "\ufffd" escape, not an escaped backslash followed by "ufffd"
-_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\u[fF][fF][fF][dD])")
+_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)(\\u[fF][fF][fF][dD])")
 
 
 _MARKERS_FROM = 0xF0000  # the supplementary private use planes: markers come from here
@@ -223,7 +223,7 @@ class _Escapes:
 
     data: str = ""
     offset: int = 0
-    positions: list[int] = field(default_factory=list)  # where each escape is in data
+    parts: list[str] = field(default_factory=list)  # data split around its escapes
     base: int = _MARKERS_FROM
     pattern: re.Pattern[str] = re.compile("(?!)")
     locate: Callable[[str, int, int], int] = _simple_locate
@@ -231,7 +231,11 @@ class _Escapes:
     detailed: int = 0
 
     def offset_of(self, k: int) -> int:
-        return self.locate(self.data, self.offset, self.positions[min(k, len(self.positions) - 1)])
+        """The stream offset of escape ``k``: 3k + 2 parts before it, of which the k
+        escapes are 1-character markers now, 6 characters in ``data``."""
+        k = min(k, len(self.parts) // 3 - 1)
+        at = sum(map(len, self.parts[: 3 * k + 2])) + 5 * k
+        return self.locate(self.data, self.offset, at)
 
 
 _NO_ESCAPES = _Escapes()
@@ -254,30 +258,30 @@ def _free_range(used: set[str], size: int) -> tuple[int, int]:
 def _find_escapes(
     data: str, obj: Any, offset: int, locate: Callable[[str, int, int], int]
 ) -> _Escapes | None:
-    """Read ``data`` again with each escape made a marker; None if it holds no escape."""
-    positions = [m.start(1) for m in _ESCAPE.finditer(data)]
-    if not positions:
+    """Read ``data`` again with each escape made a marker; None if it holds no escape.
+
+    C-level throughout (a regex split, a map, a join), since a payload may hold a great
+    many escapes: only the escapes that get reported are located, by :meth:`offset_of`.
+    """
+    parts = _ESCAPE.split(data)  # [text, backslash pairs, escape, text, ...]
+    n = len(parts) // 3
+    if not n:
         return None
     used = set(data)
     for value in _strings(obj):
         used.update(value)
-    base, end = _free_range(used, len(positions))
+    base, end = _free_range(used, n)
     if end <= base:
         return None
-    last_marker = end - base - 1
-    out: list[str] = []
-    last = 0
-    for k, i in enumerate(positions):
-        out.append(data[last:i])
-        out.append(chr(base + min(k, last_marker)))  # a raw character is as valid in JSON
-        last = i + 6
-    out.append(data[last:])
+    last_marker = end - 1
+    # a raw character is as valid inside a JSON string as the escape was
+    parts[2::3] = map(chr, (*range(base, min(end, base + n)), *repeat(last_marker, base + n - end)))
     try:
-        marked_obj = json_loads("".join(out))
+        marked_obj = json_loads("".join(parts))
     except ValueError:
         return None
-    pattern = re.compile(f"[{chr(base)}-{chr(end - 1)}]")
-    esc = _Escapes(data, offset, positions, base, pattern, locate)
+    pattern = re.compile(f"[{chr(base)}-{chr(last_marker)}]")
+    esc = _Escapes(data, offset, parts, base, pattern, locate)
     for value in _strings(marked_obj):
         real = pattern.sub("\ufffd", value)
         if real != value:
