@@ -44,6 +44,19 @@ _QUERY_SECRET = re.compile(
 )
 
 
+# The proxy's own log fields whose names merely look secret (token counts, not tokens).
+_NOT_SECRET = frozenset(
+    {
+        "tool_call",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "output_tokens_per_s",
+    }
+)
+
+
 def is_secret_header(name: str) -> bool:
     low = name.lower()
     return low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
@@ -145,7 +158,7 @@ def _redact_processor(
             continue
         if isinstance(value, Mapping) and key.endswith("headers"):
             event_dict[key] = redact_headers(value)
-        elif is_secret_header(key) and key not in ("tool_call",):
+        elif key not in _NOT_SECRET and is_secret_header(key):
             event_dict[key] = REDACTED
         elif isinstance(value, str) and key in _FREE_TEXT_FIELDS:
             event_dict[key] = redact_text(value)
@@ -312,9 +325,16 @@ class AlertSink:
         for alert in alerts:
             self.emit(alert)
 
-    def summary(self, **fields: Any) -> None:
-        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too."""
+    def summary(self, *, level: str = "info", **fields: Any) -> None:
+        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too.
+
+        ``level`` is ``warning`` for a stream that went wrong, so that filtering on
+        ``level >= warning`` finds every bad stream.
+        """
         fields["alerts"] = dict(self.counts)
         if self.suppressed:
             fields["alerts_suppressed"] = dict(self.suppressed)
-        self.log.info("stream.summary", **fields)
+        if level == "warning":
+            self.log.warning("stream.summary", **fields)
+        else:
+            self.log.info("stream.summary", **fields)
