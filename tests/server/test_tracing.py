@@ -52,6 +52,7 @@ def _value(v: AnyValue) -> Any:
     kind = v.WhichOneof("value")
     if kind == "array_value":
         return [_value(x) for x in v.array_value.values]
+    assert kind is not None
     return getattr(v, kind)
 
 
