@@ -502,6 +502,8 @@ class _SseRelay:
                 self.log.warning(
                     "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
                 )
+                self.metrics.upstream_errors.labels(kind="stream_read_failed").inc()
+                self.metrics.count_total("upstream_errors")
         except asyncio.CancelledError:
             # aiohttp cancels the handler once the client's connection is lost; a shutdown
             # cancels it with the connection still there (a client may leave mid-drain too).
