@@ -173,8 +173,8 @@ async def test_every_queried_metric_and_label_is_exported(scrape: str) -> None:
     """Each series in a rule or a panel exists in a real scrape, with the labels used."""
     names, labels = _exported(scrape)
     used = 0
-    for expr in (*_rule_exprs(), *_dashboard_exprs()):
-        expr = _promql(expr)
+    for raw in (*_rule_exprs(), *_dashboard_exprs()):
+        expr = _promql(raw)
         found = _SELECTOR.findall(expr)
         assert found, expr
         in_expr: set[str] = {"le", "job"}
