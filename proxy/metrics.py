@@ -158,7 +158,13 @@ class Metrics:
             registry=reg,
         )
 
-    def record_stream(self, fields: Mapping[str, Any], gaps: GapHistogram, duration: float) -> None:
+    def record_stream(
+        self,
+        fields: Mapping[str, Any],
+        gaps: GapHistogram,
+        duration: float,
+        alerts: Mapping[str, int] | None = None,
+    ) -> None:
         """One finished stream's summary fields into the counters and histograms."""
         dialect = str(fields.get("dialect"))
         model = self.model_label(fields.get("model"))
@@ -191,7 +197,7 @@ class Metrics:
         totals["streams"] += 1
         totals["verdict." + verdict] += 1
         totals["bytes"] += int(fields.get("bytes") or 0)
-        for name, count in (fields.get("alerts") or {}).items():
+        for name, count in (alerts or {}).items():
             totals["alert." + name] += count
 
     def count_total(self, name: str) -> None:

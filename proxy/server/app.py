@@ -595,7 +595,7 @@ class _SseRelay:
             m.alerts.labels(event=name).inc(count)
         if first_byte is not None:
             m.ttfb.observe(first_byte - self.started)
-        m.record_stream(fields, obs.gaps, duration=now - self.started)
+        m.record_stream(fields, obs.gaps, duration=now - self.started, alerts=self.sink.counts)
 
 
 async def _session_ctx(app: web.Application) -> AsyncIterator[None]:
