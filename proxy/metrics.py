@@ -27,12 +27,14 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
-__all__ = ["METRIC_NAMES", "Metrics", "ModelLabels"]
+__all__ = ["GAP_BUCKETS", "METRIC_NAMES", "Metrics", "ModelLabels"]
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 OTHER = "other"
 _LABEL_SAFE = re.compile(r"[^A-Za-z0-9._:/@+-]")
+GAP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Inter-event gap buckets (seconds)."""
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60)
 
 
@@ -136,13 +138,11 @@ class Metrics:
             buckets=_TTFT_BUCKETS,
             registry=reg,
         )
-        from proxy.server.observe import PROM_GAP_BUCKETS
-
         self.gap = Histogram(
             "sse_proxy_inter_event_gap_seconds",
             "Time between successive upstream reads that completed events, by dialect.",
             ["dialect"],
-            buckets=PROM_GAP_BUCKETS,
+            buckets=GAP_BUCKETS,
             registry=reg,
         )
         self.output_tokens = Counter(

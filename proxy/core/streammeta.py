@@ -21,6 +21,7 @@ __all__ = [
     "HasStreamMeta",
     "StreamMeta",
     "anthropic_usage",
+    "has_text",
     "meta_of",
     "openai_usage",
     "short_str",
@@ -101,6 +102,16 @@ def meta_of(reassembler: object) -> StreamMeta:
         return StreamMeta()
     meta: StreamMeta = fn()
     return meta
+
+
+def has_text(reassembler: object) -> bool:
+    """Whether the stream has produced message text yet (for time to first token).
+
+    Reads the accumulator the same way as :func:`meta_of`; the shell asks only until the
+    answer is yes, so a stream pays for this on its first text-carrying reads only.
+    """
+    acc = getattr(reassembler, "_acc", None)
+    return bool(getattr(acc, "text_length", 0))
 
 
 def openai_usage(meta: StreamMeta, usage: object) -> None:

@@ -480,11 +480,11 @@ class _SseRelay:
                 async for chunk in self.upstream.content.iter_any():
                     watch.last = watch.now()
                     if first_byte is None:
-                        first_byte = time.monotonic()
+                        first_byte = watch.last  # the same clock as the read stamps
                     received += len(chunk)
                     if self.recorder is not None:
                         self.recorder.read(chunk)
-                    frame_ends = self._observe(chunk)
+                    frame_ends = self._observe(chunk, watch.last)
                     await self._forward(chunk, frame_ends)
                 if self.planner is not None:
                     await self._send(self.planner.flush())
@@ -525,7 +525,7 @@ class _SseRelay:
             await self.resp.write_eof()
         return self.resp
 
-    def _observe(self, chunk: bytes) -> tuple[int, ...]:
+    def _observe(self, chunk: bytes, now: float) -> tuple[int, ...]:
         if not self.observing:
             return ()
         observed = chunk
@@ -539,7 +539,7 @@ class _SseRelay:
         out = self.reassembler.feed(observed)
         obs = self.obs
         assert obs is not None
-        obs.tick()
+        obs.tick(now)
         if out.alerts:
             obs.emit(out.alerts)
         return out.frame_ends

@@ -20,12 +20,14 @@ import orjson
 
 from proxy.core import StreamReassembler
 from proxy.core.alerts import Alert, Level, Stall, StallEnd, Truncated
-from proxy.core.streammeta import StreamMeta, meta_of, short_str
+from proxy.core.streammeta import StreamMeta, has_text, meta_of, short_str
 from proxy.logsink import AlertSink
+from proxy.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
 
 __all__ = [
     "GAP_BOUNDS",
     "MODEL_BODY_LIMIT",
+    "PROM_GAP_BUCKETS",
     "RequestContext",
     "StreamObserver",
     "verdict",
@@ -38,9 +40,8 @@ streamed through unread."""
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _PRINTABLE = re.compile(r"[^\x21-\x7e]")
 
-# Prometheus buckets of the inter-event gap (seconds); the per-stream histogram is finer
-# (12% steps) and contains these, so each fine bucket falls in exactly one of them.
-PROM_GAP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# The per-stream gap histogram is finer than the Prometheus one (12 % steps) and contains
+# its bounds, so each fine bucket falls in exactly one Prometheus bucket.
 GAP_BOUNDS: tuple[float, ...] = tuple(
     sorted({round(1e-4 * 10 ** (i / 20), 7) for i in range(121)} | set(PROM_GAP_BUCKETS))
 )
@@ -136,6 +137,12 @@ class _GapHistogram:
         self.sum += gap
         self.max = max(self.max, gap)
 
+    def settle(self, total: float, largest: float) -> None:
+        """Count, sum and max after the hot path filled only ``counts`` (see ``tick``)."""
+        self.count = sum(self.counts)
+        self.sum = total
+        self.max = largest
+
     def quantile(self, q: float) -> float | None:
         """The upper bound of the bucket holding the q-quantile (capped at the max seen)."""
         if not self.count:
@@ -157,8 +164,13 @@ class _GapHistogram:
         return out
 
 
-def verdict(ended_by: str, counts: Mapping[str, int], warned: bool) -> tuple[str, str | None]:
-    """``ok``, ``degraded`` (warnings, but complete) or ``broken``, and the main reason."""
+def verdict(
+    ended_by: str, counts: Mapping[str, int], first_warning: str | None
+) -> tuple[str, str | None]:
+    """``ok``, ``degraded`` (warnings, but complete) or ``broken``, and the main reason.
+
+    The reason of a degraded stream is its first warning alert.
+    """
     if ended_by in ("upstream_error", "shutdown"):
         return "broken", ended_by
     if ended_by == "timeout":
@@ -167,8 +179,8 @@ def verdict(ended_by: str, counts: Mapping[str, int], warned: bool) -> tuple[str
         return "broken", "truncated"
     if counts.get("sse.error_event"):
         return "broken", "error_event"
-    if warned:
-        return "degraded", next(iter(k for k in counts if k not in ("sse.stall_end",)), None)
+    if first_warning is not None:
+        return "degraded", first_warning
     return "ok", None
 
 
@@ -207,29 +219,36 @@ class StreamObserver:
         self.first_event: float | None = None
         self.first_text: float | None = None
         self.gaps = _GapHistogram()
+        self._gap_counts = self.gaps.counts
+        self._gap_max = 0.0
         self.stalled_since: float | None = None
         self.stalls = 0
         self._bound: tuple[str | None, str | None] = (None, None)
         self._task: asyncio.Task[None] | None = None
         self.timeout_kind: str | None = None
+        self.first_warning: str | None = None
 
     # -- hot path ----------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """After a read: if it completed events, time them (gap, first text, stall end)."""
+    def tick(self, now: float) -> None:
+        """After a read at ``now``: if it completed events, time them (gap, first text,
+        stall end). Only the bucket count and the max are kept per gap; the sum is the
+        time from the first to the last event-carrying read (the gaps telescope)."""
         n = self.reassembler.events_dispatched
         if n == self.events:
             return
-        now = self.now()
         if self.events:
-            self.gaps.add(now - self.last_event)
+            gap = now - self.last_event
+            self._gap_counts[bisect_left(GAP_BOUNDS, gap)] += 1
+            if gap > self._gap_max:  # noqa: PLR1730 - a compare, not a max() call, per gap
+                self._gap_max = gap
         else:
             self.first_event = now
         if self.stalled_since is not None:
             self._stall_end(now)
         self.events = n
         self.last_event = now
-        if self.first_text is None and self.reassembler._acc.text_length:
+        if self.first_text is None and has_text(self.reassembler):
             self.first_text = now
 
     # -- alerts ------------------------------------------------------------------------
@@ -252,6 +271,8 @@ class StreamObserver:
                 model=key[0] or key[1], response_model=key[1], response_id=meta.response_id
             )
         self.sink.emit_all(alerts)
+        if self.first_warning is None:
+            self.first_warning = next((a.name for a in alerts if a.level is Level.WARNING), None)
         if self.on_alert is not None:
             for alert in alerts:
                 self.on_alert(alert)
@@ -311,7 +332,9 @@ class StreamObserver:
         """Context, usage, timing and verdict for ``stream.summary`` (and the metrics)."""
         meta: StreamMeta = meta_of(self.reassembler)
         gaps = self.gaps
-        kind, reason = verdict(ended_by, self.sink.counts, self.sink.warned)
+        if self.first_event is not None:
+            gaps.settle(self.last_event - self.first_event, self._gap_max)
+        kind, reason = verdict(ended_by, self.sink.counts, self.first_warning)
         if ended_by == "timeout" and self.timeout_kind is not None:
             reason = self.timeout_kind
         tps = None
