@@ -21,6 +21,7 @@ __all__ = [
     "HasStreamMeta",
     "StreamMeta",
     "anthropic_usage",
+    "gemini_usage",
     "has_text",
     "meta_of",
     "openai_usage",
@@ -141,6 +142,33 @@ def anthropic_usage(meta: StreamMeta, usage: object) -> None:
         ("input_tokens", "input_tokens"),
         ("output_tokens", "output_tokens"),
         ("cache_read_input_tokens", "cached_tokens"),
+    ):
+        value = _count(usage.get(name))
+        if value is not None:
+            setattr(meta, attr, value)
+
+
+def gemini_usage(meta: StreamMeta, obj: object) -> None:
+    """Gemini / Vertex AI: ``modelVersion``, ``responseId`` and ``usageMetadata`` of a chunk.
+
+    For the ``gemini`` dialect (added separately): call it on each chunk that has
+    ``usageMetadata`` (the counts are cumulative; the last one wins) and on the first chunk
+    for the model and id; finish reasons are ``candidates[].finishReason`` by ``index``.
+    """
+    if type(obj) is not dict:
+        return
+    if meta.response_model is None:
+        meta.response_model = short_str(obj.get("modelVersion"))
+    if meta.response_id is None:
+        meta.response_id = short_str(obj.get("responseId"))
+    usage = obj.get("usageMetadata")
+    if type(usage) is not dict:
+        return
+    for name, attr in (
+        ("promptTokenCount", "input_tokens"),
+        ("candidatesTokenCount", "output_tokens"),
+        ("cachedContentTokenCount", "cached_tokens"),
+        ("thoughtsTokenCount", "reasoning_tokens"),
     ):
         value = _count(usage.get(name))
         if value is not None:

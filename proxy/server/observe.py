@@ -253,14 +253,6 @@ class StreamObserver:
 
     # -- alerts ------------------------------------------------------------------------
 
-    def context(self) -> dict[str, Any]:
-        """What every alert line of the stream carries (besides its bound request fields)."""
-        meta = meta_of(self.reassembler)
-        return {
-            "model": self.ctx.request_model or meta.response_model,
-            "response_model": meta.response_model,
-        }
-
     def emit(self, alerts: tuple[Alert, ...]) -> None:
         """Log alerts bound with the current context; hand them to the trace too."""
         meta = meta_of(self.reassembler)
@@ -358,7 +350,3 @@ class StreamObserver:
             "output_tokens_per_s": tps,
             "stalls": self.stalls,
         }
-
-    @property
-    def warned(self) -> bool:
-        return self.sink.max_level is Level.WARNING

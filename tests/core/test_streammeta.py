@@ -187,3 +187,25 @@ def test_hostile_metadata_is_bounded() -> None:
     assert meta.response_id is None
     assert meta.input_tokens is None
     assert meta.output_tokens is None
+
+
+def test_gemini_helper_fills_the_same_fields() -> None:
+    """The helper a gemini dialect calls maps Gemini's names onto the shared fields."""
+    from proxy.core.streammeta import gemini_usage
+
+    meta = StreamMeta()
+    gemini_usage(meta, {"modelVersion": "gemini-2.5-flash", "responseId": "r1"})
+    gemini_usage(
+        meta,
+        {
+            "modelVersion": "ignored-later",
+            "usageMetadata": {
+                "promptTokenCount": 9,
+                "candidatesTokenCount": 4,
+                "cachedContentTokenCount": 2,
+                "thoughtsTokenCount": 30,
+            },
+        },
+    )
+    gemini_usage(meta, "not an object")
+    assert meta == StreamMeta("gemini-2.5-flash", "r1", [], 9, 4, 2, 30)
