@@ -364,3 +364,45 @@ def test_gap_histogram_matches_exact_figures(seed: int) -> None:
         return [ln for ln in generate_latest(reg).decode().splitlines() if "_sum" not in ln]
 
     assert samples(regs[0]) == samples(regs[1]), f"seed {seed}"
+
+
+@pytest.mark.asyncio
+async def test_real_openai_sdk_stream_is_found_by_its_request_id(
+    mock_url: str, start: StartProxy, logs: LogEntries
+) -> None:
+    """The official openai SDK (its own headers and body) through the proxy: n=2 with usage."""
+    from openai import AsyncOpenAI
+
+    from proxy import fixtures
+
+    url = await start(mock_url)
+    client = AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    try:
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            n=2,
+            stream_options={"include_usage": True},
+            extra_headers={"X-Request-ID": "sdk-req-1", "traceparent": TRACEPARENT},
+        )
+        text = [""] * 2
+        async for chunk in stream:
+            for choice in chunk.choices:
+                text[choice.index] += choice.delta.content or ""
+    finally:
+        await client.close()
+    assert text == [fixtures.expected_text("openai")] * 2
+    line = next(e for e in await _summaries(logs) if e.get("client_request_id") == "sdk-req-1")
+    assert line["model"] == "gpt-4o-mini"
+    assert line["response_model"] == "gpt-4o-mini-2024-07-18"
+    assert line["finish_reasons"] == ["stop", "stop"]
+    assert line["input_tokens"] == 12
+    assert line["output_tokens"] == 2 * len(fixtures.TOKENS)
+    assert line["trace_id"] == TRACEPARENT[3:35]
+    assert line["verdict"] == "ok"
+
+
+async def _summaries(logs: LogEntries) -> list[Any]:
+    await wait_for(logs, "stream.summary")
+    return named(logs, "stream.summary")
