@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from proxy.core import Limits, StreamReassembler
 from proxy.core.alerts import Level
+from proxy.core.streammeta import meta_of
 from proxy.errors import UsageError
 from proxy.logsink import AlertSink, get_logger, new_stream_id
 from proxy.recording import Recording, is_recording, load_recording
@@ -156,8 +157,10 @@ def run_check(
         sink_out.flush()
     finally:
         sink.summary(
+            level="warning" if sink.warned else "info",
             duration_ms=round((time.monotonic() - started) * 1000, 3),
             ended_by=recording.end if recording is not None else "eof",
             **{k: v for k, v in reassembler.summary().items() if k != "alerts"},
+            **meta_of(reassembler).fields(),
         )
     return 1 if sink.warned else 0

@@ -94,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-text", action="store_true", default=None, help="log message text")
     serve.add_argument("--record", dest="record_dir", metavar="DIR", help="record SSE streams")
     serve.add_argument("--workers", type=int, help="processes sharing the port")
+    serve.add_argument(
+        "--stall-threshold", type=float, help="seconds without an event that log sse.stall"
+    )
+    serve.add_argument(
+        "--metrics-models", metavar="M1,M2", help="model label values (others count as other)"
+    )
+    serve.add_argument(
+        "--otlp-endpoint", metavar="URL", help="export traces over OTLP/HTTP (needs [otel])"
+    )
 
     demo = sub.add_parser("demo", help="zero-setup showcase on a built-in mock upstream")
     demo.add_argument("--mode", choices=("passthrough", "frames", "chaos"), default="passthrough")
@@ -173,6 +182,9 @@ _SERVE_FLAGS = (
     "log_text",
     "record_dir",
     "workers",
+    "stall_threshold",
+    "metrics_models",
+    "otlp_endpoint",
 )
 
 

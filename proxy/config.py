@@ -55,6 +55,10 @@ class Config:
     max_alerts_per_kind: int = 10
     record_dir: str = ""
     workers: int = 1
+    stall_threshold: float = 15.0
+    metrics_models: str = ""
+    metrics_max_models: int = 20
+    otlp_endpoint: str = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -108,9 +112,22 @@ def _validate(cfg: Config) -> None:
             raise bad(name, "must be at least 1")
     if not cfg.max_decompressed_ratio >= 1:  # also refuses NaN
         raise bad("max_decompressed_ratio", "must be at least 1")
-    for name in ("connect_timeout", "idle_timeout", "total_timeout", "shutdown_grace", "delay_ms"):
+    for name in (
+        "connect_timeout",
+        "idle_timeout",
+        "total_timeout",
+        "shutdown_grace",
+        "delay_ms",
+        "stall_threshold",
+    ):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")
+    if cfg.metrics_max_models < 0:
+        raise bad("metrics_max_models", "must not be negative")
+    if cfg.otlp_endpoint:
+        parts = urlsplit(cfg.otlp_endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise bad("otlp_endpoint", "must be an http:// or https:// URL with a host")
     if cfg.seed is not None and not 0 <= cfg.seed < 2**63:
         raise bad("seed", "must be a non-negative integer")
     if not cfg.admin_prefix.startswith("/_") or cfg.admin_prefix.endswith("/"):

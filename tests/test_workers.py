@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from proxy.mock_upstream import mock_upstream
+from tests.helpers import metric_sum
 from tests.security import ServeProcess, free_port
 from tests.timing import assert_did_not_wait
 
@@ -113,10 +114,10 @@ async def test_two_workers_share_the_port_and_metrics_add_up(tmp_path: Path) -> 
                 text = await _scrape(base)
                 assert _metric(text, "sse_proxy_requests_total", 'kind="sse"') == REQUESTS
                 assert (
-                    _metric(text, "sse_proxy_streams_total", 'ended_by="upstream_eof"') == REQUESTS
+                    metric_sum(text, "sse_proxy_streams_total", ended_by="upstream_eof") == REQUESTS
                 )
                 assert _metric(text, "sse_proxy_streams_active") == 0
-                assert _metric(text, "sse_proxy_stream_duration_seconds_count") == REQUESTS
+                assert metric_sum(text, "sse_proxy_stream_duration_seconds_count") == REQUESTS
             # The per-process metric files are in the multiprocess directory meanwhile.
             dirs = _metric_dirs(tmp_path)
             assert len(dirs) == 1

@@ -24,7 +24,7 @@ from proxy.config import Config
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
-from proxy.server.app import CONFIG, STATE, ProxyState, make_app
+from proxy.server.app import CONFIG, METRICS, STATE, ProxyState, make_app
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
 
@@ -153,6 +153,8 @@ async def _serve(cfg: Config, reuse_port: bool) -> None:
     await stop.wait()
     log.info("proxy.stopping", grace_s=cfg.shutdown_grace, active=len(runner.app[STATE].active))
     await stop_proxy(runner)
+    # What this process relayed, in one line: streams by verdict, alerts by kind, bytes.
+    log.info("proxy.totals", **runner.app[METRICS].shutdown_fields())
     log.info("proxy.stopped")
 
 
