@@ -17,18 +17,17 @@ import aiohttp
 import structlog
 
 from proxy import fixtures
-from proxy.config import Config
 from proxy.core import StreamReassembler
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.run import start_proxy, stop_proxy
+from proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
+from proxy.stack import start_stack
 
 __all__ = ["run_demo"]
 
 _ENDPOINTS = (
-    ("openai", "OpenAI Chat Completions", "POST", "/v1/chat/completions"),
-    ("responses", "OpenAI Responses", "POST", "/v1/responses"),
-    ("anthropic", "Anthropic Messages", "POST", "/v1/messages"),
-    ("text", "raw text", "GET", "/v1/text"),
+    ("openai", "OpenAI Chat Completions", "POST", DIALECT_PATHS["openai"]),
+    ("responses", "OpenAI Responses", "POST", DIALECT_PATHS["responses"]),
+    ("anthropic", "Anthropic Messages", "POST", DIALECT_PATHS["anthropic"]),
+    ("text", "raw text", "GET", DIALECT_PATHS["text"]),
 )
 
 
@@ -60,7 +59,7 @@ class _Fetched:
 async def _fetch(
     session: aiohttp.ClientSession, method: str, url: str, fault: str | None
 ) -> _Fetched:
-    headers = {"X-Mock-Fault": fault} if fault else {}
+    headers = {MOCK_FAULT_HEADER: fault} if fault else {}
     payload = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     kwargs: dict[str, Any] = {"headers": headers}
     if method == "POST":
@@ -69,7 +68,7 @@ async def _fetch(
     async with session.request(method, url, **kwargs) as resp:
         async for chunk in resp.content.iter_any():
             reads.append(chunk)
-        stream_id = resp.headers.get("X-SSE-Proxy-Stream-Id", "")
+        stream_id = resp.headers.get(STREAM_ID_HEADER, "")
     return _Fetched(b"".join(reads), reads, stream_id)
 
 
@@ -102,9 +101,10 @@ def _indent(text: str, prefix: str = "    │ ") -> str:
 async def _demo(mode: str, out: TextIO) -> int:
     collector = _Collector()
     structlog.configure(processors=[structlog.processors.add_log_level, collector])
-    upstream_runner, upstream_url = await start_mock_upstream(port=0, seed=7)
-    cfg = Config(upstream=upstream_url, port=0, mode=mode, seed=7 if mode == "chaos" else None)
-    proxy_runner, proxy_url = await start_proxy(cfg)
+    stack = await start_stack(
+        mock_seed=7, mode=mode, seed=7 if mode == "chaos" else None, shutdown_grace=10.0
+    )
+    upstream_url, proxy_url = stack.upstream_url, stack.url
     ok = True
     w = out.write
     try:
@@ -136,7 +136,7 @@ async def _demo(mode: str, out: TextIO) -> int:
 
             w("Faulty upstream variants (X-Mock-Fault), each should raise its alert:\n")
             for fault in fixtures.FAULTS:
-                got = await _fetch(session, "POST", proxy_url + "/v1/chat/completions", fault)
+                got = await _fetch(session, "POST", proxy_url + DIALECT_PATHS["openai"], fault)
                 logged = collector.for_stream(got.stream_id)
                 fired = [e for e in logged if str(e.get("event", "")).startswith("sse.")]
                 names = sorted({str(e["event"]) for e in fired})
@@ -162,8 +162,7 @@ async def _demo(mode: str, out: TextIO) -> int:
             )
         )
     finally:
-        await stop_proxy(proxy_runner)
-        await upstream_runner.cleanup()
+        await stack.stop()
         structlog.reset_defaults()
     return 0 if ok else 1
 
