@@ -284,7 +284,10 @@ def diagnose(
     if failing:
         families = list(dict.fromkeys(_part_family(p, d) for p, d in failing.items()))
         alone = ", ".join(f"{p} fails ({_part_family(p, d)})" for p, d in failing.items())
-        clear = f", while {', '.join(passing)} alone passes" if passing else ""
+        clear = ""
+        if passing:
+            verb = "passes" if len(passing) == 1 else "pass"
+            clear = f", while {' and '.join(passing)} {verb} alone"
         why = f"run alone, {alone}{clear}: the cause is {' and '.join(failing)}, not the mix"
         site = site or next((d.site for d in failing.values() if d.site is not None), None)
         rule = rules_for("+".join(failing))

@@ -111,14 +111,10 @@ def by_hand(
     }
     assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
     assigns += [f'{k}="${{{k}:-{v}}}"' for k, v in DUMMY_KEYS.items()]
-    wait = (
-        "until python3 -c "
-        + shlex.quote(
-            "import socket; "
-            f"[socket.create_connection(('127.0.0.1', p), 1).close() "
-            f"for p in ({up_port}, {px_port})]"
-        )
-        + " 2>/dev/null; do sleep 0.1; done"
+    wait = (  # no shell metacharacters inside the double quotes
+        'until python3 -c "import socket; '
+        f"[socket.create_connection(('127.0.0.1', p), 1).close() "
+        f'for p in ({up_port}, {px_port})]" 2>/dev/null; do sleep 0.1; done'
     )
     return (
         f"{_cmd_text(up)} >/dev/null & up=$!; "
@@ -241,8 +237,6 @@ def _failure_block(
     if first.cut_context:
         out.append(f"  the cut falls {first.cut_context}")
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
-    if diagnosis.site is not None:
-        out.append(f"  crash inside {diagnosis.site}")
     if diagnosis.rule:
         out.append(f"  spec rule: {diagnosis.rule}")
     if first.parts:
@@ -254,7 +248,12 @@ def _failure_block(
     hand = by_hand(options, fixture, first.case)
     if hand:
         out.append(f"  by hand:   {hand}")
-    if first.outcome in ("wrong", "silent"):
+    if first.outcome == "silent":
+        ending = json.dumps(first.output[-40:], ensure_ascii=False)
+        out.append(f"  printed {len(first.output)} characters, ending ...{ending}, and exited 0")
+        if len(items) > 1:
+            out.append(f"  also silent: {', '.join(str(r.case.fault) for r in items[1:])}")
+    elif first.outcome == "wrong":
         out.append(f"  first difference {first_difference(first.expected, first.output)}")
         out.append("  diff (expected -> got, one word per line):")
         out += ["    " + line for line in short_diff(first.expected, first.output).splitlines()]
