@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -62,8 +63,6 @@ def fault_kinds(dialect: str) -> tuple[str, ...]:
 
 def default_jobs() -> int:
     """Cases in parallel by default: one per core, at least 2, at most 8."""
-    import os
-
     return max(2, min(8, os.cpu_count() or 2))
 
 

@@ -15,7 +15,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.names import DIALECT_BODIES
 from proxy.testclient.diagnose import first_difference, short_diff
 from proxy.testclient.fixture import Fixture, uses_first_text
 from proxy.testclient.plan import (
@@ -27,7 +26,7 @@ from proxy.testclient.plan import (
     Case,
     HarnessOptions,
 )
-from proxy.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult
+from proxy.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult, client_env
 
 __all__ = ["by_hand", "render_report", "report_json", "report_junit", "rerun_line"]
 
@@ -97,19 +96,8 @@ def by_hand(
         serve += ["--chaos-k", str(options.chaos_k)]
     if options.delay_ms:
         serve += ["--delay-ms", f"{options.delay_ms:g}"]
-    url = f"http://127.0.0.1:{px_port}"
-    env = {
-        "SSE_PROXY_URL": url,
-        "OPENAI_BASE_URL": f"{url}/v1",
-        "ANTHROPIC_BASE_URL": url,
-        "SSE_PROXY_DIALECT": fixture.dialect,
-        "SSE_PROXY_STREAM_URL": url + fixture.path,
-        "SSE_PROXY_STREAM_BODY": json.dumps(DIALECT_BODIES.get(fixture.dialect, {})),
-        "SSE_PROXY_CASE": case.name,
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
-    }
-    assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+    env = client_env(f"http://127.0.0.1:{px_port}", fixture, case.name)
+    assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items() if k not in DUMMY_KEYS]
     assigns += [f'{k}="${{{k}:-{v}}}"' for k, v in DUMMY_KEYS.items()]
     wait = (  # no shell metacharacters inside the double quotes
         'until python3 -c "import socket; '

@@ -22,6 +22,7 @@ from typing import Final
 from proxy.errors import UsageError
 from proxy.names import DIALECT_BODIES
 from proxy.recording import Recording
+from proxy.stack import UpstreamStarter, proxy_stack
 from proxy.testclient.diagnose import (
     Diagnosis,
     attribute_crash,
@@ -156,7 +157,7 @@ class _Runner:
         self.fixture = fixture
         self.sem = asyncio.Semaphore(options.parallel)
 
-    def _stack_args(self, case: Case) -> tuple[object, dict[str, object]]:
+    def _stack_args(self, case: Case) -> tuple[UpstreamStarter | None, dict[str, object]]:
         """(upstream starter or None for the mock, proxy settings) for ``case``."""
         from proxy.replay import start_replay
         from proxy.testclient.faults import start_fault_server
@@ -199,15 +200,13 @@ class _Runner:
         return self.fixture.expected
 
     async def run_case(self, case: Case) -> CaseResult:
-        from proxy.stack import proxy_stack
-
         upstream, settings = self._stack_args(case)
         first_text = self.fixture.recording is None and uses_first_text(case.strategy)
         started = time.monotonic()
         async with (
             self.sem,
             proxy_stack(
-                upstream,  # type: ignore[arg-type]
+                upstream,
                 mock_seed=case.seed,
                 first_text=first_text,
                 **settings,
