@@ -161,7 +161,8 @@ def _symptom(
         return (
             "parser (hang)",
             f"no exit within {timeout:g} s: the parser waits for a line or frame end it "
-            "does not recognise, or never sees the end of the stream",
+            "does not recognise, or never sees the end of the stream (an EventSource "
+            "reconnects at the end: close it at the terminal marker)",
         )
     if exit_code != 0:
         reason = f"exited with status {exit_code}: the client's parser failed on this stream"

@@ -53,11 +53,12 @@ FAULT_KINDS: Final[dict[str, str]] = {
 def fault_kinds(dialect: str) -> tuple[str, ...]:
     """The faults that apply to ``dialect``.
 
-    Raw text has no terminal marker, and a spec-conforming parser silently drops a partial
-    frame at the end of the stream, so neither can be noticed there.
+    Raw text has no terminal marker, a spec-conforming parser silently drops a partial
+    frame at the end of the stream, and there is no standard error event, so only a
+    reset can be noticed there.
     """
     if dialect == "text":
-        return ("error_event", "reset")
+        return ("reset",)
     return tuple(FAULT_KINDS)
 
 

@@ -219,12 +219,12 @@ def test_skip_drops_groups_and_bang_items_in_only_skip_too() -> None:
 
 
 def test_faults_that_cannot_be_noticed_are_not_planned_for_raw_text() -> None:
-    """Raw text has no terminal marker, and a partial last frame is dropped silently by
-    spec, so only the error event and the reset are faults a text client must report."""
+    """Raw text has no terminal marker, a partial last frame is dropped silently by spec,
+    and there is no standard error event: only a reset is a fault a text client must see."""
     cases = plan_cases(
         only=["faults"], seeds=[1], cut_points=5, exhaustive=None, faults=fault_kinds("text")
     )
-    assert [c.fault for c in cases] == ["error_event", "reset"]
+    assert [c.fault for c in cases] == ["reset"]
     with pytest.raises(UsageError, match="does not apply"):
         plan_cases(
             only=["faults:no_terminal"],
