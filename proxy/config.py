@@ -15,10 +15,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.errors import ConfigError
+from proxy.names import ADMIN_PREFIX, MODES
 
 __all__ = ["MODES", "Config", "load_config"]
 
-MODES = ("passthrough", "frames", "chaos")
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ENV_PREFIX = "SSE_PROXY_"
@@ -48,7 +48,7 @@ class Config:
     idle_timeout: float = 300.0
     total_timeout: float = 0.0
     shutdown_grace: float = 10.0
-    admin_prefix: str = "/_sse-proxy"
+    admin_prefix: str = ADMIN_PREFIX
     log_format: str = "json"
     log_level: str = "info"
     log_text: bool = False

@@ -19,18 +19,17 @@ import structlog
 from aiohttp import web
 
 from proxy import fixtures
-from proxy.config import Config
 from proxy.core import StreamReassembler
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.run import start_proxy, stop_proxy
+from proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
+from proxy.stack import Stack, start_stack
 
 __all__ = ["run_demo"]
 
 _ENDPOINTS = (
-    ("openai", "OpenAI Chat Completions", "POST", "/v1/chat/completions"),
-    ("responses", "OpenAI Responses", "POST", "/v1/responses"),
-    ("anthropic", "Anthropic Messages", "POST", "/v1/messages"),
-    ("text", "raw text", "GET", "/v1/text"),
+    ("openai", "OpenAI Chat Completions", "POST", DIALECT_PATHS["openai"]),
+    ("responses", "OpenAI Responses", "POST", DIALECT_PATHS["responses"]),
+    ("anthropic", "Anthropic Messages", "POST", DIALECT_PATHS["anthropic"]),
+    ("text", "raw text", "GET", DIALECT_PATHS["text"]),
 )
 
 
@@ -66,7 +65,7 @@ async def _fetch(
     fault: str | None,
     extra: dict[str, str] | None = None,
 ) -> _Fetched:
-    headers = {"X-Mock-Fault": fault} if fault else {}
+    headers = {MOCK_FAULT_HEADER: fault} if fault else {}
     headers.update(extra or {})
     payload = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     kwargs: dict[str, Any] = {"headers": headers}
@@ -76,7 +75,7 @@ async def _fetch(
     async with session.request(method, url, **kwargs) as resp:
         async for chunk in resp.content.iter_any():
             reads.append(chunk)
-        stream_id = resp.headers.get("X-SSE-Proxy-Stream-Id", "")
+        stream_id = resp.headers.get(STREAM_ID_HEADER, "")
     return _Fetched(b"".join(reads), reads, stream_id)
 
 
@@ -164,7 +163,7 @@ async def _find_by_request_id(
     proxy_url: str,
     collector: _Collector,
     receiver: _TraceReceiver | None,
-    proxy_runner: web.AppRunner,
+    stack: Stack,
     w: Any,
 ) -> bool:
     """One failing stream, found from the app's own request id in logs, metrics and trace."""
@@ -210,7 +209,7 @@ async def _find_by_request_id(
     if receiver is None:
         w("  trace:   install the otel extra (pip install 'sse-proxy[otel]') to see it\n")
         return ok
-    await stop_proxy(proxy_runner)  # flushes the span batch
+    await stack.stop_proxy()  # flushes the span batch
     span = None
     for _ in range(50):
         span = receiver.find(got.stream_id)
@@ -233,17 +232,16 @@ async def _find_by_request_id(
 async def _demo(mode: str, out: TextIO) -> int:
     collector = _Collector()
     structlog.configure(processors=[structlog.processors.add_log_level, collector])
-    upstream_runner, upstream_url = await start_mock_upstream(port=0, seed=7)
     receiver = _TraceReceiver() if _TraceReceiver.available() else None
     receiver_runner, endpoint = await receiver.start() if receiver is not None else (None, "")
-    cfg = Config(
-        upstream=upstream_url,
-        port=0,
+    stack = await start_stack(
+        mock_seed=7,
         mode=mode,
         seed=7 if mode == "chaos" else None,
+        shutdown_grace=10.0,
         otlp_endpoint=endpoint,
     )
-    proxy_runner, proxy_url = await start_proxy(cfg)
+    upstream_url, proxy_url = stack.upstream_url, stack.url
     ok = True
     w = out.write
     try:
@@ -275,7 +273,7 @@ async def _demo(mode: str, out: TextIO) -> int:
 
             w("Faulty upstream variants (X-Mock-Fault), each should raise its alert:\n")
             for fault in fixtures.FAULTS:
-                got = await _fetch(session, "POST", proxy_url + "/v1/chat/completions", fault)
+                got = await _fetch(session, "POST", proxy_url + DIALECT_PATHS["openai"], fault)
                 logged = collector.for_stream(got.stream_id)
                 fired = [e for e in logged if str(e.get("event", "")).startswith("sse.")]
                 names = sorted({str(e["event"]) for e in fired})
@@ -288,9 +286,7 @@ async def _demo(mode: str, out: TextIO) -> int:
                     w(f"      {_fmt_alert(event)}\n")
                 if len(fired) > 3:
                     w(f"      … and {len(fired) - 3} more\n")
-            ok &= await _find_by_request_id(
-                session, proxy_url, collector, receiver, proxy_runner, w
-            )
+            ok &= await _find_by_request_id(session, proxy_url, collector, receiver, stack, w)
         w(
             "\nEvery alert above is a JSON log line in production "
             "(`sse-proxy serve --upstream URL`).\n"
@@ -304,11 +300,9 @@ async def _demo(mode: str, out: TextIO) -> int:
             )
         )
     finally:
-        if proxy_runner.server is not None:
-            await stop_proxy(proxy_runner)
+        await stack.stop()
         if receiver_runner is not None:
             await receiver_runner.cleanup()
-        await upstream_runner.cleanup()
         structlog.reset_defaults()
     return 0 if ok else 1
 

@@ -23,6 +23,7 @@ from proxy.core import Limits, StreamReassembler, Truncated, dialect_for_path, n
 from proxy.errors import ChaosSpecError
 from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url
 from proxy.metrics import Metrics
+from proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
 from proxy.rechunk.planner import Planner, make_planner
 from proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
@@ -36,10 +37,6 @@ from proxy.server.recorder import Recorder
 from proxy.server.tracing import TRACING, RequestSpan, Tracing, route_of
 
 __all__ = ["CONFIG", "METRICS", "SESSION", "STATE", "TRACING", "ProxyState", "make_app"]
-
-CHAOS_HEADER = "X-SSE-Proxy-Chaos"
-SEED_HEADER = "X-SSE-Proxy-Chaos-Seed"
-STREAM_ID_HEADER = "X-SSE-Proxy-Stream-Id"
 
 
 @dataclass
