@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--record", dest="record_dir", metavar="DIR", help="record SSE streams")
     serve.add_argument("--workers", type=int, help="processes sharing the port")
     serve.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        help="event loop (default auto: uvloop where installed, else asyncio)",
+    )
+    serve.add_argument(
         "--stall-threshold", type=float, help="seconds without an event that log sse.stall"
     )
     serve.add_argument(
@@ -194,6 +199,7 @@ _SERVE_FLAGS = (
     "log_text",
     "record_dir",
     "workers",
+    "loop",
     "stall_threshold",
     "metrics_models",
     "otlp_endpoint",

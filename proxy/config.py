@@ -20,6 +20,7 @@ from proxy.names import ADMIN_PREFIX, MODES
 __all__ = ["MODES", "Config", "load_config"]
 
 LOG_FORMATS = ("json", "console")
+LOOPS = ("auto", "uvloop", "asyncio")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ENV_PREFIX = "SSE_PROXY_"
 
@@ -55,6 +56,7 @@ class Config:
     max_alerts_per_kind: int = 10
     record_dir: str = ""
     workers: int = 1
+    loop: str = "auto"
     stall_threshold: float = 15.0
     metrics_models: str = ""
     metrics_max_models: int = 20
@@ -96,6 +98,8 @@ def _validate(cfg: Config) -> None:
         raise bad("mode", f"must be one of {', '.join(MODES)}")
     if cfg.log_format not in LOG_FORMATS:
         raise bad("log_format", f"must be one of {', '.join(LOG_FORMATS)}")
+    if cfg.loop not in LOOPS:
+        raise bad("loop", f"must be one of {', '.join(LOOPS)}")
     if cfg.log_level not in LOG_LEVELS:
         raise bad("log_level", f"must be one of {', '.join(LOG_LEVELS)}")
     for name in (
