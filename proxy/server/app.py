@@ -478,19 +478,35 @@ class _SseRelay:
             async with contextlib.AsyncExitStack() as stack:
                 if self.cfg.total_timeout:
                     await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
+                # The per-read path, kept to a few calls: one event per read is how tokens
+                # arrive, and every coroutine layer costs about as much as the parsing.
+                observe = self._observe
+                write = self.resp.write
+                planner = self.planner
+                recorder = self.recorder
+                now = watch.now
                 async for chunk in self.upstream.content.iter_any():
-                    watch.last = watch.now()
+                    watch.last = at = now()
                     if first_byte is None:
-                        first_byte = watch.last  # the same clock as the read stamps
+                        first_byte = at  # the same clock as the read stamps
                     received += len(chunk)
-                    if self.recorder is not None:
-                        self.recorder.read(chunk)
-                    if self.decode is None:
-                        frame_ends = self._observe(chunk, watch.last)
-                        await self._forward(chunk, frame_ends)
-                    else:  # compressed: no planner; the client's bytes go first
+                    if recorder is not None:
+                        recorder.read(chunk)
+                    if self.decode is not None:  # compressed: the client's bytes go first
                         await self._forward(chunk, ())
-                        await self._observe_decoded(self.decode, chunk, watch.last)
+                        await self._observe_decoded(self.decode, chunk, at)
+                    elif planner is None:
+                        observe(chunk, at)
+                        try:
+                            await write(chunk)
+                        except (
+                            ConnectionError,
+                            aiohttp.ClientConnectionError,
+                            RuntimeError,
+                        ) as exc:
+                            raise _ClientGone from exc
+                    else:
+                        await self._send(planner.plan(chunk, observe(chunk, at)))
                 if self.planner is not None:
                     await self._send(self.planner.flush())
         except _ClientGone:
