@@ -169,17 +169,17 @@ _SERVE_FLAGS = (
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from proxy.config import load_config
+    from proxy.config import load_config_with_notes
     from proxy.errors import ConfigError
     from proxy.logsink import configure_logging
     from proxy.server.run import serve_forever
 
     flags = {name: getattr(args, name, None) for name in _SERVE_FLAGS}
-    cfg = load_config(flags=flags, env=os.environ, path=args.config)
+    cfg, notes = load_config_with_notes(flags=flags, env=os.environ, path=args.config)
     if not cfg.upstream:
         raise ConfigError("upstream: required (--upstream URL, SSE_PROXY_UPSTREAM or config file)")
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
-    return serve_forever(cfg)
+    return serve_forever(cfg, notes=notes)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -7,21 +7,44 @@ value anywhere is a :class:`~proxy.errors.ConfigError` naming where it came from
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.errors import ConfigError
 
-__all__ = ["MODES", "Config", "load_config"]
+__all__ = ["MODES", "Config", "StartupNote", "load_config", "load_config_with_notes"]
 
 MODES = ("passthrough", "frames", "chaos")
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ENV_PREFIX = "SSE_PROXY_"
+# SSE_PROXY_* variables that are not settings: the client-test harness sets them for the
+# command it runs, so seeing them is no sign of a misspelling.
+_ENV_NOT_SETTINGS = frozenset({"URL", "STREAM_URL", "STREAM_BODY", "CASE"})
+# Precedence ranks of the sources, low to high.
+_RANKS = {"default": 0, "file": 1, "env": 2, "flag": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class StartupNote:
+    """Something the startup line must say about how the settings were read."""
+
+    event: str
+    level: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _SettingError(ConfigError):
+    """A value out of range, raised by validation; ``load_config`` says where it came from."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,7 +92,7 @@ def _validate(cfg: Config) -> None:
             from proxy.logsink import redact_url
 
             value = redact_url(value)
-        return ConfigError(f"{name}: {why} (got {value!r})")
+        return _SettingError(name, f"{name}: {why} (got {value!r})")
 
     if cfg.upstream:
         parts = urlsplit(cfg.upstream)
@@ -115,7 +138,7 @@ def _validate(cfg: Config) -> None:
     try:
         normalize_dialect(cfg.dialect)
     except ValueError as exc:
-        raise ConfigError(f"dialect: {exc}") from None
+        raise _SettingError("dialect", f"dialect: {exc}") from None
 
 
 def _field_types() -> dict[str, str]:
@@ -166,26 +189,83 @@ def load_config(
     path: str | Path | None = None,
 ) -> Config:
     """Merge defaults < config file < environment < flags (flags set to ``None`` are unset)."""
+    return load_config_with_notes(flags=flags, env=env, path=path)[0]
+
+
+def load_config_with_notes(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    path: str | Path | None = None,
+) -> tuple[Config, list[StartupNote]]:
+    """:func:`load_config`, plus what the startup line must say about it.
+
+    The notes: chaos mode implied by a chaos strategy given without a mode, and
+    ``SSE_PROXY_*`` variables that match no setting (with the closest one).
+    """
     names = set(_field_types())
     merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    ranks: dict[str, int] = {}
+    notes: list[StartupNote] = []
+
+    def put(name: str, value: Any, source: str, rank: str) -> None:
+        merged[name] = value
+        sources[name] = source
+        ranks[name] = _RANKS[rank]
+
     if path is not None:
-        merged.update(_read_file(Path(path), names))
+        file_source = f"config file {str(path)!r}"
+        for name, value in _read_file(Path(path), names).items():
+            put(name, value, file_source, "file")
     for key, raw in (env or {}).items():
         if not key.startswith(ENV_PREFIX):
             continue
         name = key[len(ENV_PREFIX) :].lower()
         if name in names:
-            merged[name] = _coerce(name, raw, f"environment {key}")
+            put(name, _coerce(name, raw, f"environment {key}"), f"environment {key}", "env")
+        elif key[len(ENV_PREFIX) :] not in _ENV_NOT_SETTINGS:
+            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            notes.append(
+                StartupNote(
+                    "config.unknown_env",
+                    "warning",
+                    {
+                        "variable": key,
+                        "closest": f"{ENV_PREFIX}{close[0].upper()}" if close else None,
+                        "notice": "not a setting: ignored",
+                    },
+                )
+            )
     for name, value in (flags or {}).items():
         if value is None:
             continue
         if name not in names:
             raise ConfigError(f"unknown setting {name!r}")
-        merged[name] = _coerce(name, value, f"flag --{name.replace('_', '-')}")
+        flag = f"flag --{name.replace('_', '-')}"
+        put(name, _coerce(name, value, flag), flag, "flag")
+    if "chaos" in merged and ranks["chaos"] > ranks.get("mode", -1):
+        # A chaos strategy given where no mode of equal or higher precedence was: the user
+        # asked for chaos; running passthrough would silently ignore it.
+        put("mode", "chaos", sources["chaos"], _rank_name(ranks["chaos"]))
+        notes.append(
+            StartupNote(
+                "config.mode_implied",
+                "info",
+                {"mode": "chaos", "reason": f"{sources['chaos']} given without a mode"},
+            )
+        )
     try:
-        return Config(**merged)
+        return Config(**merged), notes
+    except _SettingError as exc:
+        source = sources.get(exc.name)
+        raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
     except TypeError as exc:  # pragma: no cover - names are checked above
         raise ConfigError(str(exc)) from None
+
+
+def _rank_name(rank: int) -> str:
+    return next(k for k, v in _RANKS.items() if v == rank)
 
 
 def _read_file(path: Path, names: set[str]) -> dict[str, Any]:

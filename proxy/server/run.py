@@ -15,16 +15,19 @@ import shutil
 import signal
 import socket
 import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from proxy.config import Config
+from proxy.config import Config, StartupNote
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
 from proxy.server.app import CONFIG, STATE, ProxyState, make_app
+from proxy.server.protocol import ProxyAppRunner
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
 
@@ -42,15 +45,31 @@ def _validate_chaos(cfg: Config) -> None:
             raise ConfigError(f"chaos: {exc}") from None
 
 
+def _prepare_record_dir(cfg: Config) -> None:
+    """``--record DIR``: create it now, or refuse to start, instead of failing every stream."""
+    if not cfg.record_dir:
+        return
+    where = Path(cfg.record_dir)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"record_dir: cannot create or write {str(where)!r}: {exc.strerror or exc}"
+        ) from None
+
+
 async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.AppRunner, str]:
     """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL."""
     if not cfg.upstream:
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
     _validate_chaos(cfg)
+    _prepare_record_dir(cfg)
     app = make_app(cfg)
     app[_IN_FLIGHT] = set()
     app.middlewares.append(_track_in_flight)
-    runner = web.AppRunner(
+    runner = ProxyAppRunner(
         app,
         handler_cancellation=True,
         access_log=None,
@@ -128,17 +147,22 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-async def _serve(cfg: Config, reuse_port: bool) -> None:
+async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = ()) -> None:
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    implied = [n for n in notes if n.event == "config.mode_implied"]
     log.info(
         "proxy.started",
         listen=url,
         upstream=redact_url(cfg.upstream),
         mode=cfg.mode,
+        **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
         health=f"{url}{cfg.admin_prefix}/health",
         metrics=f"{url}{cfg.admin_prefix}/metrics",
     )
+    for note in notes:
+        if note.event != "config.mode_implied":
+            getattr(log, note.level)(note.event, **note.fields)
     if not _is_loopback(cfg.host):
         log.warning(
             "proxy.exposed",
@@ -156,31 +180,35 @@ async def _serve(cfg: Config, reuse_port: bool) -> None:
     log.info("proxy.stopped")
 
 
-def _worker(cfg: Config) -> None:  # pragma: no cover - runs in a child process
+def _worker(
+    cfg: Config, notes: Sequence[StartupNote]
+) -> None:  # pragma: no cover - runs in a child process
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
     # Every line a worker logs (stream.summary included) says which worker it came from.
     structlog.contextvars.bind_contextvars(pid=os.getpid())
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(cfg, reuse_port=True))
+        asyncio.run(_serve(cfg, reuse_port=True, notes=notes))
 
 
-def serve_forever(cfg: Config) -> int:
+def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
     if cfg.workers <= 1:
-        asyncio.run(_serve(cfg, reuse_port=False))
+        asyncio.run(_serve(cfg, reuse_port=False, notes=notes))
         return 0
     if not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
     if cfg.port == 0:
         raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
     _validate_chaos(cfg)
+    _prepare_record_dir(cfg)
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     ctx = multiprocessing.get_context("spawn")
     procs: list[Any] = [
-        ctx.Process(target=_worker, args=(cfg,), daemon=False) for _ in range(cfg.workers)
+        ctx.Process(target=_worker, args=(cfg, tuple(notes)), daemon=False)
+        for _ in range(cfg.workers)
     ]
     for proc in procs:
         proc.start()
