@@ -55,6 +55,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the reverse proxy in front of an LLM API")
     serve.add_argument("--upstream", help="the API base URL, e.g. https://api.openai.com")
+    serve.add_argument(
+        "--route",
+        dest="routes",
+        action="append",
+        metavar="PREFIX=URL",
+        help="send requests under PREFIX to URL, prefix stripped (repeatable)",
+    )
+    serve.add_argument(
+        "--upstream-header",
+        dest="upstream_headers",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="add or replace a header toward --upstream; ${ENV} and ${file:PATH} (repeatable)",
+    )
+    serve.add_argument(
+        "--drop-client-auth",
+        action="store_true",
+        default=None,
+        help="drop the client's Authorization/x-api-key/x-goog-api-key headers",
+    )
+    serve.add_argument(
+        "--trust-env",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="use HTTP(S)_PROXY/NO_PROXY from the environment (default: on)",
+    )
+    serve.add_argument("--upstream-ca", metavar="FILE", help="extra CA bundle (PEM) to trust")
+    serve.add_argument("--client-cert", metavar="FILE", help="client certificate (PEM) for mTLS")
+    serve.add_argument("--client-key", metavar="FILE", help="its private key, if not in the cert")
     serve.add_argument("--config", help="TOML config file (see config/sse-proxy.toml)")
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8787)")
@@ -165,6 +194,13 @@ _SERVE_FLAGS = (
     "log_text",
     "record_dir",
     "workers",
+    "routes",
+    "upstream_headers",
+    "drop_client_auth",
+    "trust_env",
+    "upstream_ca",
+    "client_cert",
+    "client_key",
 )
 
 
@@ -176,8 +212,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     flags = {name: getattr(args, name, None) for name in _SERVE_FLAGS}
     cfg, notes = load_config_with_notes(flags=flags, env=os.environ, path=args.config)
-    if not cfg.upstream:
-        raise ConfigError("upstream: required (--upstream URL, SSE_PROXY_UPSTREAM or config file)")
+    if not cfg.upstream and not cfg.routes:
+        raise ConfigError(
+            "upstream: required (--upstream URL or --route PREFIX=URL, "
+            "SSE_PROXY_UPSTREAM or config file)"
+        )
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
     return serve_forever(cfg, notes=notes)
 

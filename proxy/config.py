@@ -8,6 +8,7 @@ value anywhere is a :class:`~proxy.errors.ConfigError` naming where it came from
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -17,7 +18,14 @@ from urllib.parse import urlsplit
 
 from proxy.errors import ConfigError
 
-__all__ = ["MODES", "Config", "StartupNote", "load_config", "load_config_with_notes"]
+__all__ = [
+    "MODES",
+    "Config",
+    "RouteSpec",
+    "StartupNote",
+    "load_config",
+    "load_config_with_notes",
+]
 
 MODES = ("passthrough", "frames", "chaos")
 LOG_FORMATS = ("json", "console")
@@ -26,6 +34,8 @@ ENV_PREFIX = "SSE_PROXY_"
 # SSE_PROXY_* variables that are not settings: the client-test harness sets them for the
 # command it runs, so seeing them is no sign of a misspelling.
 _ENV_NOT_SETTINGS = frozenset({"URL", "STREAM_URL", "STREAM_BODY", "CASE"})
+# Settings whose flag is spelled otherwise (repeatable flags are singular).
+_FLAG_NAMES = {"routes": "route", "upstream_headers": "upstream_header"}
 # Precedence ranks of the sources, low to high.
 _RANKS = {"default": 0, "file": 1, "env": 2, "flag": 3}
 
@@ -45,6 +55,22 @@ class _SettingError(ConfigError):
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteSpec:
+    """One route as configured: requests under ``prefix`` go to ``upstream``, prefix stripped.
+
+    ``headers`` are (name, template) pairs added to or replacing the client's headers toward
+    the upstream; a template may hold ``${ENV_NAME}`` or ``${file:PATH}``, resolved at
+    startup (:mod:`proxy.server.routes`), so the config never holds a key itself.
+    """
+
+    prefix: str
+    upstream: str
+    dialect: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    drop_client_auth: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +102,13 @@ class Config:
     max_alerts_per_kind: int = 10
     record_dir: str = ""
     workers: int = 1
+    routes: tuple[RouteSpec, ...] = ()
+    upstream_headers: tuple[tuple[str, str], ...] = ()
+    drop_client_auth: bool = False
+    trust_env: bool = True
+    upstream_ca: str = ""
+    client_cert: str = ""
+    client_key: str = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -95,18 +128,13 @@ def _validate(cfg: Config) -> None:
         return _SettingError(name, f"{name}: {why} (got {value!r})")
 
     if cfg.upstream:
-        parts = urlsplit(cfg.upstream)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise bad("upstream", "must be an http:// or https:// URL with a host")
-        if parts.query or parts.fragment:
-            raise bad("upstream", "must not carry a query or fragment")
-        if "@" in parts.netloc:
-            # aiohttp turns them into an Authorization header, and a client's own
-            # Authorization then makes every request fail (ValueError, a bare 500).
-            raise ConfigError(
-                "upstream: must not carry credentials (user:password@); "
-                "clients send their own Authorization header"
-            )
+        _check_upstream_url(cfg.upstream, "upstream", bad)
+    for route in cfg.routes:
+        _check_route(route, cfg.admin_prefix)
+    if cfg.client_key and not cfg.client_cert:
+        raise _SettingError("client_key", "client_key: needs client_cert (got a key alone)")
+    for name, _ in cfg.upstream_headers:
+        _check_header_name(name, "upstream_headers")
     if not 0 <= cfg.port <= 65535:
         raise bad("port", "must be 0..65535")
     if cfg.mode not in MODES:
@@ -141,6 +169,129 @@ def _validate(cfg: Config) -> None:
         raise _SettingError("dialect", f"dialect: {exc}") from None
 
 
+def _check_upstream_url(url: str, name: str, bad: Any) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise bad(name, "must be an http:// or https:// URL with a host")
+    if parts.query or parts.fragment:
+        raise bad(name, "must not carry a query or fragment")
+    if "@" in parts.netloc:
+        # aiohttp turns them into an Authorization header, and a client's own
+        # Authorization then makes every request fail (ValueError, a bare 500).
+        raise _SettingError(
+            name,
+            f"{name}: must not carry credentials (user:password@); "
+            "hold a key with a route header instead",
+        )
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _check_header_name(name: str, where: str) -> None:
+    if not _TOKEN.fullmatch(name):
+        raise _SettingError("routes", f"{where}: {name!r} is not a valid header name")
+
+
+def _check_route(route: RouteSpec, admin_prefix: str) -> None:
+    from proxy.logsink import redact_url
+
+    where = f"routes: {route.prefix!r}"
+
+    def bad(_name: str, why: str) -> ConfigError:
+        return _SettingError(
+            "routes", f"{where}: upstream {why} (got {redact_url(route.upstream)!r})"
+        )
+
+    prefix = route.prefix
+    if not prefix.startswith("/") or (prefix != "/" and prefix.endswith("/")):
+        raise _SettingError(
+            "routes", f"{where}: a prefix starts with '/' and does not end with '/'"
+        )
+    if any(c in prefix for c in "?#% \t"):
+        raise _SettingError("routes", f"{where}: a prefix is a plain path (no ?, #, % or spaces)")
+    if prefix == admin_prefix or prefix.startswith(admin_prefix + "/"):
+        raise _SettingError("routes", f"{where}: is under the reserved {admin_prefix!r}")
+    _check_upstream_url(route.upstream, "routes", bad)
+    if route.dialect:
+        from proxy.core import normalize_dialect
+
+        try:
+            normalize_dialect(route.dialect)
+        except ValueError as exc:
+            raise _SettingError("routes", f"{where}: dialect: {exc}") from None
+    for name, _ in route.headers:
+        _check_header_name(name, f"{where}: header")
+
+
+def _parse_routes(value: Any) -> tuple[RouteSpec, ...]:
+    """Routes from a flag list (``PREFIX=URL``), an env string (comma or space separated),
+    or the config file's ``[routes]`` table (a URL, or a table per prefix)."""
+    if isinstance(value, tuple) and all(isinstance(r, RouteSpec) for r in value):
+        return value
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,\s]+", value) if v]
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            if not isinstance(item, str) or "=" not in item:
+                raise ValueError(item)
+            prefix, _, url = item.partition("=")
+            out.append(RouteSpec(prefix=prefix.strip(), upstream=url.strip()))
+        return tuple(out)
+    if isinstance(value, dict):
+        specs = []
+        for prefix, entry in value.items():
+            if isinstance(entry, str):
+                specs.append(RouteSpec(prefix=prefix, upstream=entry))
+                continue
+            if not isinstance(entry, dict):
+                raise ValueError(prefix)
+            unknown = set(entry) - {"upstream", "dialect", "headers", "drop_client_auth"}
+            if unknown:
+                raise ValueError(f"{prefix}: unknown key {sorted(unknown)[0]!r}")
+            headers = entry.get("headers", {})
+            drop = entry.get("drop_client_auth", False)
+            if (
+                not isinstance(entry.get("upstream"), str)
+                or not isinstance(entry.get("dialect", ""), str)
+                or not isinstance(drop, bool)
+            ):
+                raise ValueError(prefix)
+            specs.append(
+                RouteSpec(
+                    prefix=prefix,
+                    upstream=entry["upstream"],
+                    dialect=entry.get("dialect", ""),
+                    headers=_parse_headers(headers),
+                    drop_client_auth=drop,
+                )
+            )
+        return tuple(specs)
+    raise ValueError(value)
+
+
+def _parse_headers(value: Any) -> tuple[tuple[str, str], ...]:
+    """Held headers from a table (name = template) or ``Name: template`` lines."""
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, str):
+        value = [v for v in value.splitlines() if v.strip()]
+    if isinstance(value, list):
+        pairs = []
+        for item in value:
+            if not isinstance(item, str) or ":" not in item:
+                raise ValueError(item)
+            name, _, template = item.partition(":")
+            pairs.append((name.strip(), template.strip()))
+        return tuple(pairs)
+    if isinstance(value, dict):
+        if not all(isinstance(v, str) for v in value.values()):
+            raise ValueError(value)
+        return tuple((str(k), v) for k, v in value.items())
+    raise ValueError(value)
+
+
 def _field_types() -> dict[str, str]:
     return {f.name: str(f.type) for f in fields(Config)}
 
@@ -164,6 +315,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             return int(str(value).strip(), 10)
+        if name == "routes":
+            return _parse_routes(value)
+        if name == "upstream_headers":
+            return _parse_headers(value)
         if kind == "float":
             if isinstance(value, bool):
                 raise ValueError(value)
@@ -178,7 +333,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             "float": "a number",
             "bool": "true or false",
             "str": "a string",
+            "tuple[RouteSpec, ...]": "PREFIX=URL routes (or a [routes] table in the file)",
+            "tuple[tuple[str, str], ...]": "'Name: value' headers (or a table in the file)",
         }.get(kind, f"a {kind}")
+        if name in _FLAG_NAMES:  # may hold a literal key: never echoed
+            raise ConfigError(f"{source}: {name} must be {expected}") from None
         raise ConfigError(f"{source}: {name} must be {expected}, got {value!r}") from None
 
 
@@ -242,7 +401,7 @@ def load_config_with_notes(
             continue
         if name not in names:
             raise ConfigError(f"unknown setting {name!r}")
-        flag = f"flag --{name.replace('_', '-')}"
+        flag = f"flag --{_FLAG_NAMES.get(name, name).replace('_', '-')}"
         put(name, _coerce(name, value, flag), flag, "flag")
     if "chaos" in merged and ranks["chaos"] > ranks.get("mode", -1):
         # A chaos strategy given where no mode of equal or higher precedence was: the user
@@ -279,6 +438,10 @@ def _read_file(path: Path, names: set[str]) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"config file {str(path)!r}: [sse-proxy] must be a table")
     out: dict[str, Any] = {}
+    if table is not raw and "routes" in raw:  # a top-level [routes] beside [sse-proxy]
+        if "routes" in table:
+            raise ConfigError(f"config file {str(path)!r}: routes given twice")
+        table = {**table, "routes": raw["routes"]}
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in names:

@@ -31,9 +31,12 @@ from proxy.server.headers import (
     request_headers_for_upstream,
     response_headers_for_client,
 )
+from proxy.server.network import Network, tls_reason
 from proxy.server.recorder import Recorder
+from proxy.server.routes import Route, RouteTable
+from proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
-__all__ = ["CONFIG", "METRICS", "SESSION", "STATE", "ProxyState", "make_app"]
+__all__ = ["CONFIG", "METRICS", "ROUTES", "SESSION", "STATE", "ProxyState", "make_app"]
 
 CHAOS_HEADER = "X-SSE-Proxy-Chaos"
 SEED_HEADER = "X-SSE-Proxy-Chaos-Seed"
@@ -52,6 +55,8 @@ CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 STATE = web.AppKey("state", ProxyState)
+ROUTES = web.AppKey("routes", RouteTable)
+NETWORK = web.AppKey("network", Network)
 
 
 class _ClientGone(Exception):
@@ -73,8 +78,12 @@ def _json_error(status: int, kind: str, message: str, stream_id: str) -> web.Res
 async def _health(request: web.Request) -> web.Response:
     state = request.app[STATE]
     status = "shutting_down" if state.shutting_down else "ok"
+    routes = [
+        {k: v for k, v in r.items() if k in ("route", "prefix", "upstream", "dialect")}
+        for r in request.app[ROUTES].describe()
+    ]
     return web.json_response(
-        {"status": status, "active_streams": len(state.active)},
+        {"status": status, "active_streams": len(state.active), "routes": routes},
         status=503 if state.shutting_down else 200,
     )
 
@@ -171,8 +180,21 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             stream_id,
         )
 
-    url = URL(cfg.upstream_base + raw_target, encoded=True)
-    headers = request_headers_for_upstream(request.headers)
+    matched = request.app[ROUTES].match(raw_target)
+    if matched is None:
+        prefixes = ", ".join(r.prefix for r in request.app[ROUTES].routes)
+        return _json_error(
+            404, "no_route", f"no route for this path (routes: {prefixes})", stream_id
+        )
+    route, rest = matched
+    upstream_url = route.url_for(route.strip_auth_query(rest))
+    log = log.bind(route=route.name, upstream_url=redact_url(upstream_url))
+    metrics.route_requests.labels(route=route.name).inc()
+    url = URL(upstream_url, encoded=True)
+    headers = route.upstream_headers(request_headers_for_upstream(request.headers))
+    log.debug("upstream.request")
+    if is_websocket_upgrade(request):
+        return await _websocket(request, route, url, headers, log, metrics, stream_id)
     data = _body(request, cfg.max_request_body_bytes) if request.body_exists else None
     # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every read:
     # waiting for the headers has its own deadline below, the body an _IdleWatch.
@@ -182,6 +204,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
         sock_connect=cfg.connect_timeout or None,
     )
     started = time.monotonic()
+    proxy, proxy_auth = request.app[NETWORK].proxy_for(url)
     try:
         upstream_cm = request.app[SESSION].request(
             request.method,
@@ -190,12 +213,16 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             data=data,
             allow_redirects=False,
             timeout=timeout,
+            proxy=proxy,
+            proxy_auth=proxy_auth,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
         )
         async with contextlib.AsyncExitStack() as stack:
             async with asyncio.timeout(cfg.idle_timeout or None):
                 upstream = await stack.enter_async_context(upstream_cm)
-            return await _respond(request, upstream, cfg, metrics, spec, stream_id, started)
+            return await _respond(
+                request, upstream, cfg, metrics, spec, stream_id, started, route, url
+            )
     except _RequestTooLarge:
         return _json_error(
             413,
@@ -204,9 +231,15 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             stream_id,
         )
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id)
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route)
+    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+        return _upstream_failed(
+            log, metrics, 502, "upstream_tls_error", exc, stream_id, route, tls_reason(exc)
+        )
+    except aiohttp.ClientProxyConnectionError as exc:
+        return _upstream_failed(log, metrics, 502, "proxy_unreachable", exc, stream_id, route)
     except aiohttp.ClientConnectorError as exc:
-        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id)
+        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id, route)
     except (aiohttp.ClientError, OSError) as exc:
         if isinstance(exc.__cause__, _RequestTooLarge):  # raised inside aiohttp's body writer
             return _json_error(
@@ -215,15 +248,76 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
                 f"request body over {cfg.max_request_body_bytes} bytes",
                 stream_id,
             )
-        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id)
+        if isinstance(exc, aiohttp.ClientHttpProxyError):
+            return _upstream_failed(log, metrics, 502, "proxy_refused", exc, stream_id, route)
+        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id, route)
+
+
+async def _websocket(
+    request: web.Request,
+    route: Route,
+    url: URL,
+    headers: Any,
+    log: Any,
+    metrics: Metrics,
+    stream_id: str,
+) -> web.StreamResponse:
+    """The WebSocket pass-through, with the same upstream error mapping as HTTP."""
+    cfg = request.app[CONFIG]
+    proxy, proxy_auth = request.app[NETWORK].proxy_for(url)
+
+    def done(summary: dict[str, Any]) -> None:
+        metrics.ws_sessions.labels(route=route.name, close_code=str(summary["close_code"])).inc()
+        metrics.ws_messages.labels(route=route.name, direction="to_upstream").inc(
+            summary["messages_to_upstream"]
+        )
+        metrics.ws_messages.labels(route=route.name, direction="to_client").inc(
+            summary["messages_to_client"]
+        )
+
+    try:
+        return await relay_websocket(
+            request,
+            request.app[SESSION],
+            url,
+            headers,
+            proxy,
+            proxy_auth,
+            cfg.max_request_body_bytes,
+            log,
+            done,
+        )
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route)
+    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+        return _upstream_failed(
+            log, metrics, 502, "upstream_tls_error", exc, stream_id, route, tls_reason(exc)
+        )
+    except aiohttp.ClientProxyConnectionError as exc:
+        return _upstream_failed(log, metrics, 502, "proxy_unreachable", exc, stream_id, route)
+    except aiohttp.ClientConnectorError as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id, route)
+    except (aiohttp.ClientError, OSError) as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id, route)
 
 
 def _upstream_failed(
-    log: Any, metrics: Metrics, status: int, kind: str, exc: BaseException, stream_id: str
+    log: Any,
+    metrics: Metrics,
+    status: int,
+    kind: str,
+    exc: BaseException,
+    stream_id: str,
+    route: Route,
+    reason: str | None = None,
 ) -> web.Response:
     message = redact_url(str(exc) or type(exc).__name__)
-    log.warning("upstream.error", kind=kind, error=message, status=status)
+    extra = {"reason": reason} if reason else {}
+    log.warning("upstream.error", kind=kind, error=message, status=status, **extra)
     metrics.upstream_errors.labels(kind=kind).inc()
+    metrics.route_upstream_errors.labels(route=route.name, kind=kind).inc()
+    if reason:
+        message = f"{reason}: {message}"
     return _json_error(status, kind, message, stream_id)
 
 
@@ -235,6 +329,8 @@ async def _respond(
     spec: ChaosSpec | None,
     stream_id: str,
     started: float,
+    route: Route,
+    url: URL,
 ) -> web.StreamResponse:
     sse = is_event_stream(upstream.headers.get("Content-Type"))
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
@@ -242,7 +338,7 @@ async def _respond(
     resp.headers[STREAM_ID_HEADER] = stream_id
     metrics.requests.labels(kind="sse" if sse else "other").inc()
     if not sse:
-        return await _relay_plain(request, resp, upstream, stream_id, started)
+        return await _relay_plain(request, resp, upstream, stream_id, started, route)
 
     resp.headers["X-Accel-Buffering"] = "no"
     resp.headers["Cache-Control"] = "no-cache"
@@ -255,13 +351,16 @@ async def _respond(
         stream_id=stream_id,
         method=request.method,
         path=request.path,
+        route=route.name,
         upstream_status=upstream.status,
         upstream_request_id=upstream.headers.get("x-request-id")
         or upstream.headers.get("request-id"),
         mode=mode,
         **({"chaos": spec.header_value()} if spec is not None else {}),
     )
-    relay = _SseRelay(request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id)
+    relay = _SseRelay(
+        request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id, route, url
+    )
     return await relay.run()
 
 
@@ -300,8 +399,11 @@ async def _relay_plain(
     upstream: aiohttp.ClientResponse,
     stream_id: str,
     started: float,
+    route: Route,
 ) -> web.StreamResponse:
-    log = get_logger(stream_id=stream_id, method=request.method, path=request.path)
+    log = get_logger(
+        stream_id=stream_id, method=request.method, path=request.path, route=route.name
+    )
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
@@ -361,6 +463,8 @@ class _SseRelay:
         mode: str,
         started: float,
         stream_id: str,
+        route: Route,
+        url: URL,
     ) -> None:
         self.request = request
         self.resp = resp
@@ -371,10 +475,11 @@ class _SseRelay:
         self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
         self.started = started
         self.mode = mode
-        forced = normalize_dialect(cfg.dialect)
+        self.route_name = route.name
+        forced = normalize_dialect(route.dialect)
         self.reassembler = StreamReassembler(
             forced,
-            hint=dialect_for_path(request.path),
+            hint=dialect_for_path(url.raw_path) or dialect_for_path(request.path),
             limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=mode != "passthrough",  # only planners cut at frame ends
@@ -522,6 +627,7 @@ class _SseRelay:
         m.events.inc(reassembler.events_dispatched)
         for name, count in self.sink.counts.items():
             m.alerts.labels(event=name).inc(count)
+        m.route_streams.labels(route=self.route_name, ended_by=ended_by).inc()
         if first_byte is not None:
             m.ttfb.observe(first_byte - self.started)
         m.duration.observe(now - self.started)
@@ -529,7 +635,7 @@ class _SseRelay:
 
 async def _session_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    connector = app[NETWORK].connector()
     async with aiohttp.ClientSession(
         connector=connector,
         auto_decompress=False,
@@ -553,6 +659,8 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app[CONFIG] = config
     app[METRICS] = metrics or Metrics()
     app[STATE] = ProxyState()
+    app[ROUTES] = RouteTable.from_config(config)
+    app[NETWORK] = Network(config)
     app.cleanup_ctx.append(_session_ctx)
     prefix = config.admin_prefix
     app.router.add_get(f"{prefix}/health", _health)

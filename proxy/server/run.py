@@ -26,8 +26,10 @@ from proxy.config import Config, StartupNote
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
-from proxy.server.app import CONFIG, STATE, ProxyState, make_app
+from proxy.server.app import CONFIG, NETWORK, ROUTES, STATE, ProxyState, make_app
+from proxy.server.network import Network
 from proxy.server.protocol import ProxyAppRunner
+from proxy.server.routes import RouteTable
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
 
@@ -62,7 +64,7 @@ def _prepare_record_dir(cfg: Config) -> None:
 
 async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.AppRunner, str]:
     """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL."""
-    if not cfg.upstream:
+    if not cfg.upstream and not cfg.routes:
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
     _validate_chaos(cfg)
     _prepare_record_dir(cfg)
@@ -151,10 +153,15 @@ async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = (
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port)
     implied = [n for n in notes if n.event == "config.mode_implied"]
+    routes = runner.app[ROUTES].describe()
+    network = runner.app[NETWORK].describe()
     log.info(
         "proxy.started",
         listen=url,
         upstream=redact_url(cfg.upstream),
+        mapping=routes[-1]["example"] if len(routes) == 1 else None,
+        routes=routes,
+        network=network,
         mode=cfg.mode,
         **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
         health=f"{url}{cfg.admin_prefix}/health",
@@ -201,6 +208,8 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
         raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
     _validate_chaos(cfg)
     _prepare_record_dir(cfg)
+    RouteTable.from_config(cfg)  # a missing key or bad route fails here, not in each worker
+    Network(cfg)
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")

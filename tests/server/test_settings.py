@@ -86,14 +86,16 @@ def _serve_lines(args: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
         with urllib.request.urlopen(started["health"], timeout=10) as resp:
             assert resp.status == 200
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=15)
-        assert proc.returncode == 0, err
+        assert proc.wait(timeout=15) == 0
+        err = proc.stderr.read()  # the rest, including what readline() had buffered
         lines.extend(json.loads(x) for x in err.splitlines() if x.strip())
         return lines
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def test_cli_startup_line_says_chaos_mode_was_implied() -> None:
