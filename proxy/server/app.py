@@ -204,7 +204,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
         sock_connect=cfg.connect_timeout or None,
     )
     started = time.monotonic()
-    proxy, proxy_auth = request.app[NETWORK].proxy_for(url)
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(url)
     try:
         upstream_cm = request.app[SESSION].request(
             request.method,
@@ -214,7 +214,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             allow_redirects=False,
             timeout=timeout,
             proxy=proxy,
-            proxy_auth=proxy_auth,
+            proxy_headers=proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
         )
         async with contextlib.AsyncExitStack() as stack:
@@ -264,7 +264,7 @@ async def _websocket(
 ) -> web.StreamResponse:
     """The WebSocket pass-through, with the same upstream error mapping as HTTP."""
     cfg = request.app[CONFIG]
-    proxy, proxy_auth = request.app[NETWORK].proxy_for(url)
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(url)
 
     def done(summary: dict[str, Any]) -> None:
         metrics.ws_sessions.labels(route=route.name, close_code=str(summary["close_code"])).inc()
@@ -282,7 +282,7 @@ async def _websocket(
             url,
             headers,
             proxy,
-            proxy_auth,
+            proxy_headers,
             cfg.max_request_body_bytes,
             log,
             done,

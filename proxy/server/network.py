@@ -9,6 +9,7 @@ would add netrc credentials as an ``Authorization`` header behind the client's b
 
 from __future__ import annotations
 
+import base64
 import os
 import ssl
 import urllib.request
@@ -92,8 +93,12 @@ class Network:
             limit=0, ttl_dns_cache=300, ssl=self.ssl if self.ssl is not None else True
         )
 
-    def proxy_for(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
-        """(forward proxy, its credentials) for ``url``, or (None, None) to go direct."""
+    def proxy_for(self, url: URL) -> tuple[URL | None, dict[str, str] | None]:
+        """(forward proxy, headers for it) for ``url``, or (None, None) to go direct.
+
+        Credentials in the proxy URL become a ``Proxy-Authorization`` header, sent to the
+        forward proxy only (in the CONNECT for https upstreams), never to the upstream.
+        """
         scheme = {"ws": "http", "wss": "https"}.get(url.scheme, url.scheme)
         proxy = self._parsed.get(scheme)
         if proxy is None or url.host is None:
@@ -108,11 +113,12 @@ class Network:
             )
         if bypass:
             return None, None
-        auth = None
+        headers = None
         if proxy.user is not None:
-            auth = aiohttp.BasicAuth(proxy.user, proxy.password or "")
+            token = f"{proxy.user}:{proxy.password or ''}".encode()
+            headers = {"Proxy-Authorization": "Basic " + base64.b64encode(token).decode()}
             proxy = proxy.with_user(None)
-        return proxy, auth
+        return proxy, headers
 
     def describe(self) -> dict[str, object]:
         """For the startup line: proxies (credentials redacted), no_proxy, TLS settings."""

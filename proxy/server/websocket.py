@@ -110,7 +110,7 @@ async def relay_websocket(
     url: URL,
     headers: Any,
     proxy: URL | None,
-    proxy_auth: aiohttp.BasicAuth | None,
+    proxy_headers: dict[str, str] | None,
     max_msg_size: int,
     log: Any,
     on_done: Any,
@@ -136,7 +136,7 @@ async def relay_websocket(
             autoping=True,
             max_msg_size=max_msg_size,
             proxy=proxy,
-            proxy_auth=proxy_auth,
+            proxy_headers=proxy_headers,
             timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10.0),
             compress=0,
         )
