@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -159,11 +160,12 @@ async def test_bad_tls_files_fail_at_startup(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
     junk = tmp_path / "junk.pem"
     junk.write_text("not a certificate")
-    for settings, word in (
+    cases: tuple[tuple[dict[str, Any], str], ...] = (
         ({"upstream_ca": str(missing)}, "upstream_ca"),
         ({"upstream_ca": str(junk)}, "upstream_ca"),
         ({"client_cert": str(junk)}, "client_cert"),
-    ):
+    )
+    for settings, word in cases:
         with pytest.raises(ConfigError, match=word):
             await start_proxy(Config(upstream="https://127.0.0.1:9", port=0, **settings))
 
