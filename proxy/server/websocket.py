@@ -73,8 +73,22 @@ async def _pump(
     name: str,
     vanished_code: int,
     outcome: _Outcome,
+    tasks: list[asyncio.Task[None]],
 ) -> None:
-    """Relay ``src`` to ``dst`` until ``src`` closes; then close ``dst`` the same way."""
+    """Relay ``src`` to ``dst`` until ``src`` closes; then close ``dst`` the same way.
+
+    The other direction's pump is stopped first: it is blocked reading ``dst``, and
+    aiohttp's ``close()`` would otherwise wait for that read before sending the close.
+    """
+
+    async def stop_the_other() -> None:
+        me = asyncio.current_task()
+        others = [t for t in tasks if t is not me and not t.done()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others)
+
     while True:
         msg = await src.receive()
         if msg.type is WSMsgType.TEXT:
@@ -91,12 +105,14 @@ async def _pump(
             if outcome.close_code is None:
                 outcome.closed_by, outcome.close_code = name, int(msg.data or 1005)
             reason = (msg.extra or "").encode("utf-8")[:123]
+            await stop_the_other()
             await dst.close(code=_sendable(msg.data), message=reason)
             return
         elif msg.type in (WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
             if not dst.closed:
                 if outcome.close_code is None:
                     outcome.closed_by, outcome.close_code = name, 1006
+                await stop_the_other()
                 await dst.close(code=vanished_code, message=b"peer went away")
             return
         else:  # PING/PONG are answered by each end itself
@@ -161,33 +177,46 @@ async def relay_websocket(
         max_msg_size=max_msg_size,
         compress=False,
     )
+    pumps: list[asyncio.Task[None]] = []
+    away = int(WSCloseCode.GOING_AWAY)
     try:
         await client.prepare(request)
-        pumps = [
+        pumps.append(
             asyncio.create_task(
-                _pump(client, upstream, to_upstream, "client", WSCloseCode.GOING_AWAY, outcome)
-            ),
-            asyncio.create_task(_pump(upstream, client, to_client, "upstream", 1014, outcome)),
-        ]
-        try:
-            await asyncio.gather(*pumps)
-        finally:
+                _pump(client, upstream, to_upstream, "client", away, outcome, pumps)
+            )
+        )
+        pumps.append(
+            asyncio.create_task(
+                _pump(upstream, client, to_client, "upstream", 1014, outcome, pumps)
+            )
+        )
+        await asyncio.wait(pumps)
+        for task in pumps:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
+    except asyncio.CancelledError:
+        if outcome.close_code is not None:
+            # A close is being passed on (aiohttp cancels the handler as soon as the
+            # client's connection ends): let it reach the other side.
+            await asyncio.wait(pumps, timeout=5.0)
+        else:
+            # shutdown, or the client's connection dropped: tell both ends, then go
+            outcome.closed_by, outcome.close_code = "proxy", away
             for task in pumps:
                 task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-    except asyncio.CancelledError:
-        # shutdown or the client's connection dropped: tell both ends, then go
-        outcome.closed_by = outcome.closed_by if outcome.close_code else "proxy"
-        outcome.close_code = outcome.close_code or int(WSCloseCode.GOING_AWAY)
-        with contextlib.suppress(Exception):
-            await asyncio.shield(upstream.close(code=WSCloseCode.GOING_AWAY))
-        with contextlib.suppress(Exception):
-            await asyncio.shield(client.close(code=WSCloseCode.GOING_AWAY))
+            with contextlib.suppress(Exception):
+                await upstream.close(code=WSCloseCode.GOING_AWAY)
+            with contextlib.suppress(Exception):
+                await client.close(code=WSCloseCode.GOING_AWAY)
         raise
     except (aiohttp.ClientError, ConnectionError, RuntimeError) as exc:
         outcome.closed_by = "error"
         log.warning("ws.error", error=str(exc) or type(exc).__name__)
     finally:
+        for task in pumps:
+            task.cancel()
         if not upstream.closed:
             with contextlib.suppress(Exception):
                 await upstream.close(code=WSCloseCode.GOING_AWAY)
