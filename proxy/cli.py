@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", nargs="?", default="-", help="capture file, or - for stdin")
     check.add_argument("--text", action="store_true", help="print only the reassembled text")
     check.add_argument(
-        "--dialect", default=None, help="openai|responses|anthropic|text|none (default: detect)"
+        "--dialect",
+        default=None,
+        help="openai|responses|anthropic|gemini|text|none (default: detect)",
     )
     check.add_argument("--max-line", type=_positive_int, default=None, help="line limit, bytes")
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
@@ -100,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="let clients pick chaos per request with X-SSE-Proxy-Chaos",
     )
-    serve.add_argument("--dialect", help="auto|openai|responses|anthropic|text|none")
+    serve.add_argument("--dialect", help="auto|openai|responses|anthropic|gemini|text|none")
     serve.add_argument("--max-line-bytes", type=int)
     serve.add_argument("--max-frame-bytes", type=int)
     serve.add_argument("--connect-timeout", type=float)
@@ -147,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         "compare what it prints with the expected text; diagnose each failure.",
     )
     tc.add_argument(
-        "--dialect", default="openai", choices=("openai", "anthropic", "responses", "text")
+        "--dialect",
+        default="openai",
+        choices=("openai", "anthropic", "responses", "gemini", "text"),
     )
     tc.add_argument("--fixture", metavar="RECORDING", help="stream a recording, not the mock")
     tc.add_argument(

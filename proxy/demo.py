@@ -28,6 +28,12 @@ _ENDPOINTS = (
     ("openai", "OpenAI Chat Completions", "POST", "/v1/chat/completions"),
     ("responses", "OpenAI Responses", "POST", "/v1/responses"),
     ("anthropic", "Anthropic Messages", "POST", "/v1/messages"),
+    (
+        "gemini",
+        "Google Gemini",
+        "POST",
+        "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+    ),
     ("text", "raw text", "GET", "/v1/text"),
 )
 

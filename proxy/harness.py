@@ -65,6 +65,7 @@ DIALECT_PATHS: Final[dict[str, str]] = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
     "text": "/v1/text",
 }
 """The mock upstream endpoint each ``--dialect`` streams from."""
@@ -82,6 +83,7 @@ DIALECT_BODIES: Final[dict[str, dict[str, Any]]] = {
         "stream": True,
         "messages": [{"role": "user", "content": "Say hello"}],
     },
+    "gemini": {"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]},
     "text": {"stream": True},
 }
 """A request body that makes each endpoint stream (``SSE_PROXY_STREAM_BODY``)."""
@@ -512,6 +514,7 @@ def _client_env(url: str, fixture: _Fixture, case: Case) -> dict[str, str]:
             "SSE_PROXY_URL": url,
             "OPENAI_BASE_URL": f"{url}/v1",
             "ANTHROPIC_BASE_URL": url,
+            "GOOGLE_GEMINI_BASE_URL": url,
             "SSE_PROXY_DIALECT": fixture.dialect,
             "SSE_PROXY_STREAM_URL": url + fixture.path,
             "SSE_PROXY_STREAM_BODY": json.dumps(DIALECT_BODIES.get(fixture.dialect, {})),

@@ -218,5 +218,5 @@ class OpenAIChatAccumulator(JsonAccumulator):
                     ],
                 }
                 for idx, c in sorted(self._choices.items())
-            ]
+            ],
         }
