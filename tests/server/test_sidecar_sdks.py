@@ -144,7 +144,7 @@ async def test_three_sdks_through_one_sidecar_behind_a_forward_proxy_with_held_k
                 got = await asyncio.gather(
                     _openai_text(base), _anthropic_text(base), _gemini_text(base)
                 )
-                assert got == [fixtures.MESSAGE] * 3
+                assert list(got) == [fixtures.MESSAGE] * 3
                 summaries = await asyncio.to_thread(sc.wait_for, "stream.summary", 3)
             log = sc.stop()
             for upstream in (oai, ant, gem):
