@@ -152,6 +152,12 @@ def _is_loopback(host: str) -> bool:
 async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = ()) -> None:
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    # Signal handlers before the startup line: whoever reads it may signal at once.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
     implied = [n for n in notes if n.event == "config.mode_implied"]
     routes = runner.app[ROUTES].describe()
     network = runner.app[NETWORK].describe()
@@ -176,11 +182,6 @@ async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = (
             host=cfg.host,
             notice="listening beyond loopback: whoever reaches this port can use your upstream",
         )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("proxy.stopping", grace_s=cfg.shutdown_grace, active=len(runner.app[STATE].active))
     await stop_proxy(runner)
