@@ -86,3 +86,13 @@ def test_check_gemini_text_and_alerts() -> None:
     )
     assert proc.returncode == 1
     assert "sse.truncated" in proc.stderr.decode()
+
+
+def test_check_summary_counts_reasoning_apart() -> None:
+    data = fixtures.gemini_stream(fixtures.SHORT_TOKENS, thinking=("Hmm, ", "ça."))
+    proc = _check("--text", "-", stdin=data)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == fixtures.SHORT_MESSAGE
+    summary = json.loads(proc.stderr.decode().strip().splitlines()[-1])
+    assert summary["reasoning_length"] == len("Hmm, ça.")
+    assert summary["text_length"] == len(fixtures.SHORT_MESSAGE)

@@ -417,7 +417,12 @@ async def _relay_plain(
         ended_by = "client_disconnect"
     except (TimeoutError, aiohttp.ClientError) as exc:
         ended_by = "timeout" if watch.expired else "upstream_error"
-        log.warning("upstream.error", kind="body_read_failed", error=redact_url(str(exc)))
+        log.warning(
+            "upstream.error",
+            kind="body_read_failed",
+            error=redact_url(str(exc)),
+            upstream_url=redact_url(str(upstream.url)),
+        )
     finally:
         watch.stop()
     log.info(
@@ -545,7 +550,10 @@ class _SseRelay:
             else:
                 ended_by = "upstream_error"
                 self.log.warning(
-                    "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
+                    "upstream.error",
+                    kind="stream_read_failed",
+                    error=redact_url(str(exc)),
+                    upstream_url=redact_url(str(self.upstream.url)),
                 )
         except asyncio.CancelledError:
             # aiohttp cancels the handler once the client's connection is lost; a shutdown

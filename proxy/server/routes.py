@@ -138,13 +138,10 @@ class Route:
 
 def _example_for(route: Route) -> str:
     """A request path that shows how the mapping works for this upstream."""
-    path = urlsplit(route.upstream).path.rstrip("/")
-    if route.dialect == "anthropic":
+    if route.dialect == "anthropic" or "anthropic" in route.upstream:
         return "/v1/messages"
     if route.dialect == "gemini" or "generativelanguage" in route.upstream:
         return "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"
-    if path.endswith("/v1") or route.dialect == "openai":
-        return "/v1/chat/completions"
     return "/v1/chat/completions"
 
 
