@@ -224,6 +224,10 @@ def _check_route(route: RouteSpec, admin_prefix: str) -> None:
         _check_header_name(name, f"{where}: header")
 
 
+class _Shape(ValueError):
+    """A malformed routes or headers value; its message quotes names, never values."""
+
+
 def _parse_routes(value: Any) -> tuple[RouteSpec, ...]:
     """Routes from a flag list (``PREFIX=URL``), an env string (comma or space separated),
     or the config file's ``[routes]`` table (a URL, or a table per prefix)."""
@@ -246,10 +250,10 @@ def _parse_routes(value: Any) -> tuple[RouteSpec, ...]:
                 specs.append(RouteSpec(prefix=prefix, upstream=entry))
                 continue
             if not isinstance(entry, dict):
-                raise ValueError(prefix)
+                raise _Shape(f"route {prefix!r} is neither a URL nor a table")
             unknown = set(entry) - {"upstream", "dialect", "headers", "drop_client_auth"}
             if unknown:
-                raise ValueError(f"{prefix}: unknown key {sorted(unknown)[0]!r}")
+                raise _Shape(f"route {prefix!r}: unknown key {sorted(unknown)[0]!r}")
             headers = entry.get("headers", {})
             drop = entry.get("drop_client_auth", False)
             if (
@@ -257,7 +261,10 @@ def _parse_routes(value: Any) -> tuple[RouteSpec, ...]:
                 or not isinstance(entry.get("dialect", ""), str)
                 or not isinstance(drop, bool)
             ):
-                raise ValueError(prefix)
+                raise _Shape(
+                    f"route {prefix!r}: upstream and dialect are strings, "
+                    "drop_client_auth true or false"
+                )
             specs.append(
                 RouteSpec(
                     prefix=prefix,
@@ -326,7 +333,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if not isinstance(value, str):
             raise ValueError(value)
         return value
-    except ValueError:
+    except ValueError as exc:
+        detail = f" ({exc})" if isinstance(exc, _Shape) else ""
         expected = {
             "int": "an integer",
             "int | None": "an integer",
@@ -337,7 +345,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             "tuple[tuple[str, str], ...]": "'Name: value' headers (or a table in the file)",
         }.get(kind, f"a {kind}")
         if name in _FLAG_NAMES:  # may hold a literal key: never echoed
-            raise ConfigError(f"{source}: {name} must be {expected}") from None
+            raise ConfigError(f"{source}: {name} must be {expected}{detail}") from None
         raise ConfigError(f"{source}: {name} must be {expected}, got {value!r}") from None
 
 

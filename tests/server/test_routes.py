@@ -112,7 +112,7 @@ headers = { "x-api-key" = "${ANTHROPIC_KEY}" }
     )
     bad = tmp_path / "bad.toml"
     bad.write_text('[routes."/x"]\nupstream = "http://h"\nheaderz = {}\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="routes"):
+    with pytest.raises(ConfigError, match="unknown key 'headerz'"):
         load_config(path=bad)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -13,6 +14,7 @@ from proxy import fixtures
 from proxy.config import Config, RouteSpec
 from proxy.server.run import start_proxy, stop_proxy
 from tests.server.conftest import LogEntries, StartApp, StartProxy, named, wait_for
+from tests.server.net_helpers import forward_proxy, private_ca
 
 SECRET = "sk-ws-held-key-0123456789"
 _CLOSES = web.AppKey("closes", list)
@@ -221,3 +223,32 @@ async def test_shutdown_closes_open_websockets_with_1001(
             await stop_proxy(runner)
     line = await wait_for(logs, "ws.summary")
     assert (line["close_code"], line["closed_by"]) == (1001, "proxy")
+
+
+@pytest.mark.asyncio
+async def test_websocket_goes_through_the_forward_proxy(
+    start_app: StartApp, start: StartProxy, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A wss upstream with a private CA, reached through pproxy with CONNECT."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    pki = private_ca(tmp_path)
+    runner = web.AppRunner(_upstream_app(), shutdown_timeout=0.5)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=pki.server_ctx)
+        await site.start()
+        upstream = f"https://127.0.0.1:{runner.addresses[0][1]}"
+        with forward_proxy() as fp:
+            monkeypatch.setenv("HTTPS_PROXY", fp.url)
+            proxy = await start(upstream, upstream_ca=str(pki.ca_file))
+            async with (
+                aiohttp.ClientSession() as session,
+                session.ws_connect(f"{proxy}/v1/realtime") as ws,
+            ):
+                await ws.send_bytes(b"\x00\xff binary")
+                assert (await ws.receive()).data == b"\x00\xff binary"
+            assert fp.wait_tunnelled(upstream.removeprefix("https://")) >= 1
+    finally:
+        await runner.cleanup()
