@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--dialect", help="auto|openai|responses|anthropic|gemini|text|none")
     serve.add_argument("--max-line-bytes", type=int)
     serve.add_argument("--max-frame-bytes", type=int)
+    serve.add_argument(
+        "--max-decompressed-ratio", type=float, help="stop observing a body expanding more"
+    )
+    serve.add_argument(
+        "--max-decompressed-bytes", type=int, help="stop observing a body decompressing to more"
+    )
     serve.add_argument("--connect-timeout", type=float)
     serve.add_argument("--idle-timeout", type=float)
     serve.add_argument("--total-timeout", type=float)
@@ -189,6 +195,8 @@ _SERVE_FLAGS = (
     "dialect",
     "max_line_bytes",
     "max_frame_bytes",
+    "max_decompressed_ratio",
+    "max_decompressed_bytes",
     "connect_timeout",
     "idle_timeout",
     "total_timeout",

@@ -91,6 +91,8 @@ class Config:
     max_frame_bytes: int = 1 << 20
     max_request_body_bytes: int = 32 << 20
     max_request_header_bytes: int = 64 << 10
+    max_decompressed_ratio: float = 100.0
+    max_decompressed_bytes: int = 256 << 20
     connect_timeout: float = 10.0
     idle_timeout: float = 300.0
     total_timeout: float = 0.0
@@ -148,12 +150,15 @@ def _validate(cfg: Config) -> None:
         "max_frame_bytes",
         "max_request_body_bytes",
         "max_request_header_bytes",
+        "max_decompressed_bytes",
         "max_alerts_per_kind",
         "workers",
         "chaos_k",
     ):
         if getattr(cfg, name) < 1:
             raise bad(name, "must be at least 1")
+    if not cfg.max_decompressed_ratio >= 1:  # also refuses NaN
+        raise bad("max_decompressed_ratio", "must be at least 1")
     for name in ("connect_timeout", "idle_timeout", "total_timeout", "shutdown_grace", "delay_ms"):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")

@@ -319,6 +319,7 @@ class AlertSink:
         self.log = logger
         self.max_per_kind = max_per_kind
         self.counts: Counter[str] = Counter()
+        self.lines: Counter[str] = Counter()
         self.suppressed: Counter[str] = Counter()
         self.max_level = Level.INFO
 
@@ -331,12 +332,16 @@ class AlertSink:
         level = alert.level
         if level is Level.WARNING:
             self.max_level = Level.WARNING
-        self.counts[name] += 1
-        if self.counts[name] > self.max_per_kind:
-            self.suppressed[name] += 1
+        # an alert may stand for several occurrences (a counted U+FFFD flood): the counts
+        # are of occurrences, the rate limit is of log lines
+        weight = getattr(alert, "count", 1)
+        self.counts[name] += weight
+        self.lines[name] += 1
+        if self.lines[name] > self.max_per_kind:
+            self.suppressed[name] += weight
             return
         fields = alert.fields()
-        if self.counts[name] == self.max_per_kind:
+        if self.lines[name] == self.max_per_kind:
             fields["further_suppressed"] = True
         if level is Level.WARNING:
             self.log.warning(name, **fields)

@@ -82,10 +82,8 @@ def _byte_lengths(text: str) -> set[int]:
     return {len(ch.encode()) for ch in text}
 
 
-def test_tokens_join_to_message() -> None:
-    """The deltas reassemble exactly to the message, for both fixture sizes."""
-    assert "".join(TOKENS) == MESSAGE
-    assert "".join(SHORT_TOKENS) == SHORT_MESSAGE
+def test_message_sizes() -> None:
+    """The long message spans many reads; the short one fits every-cut loops."""
     assert 300 <= len(MESSAGE) <= 600
     assert 40 <= len(SHORT_MESSAGE.encode()) <= 60
 
@@ -261,17 +259,9 @@ def test_bad_arguments_raise() -> None:
 def test_fault_tables_agree() -> None:
     """Every fault has a description and the alerts it must trigger."""
     assert set(fixtures.FAULTS) == set(fixtures.FAULT_ALERTS)
-    for kind in (
-        "literal_fffd",
-        "invalid_utf8",
-        "unterminated",
-        "crlf",
-        "mixed_newlines",
-        "truncated",
-        "invalid_json",
-        "json_escape_fffd",
-    ):
-        assert kind in fixtures.FAULTS
+    for kind, description in fixtures.FAULTS.items():
+        assert description.strip(), kind
+        assert fixtures.faulty_stream(kind) != fixtures.clean_stream(), kind
 
 
 def test_expected_alerts_per_dialect() -> None:

@@ -45,12 +45,19 @@ class Alert:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplacementChar(Alert):
-    """U+FFFD in decoded text: ``invalid_utf8`` (lost here) or ``upstream_literal`` (sent so)."""
+    """U+FFFD in decoded text: ``invalid_utf8`` (lost here) or ``upstream_literal`` (sent so).
+
+    ``count`` is how many U+FFFD of this cause the alert stands for: 1, except for the one
+    alert that sums up a line's (or a payload's) U+FFFD beyond the first few located one by
+    one (:data:`proxy.core.utf8.DETAIL_LIMIT`), so a flood costs linear time, not an alert
+    per byte. ``byte_offset`` is then where the first of them is.
+    """
 
     name: ClassVar[str] = "sse.replacement_char"
     cause: str
     byte_offset: int
     event_index: int
+    count: int = 1
 
     INVALID_UTF8: ClassVar[str] = "invalid_utf8"
     UPSTREAM_LITERAL: ClassVar[str] = "upstream_literal"

@@ -1,33 +1,55 @@
 """The WHATWG event-stream parser over bytes: lines, fields, dispatch, with stream offsets.
 
-Rules of this module (checked by the tests):
+One state machine, stated once. Its state is in two parts.
 
-1. Frame on bytes, decode per complete line. A read may end anywhere (inside a character,
-   inside ``data:``, between CR and LF); nothing is decided before the line is complete,
-   so no cut point changes the result.
-2. Lines end at CRLF, LF or a bare CR and nowhere else. A CR that ends a read is acted on
-   at once (no event waits for the next read) and a LF that starts the next read is then
-   swallowed: together they were one CRLF. This is httpx's ``LineDecoder`` and
-   eventsource-parser's trailing-CR rule, done without delaying the dispatch.
-3. Every position is a byte offset into the upstream stream (a stripped BOM counts).
-4. Memory is bounded: a partial line is kept as a list of reads (no quadratic
-   concatenation) and is dropped, with an alert, once it outgrows ``max_line``; a frame
-   that outgrows ``max_frame`` is dropped the same way. The bytes are still forwarded by
-   the shell; only this observer stops looking at them.
-5. No exceptions for upstream bytes: anomalies become alerts in ``self.alerts``.
+*Stream state* (where the bytes are):
+
+- ``START``: before the first three bytes are known. A stream may begin with one UTF-8
+  BOM, which is stripped (its bytes still count in every offset). Up to two bytes that
+  could still begin a BOM are held until the next read decides: a BOM split across reads
+  is a BOM.
+- ``LINE``: inside a line. Bytes up to the next CR or LF are held (as a list of reads, so
+  a long line costs linear time) and nothing is decided before the line is complete.
+- ``AFTER_CR``: the last read ended with a CR. The CR ended a line at once (no event waits
+  for the next read), but a LF that starts the next read is that CR's other half: together
+  they were one CRLF, so the LF ends no second line. If the CR ended a blank line, where
+  the frame ends is not known yet either: after the CR, or after a LF still to come. That
+  end is *tentative* (:attr:`EventStreamParser.tentative_end`) until the next byte (or the
+  end of the stream) settles it, and only then is it reported among the frame ends. This
+  is the one place that knows it: the write planners never re-derive it.
+- ``SKIP``: the rest of an oversized line is being discarded, up to its line ending.
+
+*Block state* (the event being built, WHATWG's buffers): data lines, event type, retry,
+the last event ID (which persists across events), where the block began, and whether it
+was dropped for being oversized. Lines are processed by the field rules in
+:meth:`EventStreamParser._lines`, the one statement of them: a comment, a field with or
+without a colon, one leading space stripped, ``data`` appended, ``event``, ``id`` unless it
+holds NUL, ``retry`` only of ASCII digits, unknown fields ignored, and a blank line
+dispatches (only if some data was seen).
+
+Fast paths may only *skip* work, never decide differently: a run of blank lines, of
+comments, of ``data:`` lines, or of ``data: X`` + blank frames is recognised with C-level
+operations over the whole run, validated by the framer itself (every byte valid UTF-8, no
+U+FFFD, within the limits) and then has exactly the effect the field rules would have;
+anything else in the run sends it through :meth:`EventStreamParser._lines`. A dialect
+never vouches for framing or for UTF-8.
+
+Every position is a byte offset into the upstream stream. Memory is bounded: a partial
+line past ``max_line`` is dropped with an alert, so is a frame past ``max_frame``; the
+shell still forwards those bytes. No exceptions for upstream bytes: anomalies are alerts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable
-from itertools import accumulate, repeat
+from collections.abc import Callable, Sequence
+from itertools import accumulate, chain, count, islice, repeat
 from operator import add
 
 from proxy.core.alerts import Alert, OversizedFrame, ReplacementChar, UnterminatedFrame
 from proxy.core.events import SSEEvent
-from proxy.core.utf8 import REPLACEMENT_BYTES, decode_replacing, literal_offsets
+from proxy.core.utf8 import REPLACEMENT, replacement_runs
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -40,16 +62,17 @@ __all__ = [
 
 DEFAULT_LIMIT = 1 << 20
 _BOM = b"\xef\xbb\xbf"
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 _PREVIEW_BYTES = 48
+_CR = 0x0D
+_LF = 0x0A
 
 # (event type, data, event index, stream offset of the data): what dialects consume
 DataCallback = Callable[[str, str, int, int], None]
 # (payloads, index of the first, stream offset of the first frame, bytes per frame besides
 # its payload): a run of single-line `data: X` frames of type "message", each payload 6
-# bytes into its frame (see batch_offsets). The dialect takes the whole run and returns
-# True only if every payload is valid UTF-8 without U+FFFD; on False nothing may have
-# changed, and the framer dispatches the frames one by one instead.
+# bytes into its frame (see batch_offsets). The framer has checked that every payload is
+# valid UTF-8 without U+FFFD. The dialect takes the whole run and returns True, or returns
+# False having changed nothing, and the framer hands it the events one by one instead.
 BatchCallback = Callable[[list[bytes], int, int, int], bool]
 
 
@@ -65,6 +88,41 @@ def escape_preview(raw: bytes, limit: int = _PREVIEW_BYTES) -> str:
     return shown + ("…" if len(raw) > limit else "")
 
 
+class _Runs:
+    """Regular expressions that find where a run of look-alike lines ends, for lines that
+    all end with ``sep``; ``[^\\r\\n]`` cannot overrun a line, so no backtracking."""
+
+    __slots__ = (
+        "blanks",
+        "comments",
+        "data_lines",
+        "data_prefix",
+        "frames",
+        "sep",
+        "sep_str",
+        "seplen",
+        "typed_frames",
+    )
+
+    def __init__(self, sep: bytes) -> None:
+        self.sep = sep
+        self.sep_str = sep.decode()
+        self.seplen = len(sep)
+        line = rb"[^\r\n]*" + sep
+        self.blanks = re.compile(b"(?:" + sep + b")+")
+        self.comments = re.compile(b"(?::" + line + b")+")
+        self.data_lines = re.compile(b"(?:data:" + line + b")+")
+        self.frames = re.compile(b"(?:data: " + line + sep + b")+")
+        self.typed_frames = re.compile(b"(?:event: " + line + b"data: " + line + sep + b")+")
+        last = self.sep_str[-1]
+        self.data_prefix = re.compile(f"(?:^|(?<={last}))data: ?")
+
+
+_LF_RUNS = _Runs(b"\n")
+_CR_RUNS = _Runs(b"\r")
+_CRLF_RUNS = _Runs(b"\r\n")
+
+
 class EventStreamParser:
     """Incremental event-stream parser; ``feed`` bytes, get callbacks and ``alerts``.
 
@@ -74,6 +132,7 @@ class EventStreamParser:
     """
 
     __slots__ = (
+        "_after_cr",
         "_block_dropped",
         "_block_start",
         "_bom_buf",
@@ -85,7 +144,7 @@ class EventStreamParser:
         "_frame_ends",
         "_head",
         "_last_id",
-        "_line_overflow",
+        "_limit",
         "_max_frame",
         "_max_line",
         "_offset",
@@ -94,10 +153,11 @@ class EventStreamParser:
         "_pending",
         "_pending_len",
         "_retry",
-        "_skip_lf",
+        "_skipping",
         "_track_frames",
         "alerts",
         "event_count",
+        "tentative_end",
     )
 
     def __init__(
@@ -118,17 +178,20 @@ class EventStreamParser:
         self.alerts = alerts
         self._max_line = max_line
         self._max_frame = max_frame
+        self._limit = min(max_line, max_frame)  # a line under both needs neither check
         self.event_count = 0
-        # byte stream state
+        # stream state
+        self._bom_buf: bytes | None = b""  # START: bytes that may begin a BOM; None after
         self._offset = 0  # stream offset of the first byte not yet split into lines
-        self._pending: list[bytes] = []  # reads making up the current partial line
+        self._pending: list[bytes] = []  # LINE: the reads making up the partial line
         self._pending_len = 0
-        self._skip_lf = False  # the last read ended in CR: a leading LF is its other half
-        self._bom_buf: bytes | None = b""  # None once the stream start is past
-        self._line_overflow = False  # discarding the rest of an oversized line
+        self._after_cr = False  # AFTER_CR: the last read ended with a line-ending CR
+        self.tentative_end: int | None = None  # AFTER_CR at a blank line: frame end, unless LF
+        self._skipping = False  # SKIP: discarding the rest of an oversized line
         self._counts = [0, 0, 0]  # LF, CRLF, bare CR
         self._head = b""  # the first bytes of the current block, for the unterminated preview
-        # block (event being built) state
+        self._frame_ends: list[int] = []
+        # block state
         self._data: list[str] = []
         self._data_off = 0
         self._event_type = ""
@@ -136,7 +199,6 @@ class EventStreamParser:
         self._last_id: str | None = None
         self._block_start = 0
         self._block_dropped = False
-        self._frame_ends: list[int] = []
 
     # -- public -------------------------------------------------------------------------
 
@@ -157,7 +219,7 @@ class EventStreamParser:
         self._on_batch = on_batch
 
     def take_frame_ends(self) -> list[int]:
-        """Offsets just after each blank line seen since the last call (if tracked)."""
+        """Settled frame ends (offsets just after each blank line) since the last call."""
         ends = self._frame_ends
         if not self._track_frames:
             ends.clear()
@@ -167,7 +229,19 @@ class EventStreamParser:
         return ends
 
     def feed(self, chunk: bytes) -> None:
-        if self._bom_buf is not None:
+        if (
+            # One `data: X` frame, LF-ended, in a read of its own and nothing pending: how
+            # tokens arrive. Handled whole when the field rules would take it as it is.
+            chunk[-2:] == b"\n\n"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.startswith(b"data: ")
+            and self._block_start == self._offset
+            and not (self._pending or self._after_cr or self._skipping or self._bom_buf is not None)
+            and b"\r" not in chunk
+            and self._single_frame(chunk)
+        ):
+            return
+        if self._bom_buf is not None:  # START
             chunk = self._bom_buf + chunk
             if len(chunk) < 3 and _BOM.startswith(chunk):
                 self._bom_buf = chunk  # could still be a BOM: decide on the next read
@@ -178,28 +252,28 @@ class EventStreamParser:
                 self._offset = self._block_start = 3
         if not chunk:
             return
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[0] == 0x0A:
-                # The CR that ended the previous read was half of a CRLF. The line it ended
-                # was handled then; the LF adds nothing but must not end a second line.
+        if self._after_cr:  # AFTER_CR: settle the CR's line ending and frame end
+            self._after_cr = False
+            tentative, self.tentative_end = self.tentative_end, None
+            if chunk[0] == _LF:
                 self._counts[2] -= 1
                 self._counts[1] += 1
                 self._offset += 1
-                if self._block_start == self._offset - 1:
+                if tentative is not None:
                     self._block_start = self._offset
                     self._frame_ends.append(self._offset)
                 else:
-                    self._top_up_head(b"\n")  # the LF is part of the block's preview
+                    self._top_up_head(b"\n")  # the LF is part of the block's bytes
                 chunk = chunk[1:]
                 if not chunk:
                     return
-        if self._line_overflow:
-            chunk = self._skip_overflowed_line(chunk)
+            elif tentative is not None:
+                self._frame_ends.append(tentative)
+        if self._skipping:  # SKIP
+            chunk = self._skip_line(chunk)
             if not chunk:
                 return
-
-        # Membership tests are memchr scans; counting is left to the splits where it can be.
+        # LINE. Membership tests are memchr scans; counting is left to the splits.
         has_cr = b"\r" in chunk
         if not has_cr and b"\n" not in chunk:
             self._top_up_head(chunk)
@@ -214,41 +288,27 @@ class EventStreamParser:
             buf = chunk
         start = self._offset
         counts = self._counts
-
         if not has_cr:
             lines = buf.split(b"\n")
             rest = lines.pop()
             counts[0] += len(lines)
-            pos = self._run(lines, start, b"\n", start + len(buf) - len(rest))
+            pos = self._run(lines, start, buf, _LF_RUNS)
         elif b"\n" not in buf:
             lines = buf.split(b"\r")
             rest = lines.pop()
             counts[2] += len(lines)
-            pos = self._run(lines, start, b"\r", start + len(buf) - len(rest))
-            self._skip_lf = not rest
+            pos = self._run(lines, start, buf, _CR_RUNS)
         else:
             # bytes.splitlines ends lines at CR, LF and CRLF alike (one single-byte scan);
             # the lines are all CRLF-ended exactly when they account for 2 bytes each.
             lines = buf.splitlines()
-            rest = b"" if buf[-1] == 0x0A else lines.pop()
+            rest = b"" if buf[-1] == _LF else lines.pop()
             done = len(buf) - len(rest)
-            if buf[-1] != 0x0D and sum(map(len, lines)) + 2 * len(lines) == done:
+            if buf[-1] != _CR and sum(map(len, lines)) + 2 * len(lines) == done:
                 counts[1] += len(lines)
-                pos = self._run(lines, start, b"\r\n", start + done)
+                pos = self._run(lines, start, buf, _CRLF_RUNS)
             else:
-                n_cr = buf.count(b"\r")
-                n_lf = buf.count(b"\n")
-                n_crlf = buf.count(b"\r\n")
-                counts[0] += n_lf - n_crlf
-                counts[1] += n_crlf
-                counts[2] += n_cr - n_crlf
-                pos = start
-                last = 0
-                for m in _LINE_END.finditer(buf):
-                    pos = self._lines([buf[last : m.start()]], pos, m.end() - m.start())
-                    last = m.end()
-                rest = buf[last:]
-                self._skip_lf = buf[-1] == 0x0D
+                pos, rest = self._mixed(buf, start)
         self._offset = pos
         rel = self._block_start - start
         if rel >= 0:
@@ -257,17 +317,29 @@ class EventStreamParser:
             self._top_up_head(chunk)  # the held part of buf is in the head already
         if rest:
             self._hold(rest)
+        elif buf[-1] == _CR:  # AFTER_CR
+            self._after_cr = True
+            if self._block_start == pos:  # the CR ended a blank line: where is the frame end?
+                self.tentative_end = pos
+                ends = self._frame_ends
+                if ends and ends[-1] == pos:
+                    ends.pop()
 
     def close(self, *, report: bool = True) -> None:
-        """End of stream: a partial line or block is discarded, as the spec says, and
-        reported (unless ``report`` is false: the stream was abandoned, not ended)."""
+        """End of stream: a tentative frame end is settled where it is; a partial line or
+        block is discarded, as the spec says, and reported (unless ``report`` is false:
+        the stream was abandoned, not ended)."""
+        if self.tentative_end is not None:
+            self._frame_ends.append(self.tentative_end)
+            self.tentative_end = None
+        self._after_cr = False
         if self._bom_buf:
             held, self._bom_buf = self._bom_buf, None
             self._top_up_head(held)
             self._hold(held)
         self._bom_buf = None
         end = self._offset + self._pending_len
-        if report and (end > self._block_start or self._line_overflow):
+        if report and (end > self._block_start or self._skipping):
             self.alerts.append(
                 UnterminatedFrame(
                     pending_bytes=end - self._block_start,
@@ -279,14 +351,14 @@ class EventStreamParser:
         self._pending_len = 0
         self._data = []
 
-    # -- internals ----------------------------------------------------------------------
+    # -- stream state -------------------------------------------------------------------
 
     def _top_up_head(self, piece: bytes) -> None:
         if len(self._head) <= _PREVIEW_BYTES:
             self._head += piece[: _PREVIEW_BYTES + 1 - len(self._head)]
 
     def _hold(self, piece: bytes) -> None:
-        """Keep a partial line; past ``max_line`` drop it and skip to its end."""
+        """Keep a partial line; past ``max_line`` drop it and skip to its end (SKIP)."""
         self._pending.append(piece)
         self._pending_len += len(piece)
         if self._pending_len > self._max_line:
@@ -297,10 +369,10 @@ class EventStreamParser:
             self._offset += self._pending_len
             self._pending = []
             self._pending_len = 0
-            self._line_overflow = True
+            self._skipping = True
             self._drop_block()
 
-    def _skip_overflowed_line(self, chunk: bytes) -> bytes:
+    def _skip_line(self, chunk: bytes) -> bytes:
         """Discard the rest of an oversized line, up to and including its line ending."""
         lf = chunk.find(b"\n")
         cr = chunk.find(b"\r")
@@ -308,7 +380,7 @@ class EventStreamParser:
             self._top_up_head(chunk)  # the preview must not depend on where reads were cut
             self._offset += len(chunk)
             return b""
-        self._line_overflow = False
+        self._skipping = False
         if cr < 0 or 0 <= lf < cr:
             self._counts[0] += 1
             cut = lf + 1
@@ -318,151 +390,82 @@ class EventStreamParser:
         else:
             self._counts[2] += 1
             cut = cr + 1
-            self._skip_lf = cut == len(chunk)
+            self._after_cr = cut == len(chunk)  # not a blank line: no frame end to settle
         self._top_up_head(chunk[:cut])
         self._offset += cut
         return chunk[cut:]
+
+    def _mixed(self, buf: bytes, pos: int) -> tuple[int, bytes]:
+        """Lines with mixed endings, one at a time through the field rules; returns the
+        offset after them and the partial line left over."""
+        lines = buf.splitlines(keepends=True)
+        rest = b"" if buf[-1] in b"\r\n" else lines.pop()
+        crlf = buf.count(b"\r\n")
+        counts = self._counts
+        counts[0] += buf.count(b"\n") - crlf
+        counts[1] += crlf
+        counts[2] += buf.count(b"\r") - crlf
+        field_rules = self._lines
+        for raw in lines:
+            content = raw.rstrip(b"\r\n")  # a line holds no CR or LF: exactly its ending
+            pos = field_rules((content,), pos, len(raw) - len(content))
+        return pos, rest
+
+    # -- block state: the field rules ---------------------------------------------------
 
     def _drop_block(self) -> None:
         self._block_dropped = True
         self._data = []
 
-    def _run(self, lines: list[bytes], pos: int, sep: bytes, done: int) -> int:
-        """Process complete ``lines`` (all ended by ``sep``) from stream offset ``pos``.
+    def _run(self, lines: list[bytes], pos: int, buf: bytes, runs: _Runs) -> int:
+        """Complete ``lines`` of ``buf`` (which starts at the stream offset ``pos``), each
+        ended by ``runs.sep``.
 
-        The common case, a run of single-line ``data: X`` frames, is recognised and
-        dispatched with C-level operations over the whole run (:meth:`_batch`); the
-        ``event: E`` + ``data: X`` shape dispatches frame by frame; anything else (other
-        fields, comments, multi-line data, a block begun in an earlier read, invalid
-        UTF-8, an encoded U+FFFD, a line over a limit) goes through :meth:`_lines`, the
-        one implementation of the field rules. All paths give the same events. ``done`` is
-        the stream offset just after the last of ``lines``.
+        Runs that the fast paths recognise skip the per-line work; every other line goes
+        through :meth:`_lines`. A run's extent is found with a regular expression over the
+        bytes (C speed, and it stops where the run stops). Returns the offset after the lines.
         """
-        seplen = len(sep)
+        base = pos
+        seplen = runs.seplen
         i = 0
         n = len(lines)
-        if self._block_start != pos:
-            # Finish the block begun in an earlier read, up to its blank line.
-            try:
-                i = lines.index(b"") + 1
-            except ValueError:
-                return self._lines(lines, pos, seplen)
-            pos = self._lines(lines[:i], pos, seplen)
-        pairs = (n - i) >> 1
-        if pairs > 1 and self._on_batch is not None:
-            # The batch ends where the lines end, or before one leftover line.
-            end = done if (n - i) & 1 == 0 else done - len(lines[-1]) - seplen
-            end = self._batch(lines, i, pairs, pos, end, seplen)
-            if end >= 0:
-                pos = end
-                i += 2 * pairs
-        if i < n:
-            pos = self._frames(lines, i, pos, seplen)
-        return pos
-
-    def _batch(
-        self, lines: list[bytes], i: int, pairs: int, pos: int, end: int, seplen: int
-    ) -> int:
-        """Dispatch the ``pairs`` frames from ``lines[i]`` (stream ``pos`` to ``end``) when
-        each is one ``data:`` line followed by its blank line and the dialect takes the run
-        whole; else -1 and nothing done."""
-        stop = i + 2 * pairs
-        if any(lines[i + 1 : stop : 2]):
-            return -1  # not every other line is blank
-        evens = lines[i:stop:2]
-        if not all(map(bytes.startswith, evens, repeat(b"data: "))):
-            return -1
-        if end - pos > min(self._max_line, self._max_frame - 2 * seplen) and max(
-            map(len, evens)
-        ) > min(self._max_line, self._max_frame - 2 * seplen):
-            return -1
-        payloads = [line[6:] for line in evens]
-        index = self.event_count
-        extra = 6 + 2 * seplen
-        assert self._on_batch is not None
-        if not self._on_batch(payloads, index, pos, extra):
-            return -1  # the dialect wants them one by one (invalid UTF-8, U+FFFD, odd shapes)
-        self.event_count = index + pairs
-        if self._events is not None or self._track_frames:
-            starts = batch_offsets(payloads, pos, extra)
-            if self._events is not None:
-                self._events.extend(
-                    map(
-                        tuple.__new__,
-                        repeat(SSEEvent, pairs),
-                        zip(
-                            repeat("message", pairs),
-                            map(bytes.decode, payloads),
-                            repeat(self._last_id, pairs),
-                            repeat(None, pairs),
-                            range(index, index + pairs),
-                            starts,
-                            strict=False,
-                        ),
-                    )
-                )
-            if self._track_frames:
-                del starts[0]
-                self._frame_ends.extend(starts)
-        self._block_start = end
-        return end
-
-    def _frames(self, lines: list[bytes], i: int, pos: int, seplen: int) -> int:
-        """Lines from ``lines[i]`` on, at a block start: the two common shapes dispatch
-        straight from their lines, the rest goes through :meth:`_lines` frame by frame."""
-        n = len(lines)
-        events = self._events
-        on_data = self._on_data
-        frame_ends = self._frame_ends
-        max_line = self._max_line
-        max_frame = self._max_frame - 2 * seplen
+        whole = True  # try a run to the end of the read once: more would cost O(n) each
         while i < n:
             line = lines[i]
-            data = None
-            if not line and self._block_start == pos:
-                pos += seplen  # a blank line ending an empty block: a frame with no event
-                frame_ends.append(pos)
-                self._block_start = pos
-                i += 1
-                continue
-            if self._block_start == pos and i + 1 < n:
-                if not lines[i + 1] and line.startswith(b"data: "):
-                    if len(line) <= max_line and len(line) <= max_frame:
-                        try:
-                            data = line[6:].decode()
-                        except UnicodeDecodeError:
-                            data = None
-                        etype = "message"
-                        data_off = pos + 6
-                        size = len(line) + 2 * seplen
-                        step = 2
-                elif i + 2 < n and not lines[i + 2] and line.startswith(b"event: "):
-                    second = lines[i + 1]
-                    if (
-                        second.startswith(b"data: ")
-                        and len(line) <= max_line
-                        and len(second) <= max_line
-                        and len(line) + len(second) + seplen <= max_frame
-                    ):
-                        try:
-                            etype = line[7:].decode() or "message"
-                            data = second[6:].decode()
-                        except UnicodeDecodeError:
-                            data = None
-                        data_off = pos + len(line) + seplen + 6
-                        size = len(line) + len(second) + 3 * seplen
-                        step = 3
-            if data is not None and "\ufffd" not in data and "\ufffd" not in etype:
-                index = self.event_count
-                self.event_count = index + 1
-                if events is not None:
-                    events.append(SSEEvent(etype, data, self._last_id, None, index, pos))
-                on_data(etype, data, index, data_off)
-                pos += size
-                frame_ends.append(pos)
-                self._block_start = pos
-                i += step
-                continue
+            if self._block_start == pos:
+                if not line:  # blank lines with nothing before them: frame ends, no events
+                    m = runs.blanks.match(buf, pos - base)
+                    assert m is not None
+                    k = (m.end() - m.start()) // seplen
+                    if self._track_frames:
+                        self._frame_ends.extend(range(pos + seplen, pos + k * seplen + 1, seplen))
+                    pos += k * seplen
+                    self._block_start = pos
+                    self._reset_block()
+                    i += k
+                    continue
+                if i + 1 < n and not lines[i + 1] and line.startswith(b"data: "):
+                    pos, i = self._frames(lines, i, pos, seplen, buf, base, runs, whole)
+                    whole = False
+                    continue
+                if (
+                    i + 2 < n
+                    and not lines[i + 2]
+                    and line.startswith(b"event: ")
+                    and lines[i + 1].startswith(b"data: ")
+                ):
+                    pos, i = self._typed_frames(lines, i, pos, seplen, buf, base, runs, whole)
+                    whole = False
+                    continue
+            if i + 1 < n and line[:1] == lines[i + 1][:1]:  # a run of look-alike lines?
+                if line.startswith(b"data:") and lines[i + 1].startswith(b"data:"):
+                    pos, i = self._data_run(lines, i, pos, buf, base, runs)
+                    continue
+                if line[:1] == b":":
+                    pos, i = self._comment_run(lines, i, pos, buf, base, runs)
+                    continue
+            # Anything else: the field rules, up to and including the blank line that ends
+            # this block (one call per block keeps the per-line cost in one tight loop).
             try:
                 j = lines.index(b"", i) + 1
             except ValueError:
@@ -471,14 +474,253 @@ class EventStreamParser:
             i = j
         return pos
 
-    def _lines(self, lines: list[bytes], pos: int, seplen: int) -> int:
-        """Process complete lines starting at stream offset ``pos``; return the offset after."""
-        data = self._data
+    def _clean_region(self, region: bytes, pos: int) -> str | None:
+        """``region`` (whole lines from stream offset ``pos``) decoded, if the field rules
+        would take each of its lines as it is: valid UTF-8, no U+FFFD, no line or frame over
+        its limit (checked conservatively: the region as a whole); else None."""
+        if (
+            self._block_dropped
+            or len(region) > self._max_line
+            or pos + len(region) - self._block_start > self._max_frame
+        ):
+            return None
+        try:
+            text = region.decode()
+        except UnicodeDecodeError:
+            return None
+        # (a str search for one character is memchr-fast; the bytes search for EF BF BD
+        # is several times slower on text full of multi-byte characters)
+        return None if REPLACEMENT in text else text
+
+    def _comment_run(
+        self, lines: list[bytes], i: int, pos: int, buf: bytes, base: int, runs: _Runs
+    ) -> tuple[int, int]:
+        """Comment lines from ``lines[i]``: nothing to do when they are clean."""
+        m = runs.comments.match(buf, pos - base)
+        assert m is not None
+        start, end = m.span()
+        j = i + buf.count(runs.sep, start, end)
+        if self._clean_region(buf[start:end], pos) is None:
+            return self._lines(lines[i:j], pos, runs.seplen), j
+        return pos + end - start, j
+
+    def _data_run(
+        self, lines: list[bytes], i: int, pos: int, buf: bytes, base: int, runs: _Runs
+    ) -> tuple[int, int]:
+        """``data:`` lines from ``lines[i]`` within one block: their values join the data
+        buffer, as one string (values joined by LF, as the dispatch will join them)."""
+        m = runs.data_lines.match(buf, pos - base)
+        assert m is not None
+        start, end = m.span()
+        j = i + buf.count(runs.sep, start, end)
+        text = self._clean_region(buf[start:end], pos)
+        if text is None:
+            return self._lines(lines[i:j], pos, runs.seplen), j
+        if not self._data:
+            self._data_off = pos + (6 if buf[start + 5 : start + 6] == b" " else 5)
+        values = runs.data_prefix.sub("", text)[: -runs.seplen]
+        self._data.append(values if runs.sep == b"\n" else values.replace(runs.sep_str, "\n"))
+        return pos + end - start, j
+
+    def _frames(
+        self,
+        lines: list[bytes],
+        i: int,
+        pos: int,
+        seplen: int,
+        buf: bytes,
+        base: int,
+        runs: _Runs,
+        whole: bool,
+    ) -> tuple[int, int]:
+        """A run of ``data: X`` + blank frames from ``lines[i]`` at a block start (at least
+        one), dispatched whole; returns the offset and the index after the run.
+
+        With ``whole`` (once per read) it first tries the rest of the read as one run;
+        else, or if that fails, the scans stop at the run's end, so the cost is the run's.
+        """
+        n = len(lines)
+        pairs = (n - i) >> 1
+        evens: list[bytes] | None = None
+        if pairs == 1:
+            evens = [lines[i]]  # the caller saw it: one event per read, as tokens arrive
+        elif whole:  # the usual read: nothing but such frames (one C-level pass each)
+            evens = lines[i : i + 2 * pairs : 2]
+            if any(lines[i + 1 :: 2]) or not all(map(bytes.startswith, evens, repeat(b"data: "))):
+                evens = None
+        if evens is None:  # a scan that stops where the run stops
+            m = runs.frames.match(buf, pos - base)
+            assert m is not None
+            pairs = buf.count(runs.sep, *m.span()) >> 1
+            evens = lines[i : i + 2 * pairs : 2]
+        payloads = [line[6:] for line in evens]
+        joined = b"\n".join(payloads)
+        if len(joined) + 6 > self._limit and max(map(len, evens)) > self._limit:
+            return self._lines_frames(lines, i, pairs, pos, seplen)
+        try:
+            text = joined.decode()
+        except UnicodeDecodeError:
+            return self._lines_frames(lines, i, pairs, pos, seplen)
+        if REPLACEMENT in text:
+            return self._lines_frames(lines, i, pairs, pos, seplen)
+        index = self.event_count
+        extra = 6 + 2 * seplen
+        last_id = self._last_id
+        events = self._events
+        on_batch = self._on_batch
+        starts: list[int] | None = None
+        if on_batch is not None and on_batch(payloads, index, pos, extra):
+            self.event_count = index + pairs
+            if events is not None or self._track_frames:
+                starts = batch_offsets(payloads, pos, extra)
+            if events is not None:
+                events.extend(
+                    map(
+                        tuple.__new__,
+                        repeat(SSEEvent, pairs),
+                        zip(
+                            repeat("message", pairs),
+                            text.split("\n"),
+                            repeat(last_id, pairs),
+                            repeat(None, pairs),
+                            range(index, index + pairs),
+                            starts,  # type: ignore[arg-type]
+                            strict=False,
+                        ),
+                    )
+                )
+        else:
+            starts = batch_offsets(payloads, pos, extra)
+            for k, data in enumerate(text.split("\n")):
+                self.event_count = index + k + 1
+                if events is not None:
+                    events.append(SSEEvent("message", data, last_id, None, index + k, starts[k]))
+                self._on_data("message", data, index + k, starts[k] + 6)  # may switch dialect
+        if starts is not None and self._track_frames:
+            self._frame_ends.extend(islice(starts, 1, None))
+        pos += len(joined) - (pairs - 1) + pairs * extra
+        self._block_start = pos
+        return pos, i + 2 * pairs
+
+    def _typed_frames(
+        self,
+        lines: list[bytes],
+        i: int,
+        pos: int,
+        seplen: int,
+        buf: bytes,
+        base: int,
+        runs: _Runs,
+        whole: bool,
+    ) -> tuple[int, int]:
+        """A run of ``event: E`` + ``data: X`` + blank frames from ``lines[i]`` at a block
+        start (Anthropic's and Responses' shape), dispatched one by one without the per-line
+        field work; returns the offset and index after the run."""
+        n = len(lines)
+        k = (n - i) // 3
+        if k > 1 and not (
+            whole
+            and not any(lines[i + 2 :: 3])
+            and all(map(bytes.startswith, lines[i + 1 : i + 3 * k : 3], repeat(b"data: ")))
+            and all(map(bytes.startswith, lines[i : i + 3 * k : 3], repeat(b"event: ")))
+        ):
+            m = runs.typed_frames.match(buf, pos - base)
+            assert m is not None
+            k = buf.count(runs.sep, *m.span()) // 3
+        heads = lines[i : i + 3 * k : 3]
+        bodies = lines[i + 1 : i + 3 * k : 3]
+        j = i + 3 * k
+        types_raw = b"\n".join([h[7:] for h in heads])
+        data_raw = b"\n".join([b[6:] for b in bodies])
+        if len(types_raw) + len(data_raw) + 13 + seplen > self._limit:
+            longest = max(map(len, chain(heads, bodies)))
+            if longest > self._max_line or 2 * longest + seplen > self._max_frame:
+                return self._lines(lines[i:j], pos, seplen), j
+        try:
+            types_text = types_raw.decode()
+            data_text = data_raw.decode()
+        except UnicodeDecodeError:
+            return self._lines(lines[i:j], pos, seplen), j
+        if REPLACEMENT in types_text or REPLACEMENT in data_text:
+            return self._lines(lines[i:j], pos, seplen), j
+        types = types_text.split("\n")
+        datas = data_text.split("\n")
+        if "" in types:
+            types = [t or "message" for t in types]
+        starts = list(
+            accumulate(
+                map(add, map(add, map(len, heads), map(len, bodies)), repeat(3 * seplen)),
+                initial=pos,
+            )
+        )
+        index = self.event_count
+        if self._events is not None:
+            self._events.extend(
+                map(
+                    tuple.__new__,
+                    repeat(SSEEvent, k),
+                    zip(types, datas, repeat(self._last_id), repeat(None), count(index), starts),
+                )
+            )
+        # (a dialect detected on the first event swaps the callbacks; the old one forwards)
+        on_data = self._on_data
+        skip = seplen + 6
+        for start, head, etype, data in zip(starts, heads, types, datas, strict=False):
+            on_data(etype, data, index, start + len(head) + skip)
+            index += 1
+        self.event_count = index
+        pos = starts[-1]
+        self._block_start = pos
+        if self._track_frames:
+            self._frame_ends.extend(islice(starts, 1, None))
+        return pos, j
+
+    def _single_frame(self, chunk: bytes) -> bool:
+        """The one-frame read of :meth:`feed`, if clean; else False and nothing changed."""
+        payload = chunk[6:-2]
+        if len(chunk) - 2 > self._limit:
+            return False
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError:
+            return False
+        if REPLACEMENT in text:
+            return False
+        pos = self._offset
+        index = self.event_count
+        self.event_count = index + 1
+        self._counts[0] += 2
+        end = pos + len(chunk)
+        self._offset = self._block_start = end
+        self._head = b""
+        if self._events is not None:
+            self._events.append(SSEEvent("message", text, self._last_id, None, index, pos))
+        if self._track_frames:
+            self._frame_ends.append(end)
+        on_batch = self._on_batch
+        if on_batch is None or not on_batch([payload], index, pos, 8):
+            self._on_data("message", text, index, pos + 6)
+        return True
+
+    def _lines_frames(
+        self, lines: list[bytes], i: int, pairs: int, pos: int, seplen: int
+    ) -> tuple[int, int]:
+        """A run of frames the fast path cannot vouch for: the field rules take it all."""
+        return self._lines(lines[i : i + 2 * pairs], pos, seplen), i + 2 * pairs
+
+    def _reset_block(self) -> None:
+        self._event_type = ""
+        self._retry = None
+        self._block_dropped = False
+
+    def _lines(self, lines: Sequence[bytes], pos: int, seplen: int) -> int:
+        """The field rules, line by line, from stream offset ``pos``; returns the offset after."""
         max_frame = self._max_frame
         max_line = self._max_line
         for line in lines:
             end = pos + len(line) + seplen
             if not line:
+                data = self._data
                 if data:
                     index = self.event_count
                     self.event_count = index + 1
@@ -490,11 +732,9 @@ class EventStreamParser:
                                 etype, text, self._last_id, self._retry, index, self._block_start
                             )
                         )
+                    self._data = []
                     self._on_data(etype, text, index, self._data_off)
-                    data = self._data = []
-                self._event_type = ""
-                self._retry = None
-                self._block_dropped = False
+                self._reset_block()
                 self._block_start = end
                 self._frame_ends.append(end)
             elif self._block_dropped:
@@ -504,7 +744,6 @@ class EventStreamParser:
                 # which cannot know the frame size yet, so the line check comes first.
                 self.alerts.append(OversizedFrame(kind="line", limit=max_line, byte_offset=pos))
                 self._drop_block()
-                data = self._data
             elif pos + len(line) - self._block_start > max_frame:
                 # up to the line's end, not its terminator: a CRLF cut after the CR is a
                 # 1-byte terminator now and a 2-byte one whole; the verdict must not differ
@@ -512,21 +751,8 @@ class EventStreamParser:
                     OversizedFrame(kind="frame", limit=max_frame, byte_offset=self._block_start)
                 )
                 self._drop_block()
-                data = self._data
-            elif line.startswith(b"data: "):
-                if not data:
-                    self._data_off = pos + 6
-                try:
-                    value = line[6:].decode()
-                except UnicodeDecodeError:
-                    value = self._decode_slow(line[6:], pos + 6)
-                else:
-                    if "\ufffd" in value:  # valid UTF-8, so upstream sent it encoded
-                        self._report_literals(line, pos)
-                data.append(value)
             else:
                 self._field(line, pos)
-                data = self._data
             pos = end
         return pos
 
@@ -534,10 +760,11 @@ class EventStreamParser:
         try:
             text = line.decode()
         except UnicodeDecodeError:
-            text = self._decode_slow(line, pos)
+            text = line.decode("utf-8", "replace")
+            self._report_fffd(line, text, pos)
         else:
-            if "\ufffd" in text:
-                self._report_literals(line, pos)
+            if REPLACEMENT in text:  # valid UTF-8, so upstream sent it encoded
+                self._report_fffd(line, text, pos)
         if text[0] == ":":
             return  # comment
         colon = text.find(":")
@@ -563,24 +790,17 @@ class EventStreamParser:
             with contextlib.suppress(ValueError):
                 self._retry = int(value)
 
-    def _decode_slow(self, raw: bytes, pos: int) -> str:
-        """Decode a line that holds invalid UTF-8: each bad subpart, and each encoded
-        U+FFFD beside them, reported in stream order."""
-        text, bad = decode_replacing(raw)
-        found = [(pos + rel, ReplacementChar.INVALID_UTF8) for rel in bad]
-        if REPLACEMENT_BYTES in raw:
-            found += [(pos + rel, ReplacementChar.UPSTREAM_LITERAL) for rel in literal_offsets(raw)]
-            found.sort()
+    def _report_fffd(self, raw: bytes, text: str, pos: int) -> None:
+        """Every U+FFFD of a decoded line, by cause, in stream order (a flood counted)."""
         index = self.event_count
-        for offset, cause in found:
-            self.alerts.append(ReplacementChar(cause=cause, byte_offset=offset, event_index=index))
-        return text
-
-    def _report_literals(self, line: bytes, pos: int) -> None:
-        index = self.event_count
-        for rel in literal_offsets(line):
+        for rel, literal, n in replacement_runs(raw, text):
             self.alerts.append(
                 ReplacementChar(
-                    cause=ReplacementChar.UPSTREAM_LITERAL, byte_offset=pos + rel, event_index=index
+                    cause=ReplacementChar.UPSTREAM_LITERAL
+                    if literal
+                    else ReplacementChar.INVALID_UTF8,
+                    byte_offset=pos + rel,
+                    event_index=index,
+                    count=n,
                 )
             )

@@ -40,11 +40,18 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """What one ``feed`` or ``close`` produced. ``frame_ends`` are stream offsets."""
+    """What one ``feed`` or ``close`` produced. ``frame_ends`` are stream offsets.
+
+    ``tentative_end``: the read ended with the CR of a blank line, so a frame ends either
+    here or one byte later if the next read starts with LF. The next ``feed`` (or
+    ``close``) settles it and reports the real end among its ``frame_ends``; a planner that
+    must not split a CRLF holds the frame until then.
+    """
 
     events: tuple[SSEEvent, ...] = ()
     alerts: tuple[Alert, ...] = ()
     frame_ends: tuple[int, ...] = ()
+    tentative_end: int | None = None
 
 
 _EMPTY = Output()
@@ -193,15 +200,18 @@ class StreamReassembler:
         alerts = self._alerts
         events = self._events
         frame_ends = self._parser.take_frame_ends()
-        if not (alerts or events or frame_ends):
+        tentative = self._parser.tentative_end
+        if not (alerts or events or frame_ends or tentative is not None):
             return _EMPTY
-        out = Output(tuple(events), tuple(alerts), tuple(frame_ends))
+        out = Output(tuple(events), tuple(alerts), tuple(frame_ends), tentative)
         if alerts:
             counts = self.alert_counts
             for alert in alerts:
-                counts[alert.name] += 1
                 if type(alert) is ReplacementChar:
-                    self._fffd_alerts += 1
+                    counts[alert.name] += alert.count
+                    self._fffd_alerts += alert.count
+                else:
+                    counts[alert.name] += 1
             alerts.clear()
         if events:
             events.clear()

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_MAX_HOLD",
     "MODES",
     "ChaosPlanner",
+    "FrameHolder",
     "FramesPlanner",
     "PassthroughPlanner",
     "Planner",
@@ -81,6 +82,48 @@ class PassthroughPlanner(Planner):
         return []
 
 
+class FrameHolder:
+    """Holds upstream bytes until frames end; the one place planners cut at frame ends.
+
+    Frame ends come from the reassembler, settled: a blank line whose CR ended a read is
+    reported only once the next byte (or the end of the stream) shows whether a LF belongs
+    to it, so a held frame never ends between the CR and the LF of one CRLF. Nothing here
+    re-derives line endings.
+    """
+
+    __slots__ = ("_fed", "_held", "_held_start")
+
+    def __init__(self) -> None:
+        self._held = bytearray()
+        self._held_start = 0  # stream offset of the first held byte
+        self._fed = 0
+
+    @property
+    def held(self) -> int:
+        """Bytes held (a partial frame)."""
+        return len(self._held)
+
+    def add(self, chunk: bytes, frame_ends: Sequence[int]) -> list[bytes]:
+        """Take the next chunk; return every frame that is now complete, in order."""
+        self._held += chunk
+        self._fed += len(chunk)
+        ends = _new_ends(frame_ends, self._held_start, self._fed)
+        if not ends:
+            return []
+        data = bytes(self._held)
+        pieces = split_at(data, [e - self._held_start for e in ends])
+        self._held = bytearray(pieces[-1])
+        self._held_start = ends[-1]
+        return pieces[:-1]
+
+    def take_all(self) -> bytes:
+        """Everything held, complete frame or not (memory bound reached, or end of stream)."""
+        data = bytes(self._held)
+        self._held = bytearray()
+        self._held_start = self._fed
+        return data
+
+
 class FramesPlanner(Planner):
     """Whole frames only, one write per frame, bytes unchanged (for fragile clients).
 
@@ -93,47 +136,19 @@ class FramesPlanner(Planner):
         if max_hold < 0:
             raise ValueError("max_hold must be >= 0")
         self._max_hold = max_hold
-        self._held = bytearray()
-        self._held_start = 0
-        self._fed = 0
-        self._cr_end: int | None = None
+        self._holder = FrameHolder()
 
     def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
-        """Hold the chunk; write each frame that is now complete.
-
-        A read that ends in the CR of a blank line gets a frame end after the CR, and a
-        second one after the LF if the next read starts with it. The first is held until
-        the next read, so a CRLF blank line never spans two writes; with no LF (a bare-CR
-        stream) the held end comes back then.
-        """
-        self._held += chunk
-        self._fed += len(chunk)
-        ends = _new_ends(frame_ends, self._held_start, self._fed)
-        if self._cr_end is not None:
-            held, self._cr_end = self._cr_end, None
-            if held + 1 not in ends and held > self._held_start:  # not flushed meanwhile
-                ends = sorted({*ends, held})
-        if ends and ends[-1] == self._fed and chunk.endswith(b"\r"):
-            self._cr_end = ends.pop()
-        writes: list[Write] = []
-        if ends:
-            data = bytes(self._held)
-            pieces = split_at(data, [e - self._held_start for e in ends])
-            writes = [Write(p) for p in pieces[:-1]]
-            self._held = bytearray(pieces[-1])
-            self._held_start = ends[-1]
-        if len(self._held) > self._max_hold:
+        """Hold the chunk; write each frame that is now complete."""
+        writes = [Write(frame) for frame in self._holder.add(chunk, frame_ends)]
+        if self._holder.held > self._max_hold:
             writes += self.flush()
         return writes
 
     def flush(self) -> list[Write]:
         """Write whatever is held, complete frame or not."""
-        if not self._held:
-            return []
-        data = bytes(self._held)
-        self._held = bytearray()
-        self._held_start = self._fed
-        return [Write(data)]
+        data = self._holder.take_all()
+        return [Write(data)] if data else []
 
 
 class ChaosPlanner(Planner):
@@ -161,8 +176,7 @@ class ChaosPlanner(Planner):
         self._rewrites = spec.rewrites
         self._hold = bool(self._rewrites) or spec.coalesce
         self._group_limit = spec.frames_per_write if spec.coalesce else 1
-        self._held = bytearray()
-        self._held_start = 0
+        self._holder = FrameHolder()
         self._fed = 0
         self._out = 0
         self._group: list[bytes] = []
@@ -178,19 +192,12 @@ class ChaosPlanner(Planner):
         if not self._hold:
             ends = _new_ends(frame_ends, start, self._fed)
             return self._emit(chunk, [e - start for e in ends])
-        self._held += chunk
-        ends = _new_ends(frame_ends, self._held_start, self._fed)
         writes: list[Write] = []
-        if ends:
-            data = bytes(self._held)
-            pieces = split_at(data, [e - self._held_start for e in ends])
-            for frame in pieces[:-1]:
-                writes += self._take_frame(frame)
-            self._held = bytearray(pieces[-1])
-            self._held_start = ends[-1]
-        if len(self._held) + self._group_bytes > self._max_hold:
+        for frame in self._holder.add(chunk, frame_ends):
+            writes += self._take_frame(frame)
+        if self._holder.held + self._group_bytes > self._max_hold:
             writes += self._emit_group()
-            if len(self._held) > self._max_hold:
+            if self._holder.held > self._max_hold:
                 writes += self._emit_held()
                 self._mid_frame = True
         return writes
@@ -204,10 +211,7 @@ class ChaosPlanner(Planner):
         if self._mid_frame:
             self._mid_frame = False  # this frame end completes the frame written in part
         elif self._rewrites:
-            try:
-                out = apply_rewrites(self._rewrites, frame, self._rewrite_rng, first=self._first)
-            except ValueError:
-                out = frame  # the reassembler saw an end the line splitter did not: keep it
+            out = apply_rewrites(self._rewrites, frame, self._rewrite_rng, first=self._first)
         self._first = False
         if out:
             self._group.append(out)
@@ -230,9 +234,7 @@ class ChaosPlanner(Planner):
         return self._emit(data, ends)
 
     def _emit_held(self) -> list[Write]:
-        data = bytes(self._held)
-        self._held = bytearray()
-        self._held_start = self._fed
+        data = self._holder.take_all()
         if data:
             self._first = False
         return self._emit(data, ())

@@ -25,7 +25,7 @@ from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url
 from proxy.metrics import Metrics
 from proxy.rechunk.planner import Planner, make_planner
 from proxy.rechunk.spec import ChaosSpec, parse_chaos_header
-from proxy.server.decompress import DecodeFailed, make_observer_decoder
+from proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
 from proxy.server.headers import (
     is_event_stream,
     request_headers_for_upstream,
@@ -490,13 +490,17 @@ class _SseRelay:
             frame_ends=mode != "passthrough",  # only planners cut at frame ends
             keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
         )
-        self.decode = None
+        self.decode: ObserverDecoder | None = None
         encoding = upstream.headers.get("Content-Encoding")
         try:
-            self.decode = make_observer_decoder(encoding)
+            self.decode = make_observer_decoder(
+                encoding,
+                max_ratio=cfg.max_decompressed_ratio,
+                max_bytes=cfg.max_decompressed_bytes,
+            )
         except DecodeFailed as exc:
             self.observing = False
-            log.warning("stream.not_observed", reason=str(exc))
+            log.warning("stream.not_observed", reason=exc.reason, **exc.details)
         else:
             self.observing = True
         self.planner: Planner | None = None
@@ -536,8 +540,12 @@ class _SseRelay:
                     received += len(chunk)
                     if self.recorder is not None:
                         self.recorder.read(chunk)
-                    frame_ends = self._observe(chunk)
-                    await self._forward(chunk, frame_ends)
+                    if self.decode is None:
+                        frame_ends = self._observe(chunk)
+                        await self._forward(chunk, frame_ends)
+                    else:  # compressed: no planner; the client's bytes go first
+                        await self._forward(chunk, ())
+                        await self._observe_decoded(self.decode, chunk)
                 if self.planner is not None:
                     await self._send(self.planner.flush())
         except _ClientGone:
@@ -578,18 +586,25 @@ class _SseRelay:
     def _observe(self, chunk: bytes) -> tuple[int, ...]:
         if not self.observing:
             return ()
-        observed = chunk
-        if self.decode is not None:
-            try:
-                observed = self.decode(chunk)
-            except DecodeFailed as exc:
-                self.observing = False
-                self.log.warning("stream.not_observed", reason=str(exc))
-                return ()
-        out = self.reassembler.feed(observed)
+        out = self.reassembler.feed(chunk)
         if out.alerts:
             self.sink.emit_all(out.alerts)
         return out.frame_ends
+
+    async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes) -> None:
+        """Feed the decompressed copy in bounded slices, letting other streams run between."""
+        if not self.observing:
+            return
+        first = True
+        try:
+            for piece in decode.feed(chunk):
+                if not first:
+                    await asyncio.sleep(0)
+                first = False
+                self._observe(piece)
+        except DecodeFailed as exc:
+            self.observing = False
+            self.log.warning("stream.not_observed", reason=exc.reason, **exc.details)
 
     async def _forward(self, chunk: bytes, frame_ends: tuple[int, ...]) -> None:
         if self.planner is None:
@@ -609,7 +624,8 @@ class _SseRelay:
         if not reassembler.closed:
             out = reassembler.close(
                 upstream_error=upstream_error,
-                abandoned=ended_by in ("client_disconnect", "shutdown"),
+                # a stream not read to its end gets no end-of-stream verdicts
+                abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
             self.sink.emit_all(out.alerts)
         now = time.monotonic()

@@ -365,12 +365,14 @@ def test_redact_text_scrubs_free_text(text: str, kept: str) -> None:
     assert kept in out
 
 
-def test_redact_text_is_linear_on_hostile_input() -> None:
-    """A long key-like word does not make the scrubber quadratic (bounded repeats)."""
+def test_redact_text_scrubs_hostile_input() -> None:
+    """A long key-like word before a long secret: the secret goes, the word stays. (That
+    the scrubber stays linear on such input is measured by bench/bench_redaction.py; a
+    quadratic one would trip the suite's per-test timeout here.)"""
     text = ("k" * 200_000) + " token=" + ("a" * 200_000)
-    started = time.perf_counter()
-    redact_text(text)
-    assert time.perf_counter() - started < 1.0
+    out = redact_text(text)
+    assert out.startswith("k" * 200_000 + " token=")
+    assert "aaaa" not in out
 
 
 def test_format_exception_redacted_withholds_parser_messages() -> None:

@@ -66,7 +66,7 @@ async def test_health(proxy_url: str, session: aiohttp.ClientSession) -> None:
 
 @pytest.mark.asyncio
 async def test_metrics_count_streams_alerts_bytes_and_errors(
-    mock_url: str, start: StartProxy, session: aiohttp.ClientSession
+    mock_url: str, start: StartProxy, session: aiohttp.ClientSession, logs: LogEntries
 ) -> None:
     """After clean, faulty, cut and failed requests the metrics hold the exact counts."""
     url = await start(mock_url)
@@ -80,11 +80,14 @@ async def test_metrics_count_streams_alerts_bytes_and_errors(
     ) as resp:
         faulty = await resp.read()
     async with session.post(f"{url}/sse/raw?close_early=1", data=clean) as resp:
+        cut_sid = resp.headers[STREAM_ID]
         with pytest.raises(aiohttp.ClientPayloadError):
             await resp.read()
     async with session.get(f"{url}/bytes/1000") as resp:
         await resp.read()
-    await asyncio.sleep(0.1)  # the cut stream's summary may land just after the client
+    # The cut stream's summary (and its metrics, counted in the same step) may land just
+    # after the client saw the cut.
+    await wait_for(logs, "stream.summary", cut_sid)
     status, ctype, text = await _get_text(session, f"{url}/_sse-proxy/metrics")
     assert status == 200
     assert ctype.startswith("text/plain")
@@ -207,6 +210,7 @@ async def _secret_traffic(url: str) -> list[str]:
         async with client.post(
             f"{url}/sse/raw?close_early=1", data=fixtures.clean_stream(), headers=SECRETS
         ) as resp:
+            sids.append(resp.headers[STREAM_ID])
             with pytest.raises(aiohttp.ClientPayloadError):
                 await resp.read()
     return sids
@@ -249,7 +253,8 @@ async def test_json_log_lines_carry_no_secrets(
         client.get(f"{down}/x", headers=SECRETS) as resp,
     ):
         assert resp.status == 502
-    await asyncio.sleep(0.1)
+    # The cut stream's summary may land just after the client saw the cut.
+    await _rendered(json_log, "stream.summary", sids[3])
     text = json_log.getvalue()
     lines = [json.loads(line) for line in text.splitlines()]
     assert len(lines) >= 6
@@ -267,6 +272,17 @@ async def test_json_log_lines_carry_no_secrets(
     assert alerts
     assert all(a["level"] == "warning" and a["stream_id"] == sids[1] for a in alerts)
     assert by_event["upstream.error"][0]["level"] == "warning"
+
+
+async def _rendered(buffer: io.StringIO, event: str, stream_id: str) -> None:
+    """Wait until the JSON log in ``buffer`` holds ``event`` for ``stream_id`` (a buffer
+    has no event to await: poll it, up to 5 s)."""
+    for _ in range(500):
+        lines = map(json.loads, buffer.getvalue().splitlines())
+        if any(e["event"] == event and e.get("stream_id") == stream_id for e in lines):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{event} of {stream_id} not logged")
 
 
 def test_redaction_of_fields_that_look_secret(json_log: io.StringIO) -> None:
@@ -304,8 +320,8 @@ async def test_recordings_carry_no_secrets(
     """With record_dir set, each SSE stream is recorded with its secret headers redacted."""
     url = await start(mock_url, record_dir=str(tmp_path))
     sids = await _secret_traffic(url)
-    await wait_for(logs, "stream.summary", sids[1])
-    await asyncio.sleep(0.1)
+    for sid in (sids[0], sids[1], sids[3]):  # a recording is finished with its summary
+        await wait_for(logs, "stream.summary", sid)
     files = sorted(tmp_path.glob("*.ssrec"))  # noqa: ASYNC240 - a tiny local directory
     assert len(files) == 3  # the three SSE streams; the plain echo is not recorded
     for path in files:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, ClassVar
 
 import orjson
 
 from proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
 from proxy.core.framing import escape_preview
+from proxy.core.utf8 import DETAIL_LIMIT
 
 __all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "loads", "text_of"]
 
@@ -106,7 +109,8 @@ class Accumulator:
         self.fffd_seen = 0
         self._fffd_index = -1
         self._fffd_known = 0
-        self._fffd_escapes: list[int] = []
+        self._fffd_escapes: Iterator[int] = iter(())
+        self._fffd_detailed = 0
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         """Take one dispatched event (``offset``: where its data starts in the stream)."""
@@ -114,9 +118,9 @@ class Accumulator:
     def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
         """Take a run of single-line ``data:`` events whole, or return False untouched.
 
-        See :data:`proxy.core.framing.BatchCallback`. Taking it means vouching that every
-        payload is valid UTF-8 without U+FFFD, which the framer no longer checks. This
-        default declines, so the framer dispatches the events one by one.
+        See :data:`proxy.core.framing.BatchCallback`: the framer has checked every payload
+        (valid UTF-8, no U+FFFD). This default declines, so the framer dispatches the events
+        one by one.
         """
         return False
 
@@ -157,7 +161,9 @@ class Accumulator:
 
         The parser already reported every U+FFFD that is in the decoded payload (invalid
         bytes, or an encoded U+FFFD). One that appears only after JSON decoding was sent
-        as a ``\\ufffd`` escape: upstream lost that character before the stream.
+        as a ``\\ufffd`` escape: upstream lost that character before the stream. The
+        escapes' byte offsets come from one pass over the payload, taken as they are needed,
+        and past :data:`DETAIL_LIMIT` per payload the rest are one counted alert.
         """
         n = piece.count("\ufffd")
         if not n:
@@ -166,18 +172,40 @@ class Accumulator:
         if index != self._fffd_index:
             self._fffd_index = index
             self._fffd_known = data.count("\ufffd")
-            self._fffd_escapes = [
-                offset + len(data[: m.start()].encode()) for m in _ESCAPED_FFFD.finditer(data)
-            ]
+            self._fffd_escapes = _escape_offsets(data, offset)
+            self._fffd_detailed = 0
         known = min(n, self._fffd_known)
         self._fffd_known -= known
-        for _ in range(n - known):
-            at = self._fffd_escapes.pop(0) if self._fffd_escapes else offset
+        left = n - known
+        while left:
+            at = next(self._fffd_escapes, offset)
+            many = left if self._fffd_detailed >= DETAIL_LIMIT else 1
+            if many > 1:  # the rest of this payload's escapes, counted: skip their offsets
+                self._fffd_escapes = islice(self._fffd_escapes, many - 1, None)
+            self._fffd_detailed += 1
+            left -= many
             self.alerts.append(
                 ReplacementChar(
-                    cause=ReplacementChar.UPSTREAM_LITERAL, byte_offset=at, event_index=index
+                    cause=ReplacementChar.UPSTREAM_LITERAL,
+                    byte_offset=at,
+                    event_index=index,
+                    count=many,
                 )
             )
+
+
+def _escape_offsets(data: str, offset: int) -> Iterator[int]:
+    """Stream byte offsets of each ``\\ufffd`` escape in ``data`` (which starts at
+    ``offset``), computed with a running count: linear however many there are."""
+    if data.isascii():
+        for m in _ESCAPED_FFFD.finditer(data):
+            yield offset + m.start()
+        return
+    last = 0
+    for m in _ESCAPED_FFFD.finditer(data):
+        offset += len(data[last : m.start()].encode())
+        last = m.start()
+        yield offset
 
 
 class JsonAccumulator(Accumulator):
