@@ -183,7 +183,7 @@ class RouteTable:
                 Route(
                     name=name,
                     prefix=spec.prefix,
-                    upstream=spec.upstream.rstrip("/") if spec.upstream != "/" else spec.upstream,
+                    upstream=spec.upstream.rstrip("/"),
                     dialect=spec.dialect or cfg.dialect,
                     headers=headers,
                     drop_client_auth=spec.drop_client_auth or cfg.drop_client_auth,
