@@ -7,7 +7,7 @@ import re
 import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice, repeat
+from itertools import islice
 from typing import Any, ClassVar
 
 import msgspec
@@ -175,14 +175,16 @@ class Accumulator:
         if not n:
             return
         self.fffd_seen += n
-        marks = self._escapes.marked.get(piece)
-        if not marks:
-            return
         esc = self._escapes
-        marked = marks.pop(0)
-        total = esc.pattern.subn("", marked)[1]
+        marked = esc.marked_copy(piece)
+        if marked is None:
+            return  # its U+FFFD were in the decoded payload: the framer reported them
+        found = esc.distinct.findall(marked)
+        total = len(found) + (marked.count(esc.shared) if esc.shared else 0)
         left = max(0, DETAIL_LIMIT - esc.detailed)
-        first = [ord(m.group()) - esc.base for m in islice(esc.pattern.finditer(marked), left + 1)]
+        first = [
+            ord(m.group()) - esc.base for m in islice(esc.any_marker.finditer(marked), left + 1)
+        ]
         detailed = min(total, left)
         esc.detailed += detailed
         for k in first[:detailed]:
@@ -210,30 +212,52 @@ def _simple_locate(data: str, offset: int, i: int) -> int:
 
 # a "\ufffd" escape, not an escaped backslash followed by "ufffd"
 _ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)(\\u[fF][fF][fF][dD])")
-
-
-_MARKERS_FROM = 0xF0000  # the supplementary private use planes: markers come from here
+# the supplementary private use planes: markers come from here
+_PLAIN_ESCAPE = re.compile(r"\\u[fF][fF][fF][dD]")
+_PRIVATE = re.compile("[\U000f0000-\U0010ffff]")
+_MARKERS_FROM = 0xF0000
 _MARKERS_TO = 0x110000
+# escapes of one payload that get a marker of their own; the rest share one (counted,
+# located at the first of them)
+_DISTINCT = 256
+_NEVER = re.compile("(?!)")
 
 
 @dataclass(slots=True)
 class _Escapes:
-    """One payload's ``\\ufffd`` escapes: escape k was read as the private character
-    ``base + k`` (the last one stands for all beyond the range), found with ``pattern``."""
+    """One payload's ``\\ufffd`` escapes: escape k < :data:`_DISTINCT` was read as the
+    private character ``base + k``, every later one as ``shared``."""
 
     data: str = ""
     offset: int = 0
-    parts: list[str] = field(default_factory=list)  # data split around its escapes
+    parts: list[str] = field(default_factory=list)  # data split around its first escapes
     base: int = _MARKERS_FROM
-    pattern: re.Pattern[str] = re.compile("(?!)")
+    shared: str = ""
+    shared_at: int = 0  # where in data the first escape sharing a marker is
+    distinct: re.Pattern[str] = _NEVER
+    any_marker: re.Pattern[str] = _NEVER
     locate: Callable[[str, int, int], int] = _simple_locate
-    marked: dict[str, list[str]] = field(default_factory=dict)  # real piece -> marked copies
+    by_id: dict[int, str] = field(default_factory=dict)  # id(real string) -> marked copy
+    pairs: list[tuple[str, str]] = field(default_factory=list)
     detailed: int = 0
+
+    def marked_copy(self, piece: str) -> str | None:
+        """The marked copy of a string of the payload (found by identity: dialects take
+        their pieces straight out of the parsed object; by value for any that do not)."""
+        found = self.by_id.get(id(piece))
+        if found is not None:
+            return found
+        for real, marked in self.pairs:
+            if real == piece:
+                return marked
+        return None
 
     def offset_of(self, k: int) -> int:
         """The stream offset of escape ``k``: 3k + 2 parts before it, of which the k
         escapes are 1-character markers now, 6 characters in ``data``."""
-        k = min(k, len(self.parts) // 3 - 1)
+        n = len(self.parts) // 3
+        if k >= n:
+            return self.locate(self.data, self.offset, self.shared_at)
         at = sum(map(len, self.parts[: 3 * k + 2])) + 5 * k
         return self.locate(self.data, self.offset, at)
 
@@ -241,18 +265,15 @@ class _Escapes:
 _NO_ESCAPES = _Escapes()
 
 
-def _free_range(used: set[str], size: int) -> tuple[int, int]:
-    """The longest run of code points, up to ``size``, that occurs nowhere in ``used``."""
-    taken = sorted(c for c in map(ord, used) if c >= _MARKERS_FROM)
-    best = (0, 0)
+def _free_range(used: set[str], size: int) -> int:
+    """The first code point of ``size`` private ones that occur nowhere in ``used`` (0 if
+    none: a payload that uses the whole private planes)."""
     lo = _MARKERS_FROM
-    for c in [*taken, _MARKERS_TO]:
-        if c - lo > best[1] - best[0]:
-            best = (lo, min(c, lo + size))
-            if best[1] - best[0] >= size:
-                break
+    for c in sorted(map(ord, used)):
+        if c - lo >= size:
+            return lo
         lo = max(lo, c + 1)
-    return best
+    return lo if _MARKERS_TO - lo >= size else 0
 
 
 def _find_escapes(
@@ -260,32 +281,45 @@ def _find_escapes(
 ) -> _Escapes | None:
     """Read ``data`` again with each escape made a marker; None if it holds no escape.
 
-    C-level throughout (a regex split, a map, a join), since a payload may hold a great
-    many escapes: only the escapes that get reported are located, by :meth:`offset_of`.
+    C-level throughout (a bounded regex split, one regex substitution, a join), since a
+    payload may hold a great many escapes; only escapes that get reported are located.
     """
-    parts = _ESCAPE.split(data)  # [text, backslash pairs, escape, text, ...]
+    parts = _ESCAPE.split(data, maxsplit=_DISTINCT)  # [text, backslashes, escape, ..., rest]
     n = len(parts) // 3
     if not n:
         return None
-    used = set(data)
-    for value in _strings(obj):
-        used.update(value)
-    base, end = _free_range(used, n)
-    if end <= base:
+    strings = list(_strings(obj))
+    used = set(_PRIVATE.findall(data))
+    for value in strings:
+        if _PRIVATE.search(value):
+            used.update(_PRIVATE.findall(value))
+    base = _free_range(used, n + 2)
+    if not base:
         return None
-    last_marker = end - 1
-    # a raw character is as valid inside a JSON string as the escape was
-    parts[2::3] = map(chr, (*range(base, min(end, base + n)), *repeat(last_marker, base + n - end)))
+    esc = _Escapes(data, offset, parts, base, locate=locate)
+    parts[2::3] = map(chr, range(base, base + n))  # a raw character is as valid in JSON
+    rest = parts[-1]
+    later = _ESCAPE.search(rest)
+    if later is not None:
+        esc.shared = chr(base + n)
+        esc.shared_at = len(data) - len(rest) + later.start(2)
+        # (no group in the replacement: re's C fast path, not a Python call per escape;
+        # an escaped backslash is set aside first, so "\\\\ufffd" stays text)
+        aside = chr(base + n + 1)
+        rest = _PLAIN_ESCAPE.sub(esc.shared, rest.replace("\\\\", aside))
+        parts[-1] = rest.replace(aside, "\\\\")
+    last = base + n if esc.shared else base + n - 1
+    esc.distinct = re.compile(f"[{chr(base)}-{chr(base + n - 1)}]")
+    esc.any_marker = re.compile(f"[{chr(base)}-{chr(last)}]")
     try:
         marked_obj = json_loads("".join(parts))
     except ValueError:
         return None
-    pattern = re.compile(f"[{chr(base)}-{chr(last_marker)}]")
-    esc = _Escapes(data, offset, parts, base, pattern, locate)
-    for value in _strings(marked_obj):
-        real = pattern.sub("\ufffd", value)
-        if real != value:
-            esc.marked.setdefault(real, []).append(value)
+    # the same tree with markers: its strings pair up with the real ones, in walk order
+    for real, marked in zip(strings, _strings(marked_obj), strict=False):
+        if real is not marked and real != marked:
+            esc.by_id[id(real)] = marked
+            esc.pairs.append((real, marked))
     return esc
 
 
