@@ -52,12 +52,20 @@ class ForwardProxy:
         return self.tunnelled(host_port)
 
 
+# pproxy installs uvloop when it can import it, then asks for the current event loop,
+# which uvloop >= 0.22 no longer creates on demand: run it on asyncio's own loop.
+_PPROXY = (
+    "import runpy, sys; sys.modules['uvloop'] = None; sys.argv[0] = 'pproxy'; "
+    "runpy.run_module('pproxy', run_name='__main__', alter_sys=True)"
+)
+
+
 @contextlib.contextmanager
 def forward_proxy() -> Iterator[ForwardProxy]:
     """``pproxy -l http://127.0.0.1:PORT -v`` in its own process, stopped afterwards."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pproxy", "-l", f"http://127.0.0.1:{port}", "-v"],
+        [sys.executable, "-u", "-c", _PPROXY, "-l", f"http://127.0.0.1:{port}", "-v"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
