@@ -94,6 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-text", action="store_true", default=None, help="log message text")
     serve.add_argument("--record", dest="record_dir", metavar="DIR", help="record SSE streams")
     serve.add_argument("--workers", type=int, help="processes sharing the port")
+    serve.add_argument(
+        "--ui", action="store_true", default=None, help="live inspector at <admin prefix>/ui"
+    )
+    serve.add_argument(
+        "--ui-text", action="store_true", default=None, help="show message text in the inspector"
+    )
+    serve.add_argument(
+        "--ui-allow-remote",
+        action="store_true",
+        default=None,
+        help="let non-loopback clients open the inspector",
+    )
+    serve.add_argument("--ui-streams", type=int, help="streams the inspector keeps")
+    serve.add_argument("--ui-stream-bytes", type=int, help="bytes kept per inspected stream")
 
     demo = sub.add_parser("demo", help="zero-setup showcase on a built-in mock upstream")
     demo.add_argument("--mode", choices=("passthrough", "frames", "chaos"), default="passthrough")
@@ -173,6 +187,11 @@ _SERVE_FLAGS = (
     "log_text",
     "record_dir",
     "workers",
+    "ui",
+    "ui_text",
+    "ui_allow_remote",
+    "ui_streams",
+    "ui_stream_bytes",
 )
 
 

@@ -21,6 +21,7 @@ from yarl import URL
 from proxy.config import Config
 from proxy.core import Limits, StreamReassembler, dialect_for_path, normalize_dialect
 from proxy.errors import ChaosSpecError
+from proxy.inspect.web import add_ui_routes, open_stream, registry_for
 from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url
 from proxy.metrics import Metrics
 from proxy.rechunk.planner import Planner, make_planner
@@ -407,6 +408,7 @@ class _SseRelay:
         self.recorder = Recorder.for_config(
             cfg.record_dir, stream_id, request, upstream, log, started
         )
+        self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -476,6 +478,8 @@ class _SseRelay:
         out = self.reassembler.feed(chunk)
         if out.alerts:
             self.sink.emit_all(out.alerts)
+        if self.inspect is not None:
+            self.inspect.read(chunk, out.alerts)
         return out.frame_ends
 
     async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes) -> None:
@@ -515,6 +519,8 @@ class _SseRelay:
                 abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
             self.sink.emit_all(out.alerts)
+            if self.inspect is not None:
+                self.inspect.add_alerts(out.alerts)
         now = time.monotonic()
         summary = reassembler.summary()
         summary.pop("alerts", None)
@@ -530,6 +536,8 @@ class _SseRelay:
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.sink.summary(**fields)
+        if self.inspect is not None:
+            self.inspect.finish({**fields, "alerts": dict(self.sink.counts)})
         if self.recorder is not None:
             self.recorder.finish(ended_by)
         m = self.metrics
@@ -573,6 +581,9 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     prefix = config.admin_prefix
     app.router.add_get(f"{prefix}/health", _health)
     app.router.add_get(f"{prefix}/metrics", _metrics)
+    registry = registry_for(config)
+    if registry is not None:
+        add_ui_routes(app, config, registry)
     app.router.add_route("*", prefix + "{tail:(/.*)?}", _not_found)
     app.router.add_route("*", "/{tail:.*}", _proxy)
     return app

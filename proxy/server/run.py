@@ -22,6 +22,7 @@ from aiohttp import web
 
 from proxy.config import Config
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
+from proxy.inspect.web import close_feeds
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
 from proxy.server.app import CONFIG, STATE, ProxyState, make_app
@@ -75,6 +76,7 @@ async def stop_proxy(runner: web.AppRunner) -> None:
     """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
     state = runner.app[STATE]
     state.shutting_down = True
+    close_feeds(runner.app)  # the inspector's live feeds must not hold the grace
     for site in list(runner.sites):
         await site.stop()
     await asyncio.sleep(0)  # requests accepted just before are under way
