@@ -113,6 +113,7 @@ def run_check(
     dialect: str | None = None,
     limits: Limits | None = None,
     out: IO[bytes] | None = None,
+    html: str | None = None,
 ) -> int:
     """Exit status: 0 clean, 1 when a warning-level alert fired (usage errors raise)."""
     sink_out = out if out is not None else sys.stdout.buffer
@@ -134,6 +135,7 @@ def run_check(
         sink.log.warning("check.recording_invalid", error=not_recording, read_as="raw capture")
         sink.max_level = Level.WARNING
     started = time.monotonic()
+    kept = _Keeper() if html is not None else None
     try:
         with stream:
             chunks = (
@@ -142,6 +144,8 @@ def run_check(
                 else _reads(stream, name)
             )
             for chunk in chunks:
+                if kept is not None:
+                    kept.add(chunk)
                 output = reassembler.feed(chunk)
                 sink.emit_all(output.alerts)
                 if output.events:
@@ -160,4 +164,34 @@ def run_check(
             ended_by=recording.end if recording is not None else "eof",
             **{k: v for k, v in reassembler.summary().items() if k != "alerts"},
         )
-    return 1 if sink.warned else 0
+    status = 1 if sink.warned else 0
+    if html is not None and kept is not None:
+        from proxy.inspect.report import write_check_report
+
+        write_check_report(
+            html,
+            name,
+            kept.chunks,
+            total=reassembler.bytes_fed,
+            recording=recording,
+            dialect=dialect,
+            upstream_error=broken,
+            warned=bool(status),
+        )
+    return status
+
+
+class _Keeper:
+    """The first bytes of the stream, for the HTML report's byte strip (bounded memory)."""
+
+    def __init__(self) -> None:
+        from proxy.inspect.report import MAX_STRIP_BYTES
+
+        self.room = MAX_STRIP_BYTES
+        self.chunks: list[bytes] = []
+
+    def add(self, chunk: bytes) -> None:
+        if self.room > 0:
+            piece = chunk[: self.room]
+            self.chunks.append(piece)
+            self.room -= len(piece)

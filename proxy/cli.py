@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--max-line", type=_positive_int, default=None, help="line limit, bytes")
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
+    check.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
 
     serve = sub.add_parser("serve", help="run the reverse proxy in front of an LLM API")
     serve.add_argument("--upstream", help="the API base URL, e.g. https://api.openai.com")
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--delay-ms", type=float, default=0.0, help="chaos jitter before each write")
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    tc.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     tc.add_argument("--proxy-log", metavar="FILE", help="append the proxies' JSON logs here")
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
@@ -227,7 +229,9 @@ def _run(args: argparse.Namespace) -> int:
                 if v is not None
             }
         )
-        return run_check(args.file, text=args.text, dialect=args.dialect, limits=limits)
+        return run_check(
+            args.file, text=args.text, dialect=args.dialect, limits=limits, html=args.html
+        )
     if args.command == "serve":
         return _serve(args)
     if args.command == "demo":
@@ -278,6 +282,7 @@ def _test_client(args: argparse.Namespace) -> int:
         chaos_k=args.chaos_k,
         delay_ms=args.delay_ms,
         proxy_log=args.proxy_log,
+        html=args.html,
     )
     return run_test_client(options)
 

@@ -163,6 +163,7 @@ class HarnessOptions:
     chaos_k: int = 3
     delay_ms: float = 0.0
     proxy_log: str | None = None
+    html: str | None = None
 
 
 def _check_strategy(name: str) -> str:
@@ -988,7 +989,11 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--seed must be a non-negative integer")
     if options.chaos_k < 0 or options.delay_ms < 0:
         raise UsageError("--chaos-k and --delay-ms must not be negative")
-    for flag, path in (("--report", options.report), ("--junit", options.junit)):
+    for flag, path in (
+        ("--report", options.report),
+        ("--junit", options.junit),
+        ("--html", options.html),
+    ):
         if path is not None and not Path(path).resolve().parent.is_dir():
             raise UsageError(f"{flag}: no such directory for {path!r}")
 
@@ -1051,4 +1056,40 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
     if options.junit:
         tree = report_junit(options, results)
         _write_file(options.junit, lambda p: tree.write(p, encoding="utf-8", xml_declaration=True))
+    if options.html:
+        _write_html(options, fixture, results)
     return 0 if all(r.passed for r in results) else 1
+
+
+def _write_html(options: HarnessOptions, fixture: _Fixture, results: Sequence[CaseResult]) -> None:
+    """``--html FILE``: the cases as plain values for :mod:`proxy.inspect.report`."""
+    from proxy.inspect.report import ReportCase, write_report
+
+    cases = []
+    for r in results:
+        cut = r.case.cut
+        d = r.diagnosis
+        cases.append(
+            ReportCase(
+                name=r.case.name,
+                verdict=r.outcome,
+                received=r.output,
+                expected=r.expected,
+                diagnosis=None
+                if d is None
+                else f"{d.family}: {d.reason}" + (f" (spec: {d.rule})" if d.rule else ""),
+                note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                + f"rerun: {_rerun_line(options, r.case)}",
+                stream=fixture.short if cut is not None else None,
+                cuts=(cut,) if cut is not None else (),
+                passed=r.passed,
+                dialect=fixture.dialect,
+            )
+        )
+    failed = sum(not r.passed for r in results)
+    write_report(
+        options.html or "",
+        f"sse-proxy test-client: {_cmd_text(options.command)}",
+        sorted(cases, key=lambda c: c.passed),
+        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.",
+    )
