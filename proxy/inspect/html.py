@@ -39,7 +39,8 @@ th { background: #f6f8fa; position: sticky; top: 0; }
 .strip .read { color: #fff; background: var(--read); }
 .strip .frame { color: #fff; background: var(--frame); }
 .strip .alert { color: #fff; background: var(--alert); text-decoration: none; }
-.strip .eol { color: var(--mut); background: #eef; }
+.strip .eol { color: var(--mut); background: #eef; font-size: 9px; border-radius: 2px;
+  padding: 0 1px; }
 .strip .cut { background: #ffe5cc; border: 1px solid var(--cut); }
 .strip .bad { background: #f8d7da; }
 .strip .masked { color: #aaa; }
@@ -107,7 +108,7 @@ def _text(data: bytes, lo: int, hi: int, masks: list[tuple[int, int]] | None) ->
     )
 
 
-_GLYPH = {"LF": "␊", "CRLF": "␍␊", "CR": "␍"}
+_GLYPH = {"LF": "LF", "CRLF": "CRLF", "CR": "CR"}
 
 
 def _cut_html(cut: CutChar, data: bytes, index: int, show_text: bool) -> str:
@@ -174,7 +175,7 @@ def render_strip(data: bytes, model: StripModel, *, show_text: bool, label: str 
             out.append(
                 f'<a class="m alert" id="alert-{i}" href="#alert-{i}" data-off="{p}" '
                 f'data-name="{esc(name)}" title="{esc(name)} at byte {p}: {esc(detail)}">'
-                f"⚠ {esc(name.removeprefix('sse.'))}</a>"
+                f"! {esc(name.removeprefix('sse.'))}</a>"
             )
         if p in reads and p not in cut_bounds:
             out.append(
@@ -205,8 +206,9 @@ def render_strip(data: bytes, model: StripModel, *, show_text: bool, label: str 
     legend = (
         '<p class="legend"><span><span class="m read">|</span> '
         f'{label} boundary</span><span><span class="m frame">¶</span> frame end</span>'
-        '<span><span class="eol">␊ ␍␊ ␍</span> LF / CRLF / CR</span>'
-        '<span><span class="m alert">⚠</span> alert</span>'
+        '<span><span class="eol">LF</span> <span class="eol">CRLF</span> '
+        '<span class="eol">CR</span> line endings</span>'
+        '<span><span class="m alert">! name</span> alert</span>'
         '<span><span class="cut">c3 | a9</span> character cut by a '
         f"{label}</span></p>"
     )

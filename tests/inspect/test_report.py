@@ -1,0 +1,110 @@
+"""The HTML reports: first difference, cut points, self-containedness, `check --html`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proxy import fixtures
+from proxy.errors import UsageError
+from proxy.inspect.report import ReportCase, first_difference_at, render_report, write_report
+from tests.toolkit._util import ROOT, cli_env
+
+
+@pytest.mark.parametrize(
+    ("expected", "received", "at"),
+    [("abc", "abc", None), ("abc", "abd", 2), ("abc", "ab", 2), ("ab", "abc", 2), ("", "x", 0)],
+)
+def test_first_difference_at(expected: str, received: str, at: int | None) -> None:
+    assert first_difference_at(expected, received) == at
+
+
+def test_report_marks_first_difference_and_cut() -> None:
+    data = fixtures.clean_stream("text", fixtures.SHORT_TOKENS)
+    fox = data.index("🦊".encode())
+    expected = fixtures.SHORT_MESSAGE
+    received = expected.replace("🦊", "\ufffd\ufffd")
+    case = ReportCase(
+        name="cut=60",
+        verdict="wrong",
+        received=received,
+        expected=expected,
+        diagnosis="character boundary",
+        stream=data,
+        cuts=(fox + 2,),
+        dialect="text",
+    )
+    html = render_report("r", [case])
+    got = re.search(r'<mark class="first" id="case-0-got"[^>]*>(.*?)</mark>', html)
+    assert got is not None
+    assert got.group(1) == "\ufffd"
+    want = re.search(r'<mark class="first" id="case-0-want"[^>]*>(.*?)</mark>', html)
+    assert want is not None
+    assert want.group(1) == "🦊"
+    assert f'data-off="{fox}" data-boundary="{fox + 2}"' in html
+    assert f"write boundary at byte {fox + 2} cuts the 4-byte character" in html
+    # self-contained: nothing fetched from anywhere
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert "<script" not in html
+
+
+def test_report_without_captured_bytes_says_so() -> None:
+    html = render_report(
+        "r",
+        [ReportCase(name="utf8 seed=1", verdict="pass", received="x", expected="x", passed=True)],
+    )
+    assert "were not captured" in html
+    assert "equals the expected text" in html
+
+
+def test_unwritable_report_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot write"):
+        write_report(str(tmp_path / "no" / "such" / "r.html"), "r", [])
+
+
+def test_check_html_cli(tmp_path: Path) -> None:
+    capture = tmp_path / "cap.sse"
+    capture.write_bytes(fixtures.faulty_stream("invalid_utf8", "openai"))
+    out = tmp_path / "r.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "proxy", "check", "--text", "--html", str(out), str(capture)],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 1  # the report does not change the exit status
+    html = out.read_text(encoding="utf-8")
+    offsets = sorted(int(m) for m in re.findall(r'class="m alert"[^>]*data-off="(\d+)"', html))
+    data = capture.read_bytes()
+    assert data.index(b"\xff") in offsets
+    assert "sse.replacement_char × 2" in html
+
+
+def test_check_html_unwritable(tmp_path: Path) -> None:
+    capture = tmp_path / "cap.sse"
+    capture.write_bytes(fixtures.clean_stream("openai", fixtures.SHORT_TOKENS))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "check",
+            "--html",
+            str(tmp_path / "x" / "r.html"),
+            str(capture),
+        ],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert b"cannot write" in proc.stderr
+    assert b"Traceback" not in proc.stderr
