@@ -34,16 +34,16 @@ th { background: #f6f8fa; position: sticky; top: 0; }
 .verdict-broken, .verdict-fail { color: var(--alert); font-weight: bold; }
 .strip { white-space: pre-wrap; word-break: break-all; background: #fbfbfb;
   border: 1px solid var(--line); padding: .5rem; max-height: 32rem; overflow: auto; }
-.strip .m { display: inline-block; font-size: 10px; line-height: 1; padding: 0 1px;
+.m { display: inline-block; font-size: 10px; line-height: 1; padding: 0 1px;
   border-radius: 2px; vertical-align: super; }
-.strip .read { color: #fff; background: var(--read); }
-.strip .frame { color: #fff; background: var(--frame); }
-.strip .alert { color: #fff; background: var(--alert); text-decoration: none; }
-.strip .eol { color: var(--mut); background: #eef; font-size: 9px; border-radius: 2px;
+.read { color: #fff; background: var(--read); }
+.frame { color: #fff; background: var(--frame); }
+.alert { color: #fff; background: var(--alert); text-decoration: none; }
+.eol { color: var(--mut); background: #eef; font-size: 9px; border-radius: 2px;
   padding: 0 1px; }
-.strip .cut { background: #ffe5cc; border: 1px solid var(--cut); }
-.strip .bad { background: #f8d7da; }
-.strip .masked { color: #aaa; }
+.cut { background: #ffe5cc; border: 1px solid var(--cut); }
+.bad { background: #f8d7da; }
+.masked { color: #aaa; }
 .legend span { margin-right: 1rem; }
 .bar { display: inline-block; height: .7rem; background: var(--read); vertical-align: middle; }
 .stall .bar { background: var(--alert); }

@@ -289,10 +289,10 @@ async def _stream_page(request: web.Request) -> web.Response:
         keep_text=show,
     )
     row = record.row()
-    facts = "".join(
-        f'<tr><th scope="row">{esc(k)}</th><td>{_fmt(v)}</td></tr>'
+    facts = " · ".join(
+        f"{esc(k)} <strong>{_fmt(v)}</strong>"
         for k, v in row.items()
-        if k not in ("alerts", "id", "started")
+        if k not in ("alerts", "id", "started", "method", "path")
     )
     alerts = "".join(
         f'<li><a href="#alert-{i}">{esc(a.name)} at byte {a.offset}</a> '
@@ -326,13 +326,13 @@ async def _stream_page(request: web.Request) -> web.Response:
 <p><a href="{base}">← all streams</a></p>
 <h1>Stream <code>{esc(record.stream_id)}</code></h1>
 <p>{esc(record.method)} <code>{esc(record.path)}</code> · {esc(state)}</p>
-<table class="facts">{facts}</table>
+<p class="facts">{facts}</p>
 <h2 id="alerts">Alerts</h2><p>{esc(counts) or "none"}</p><ul>{alerts}</ul>
-<h2>Reproduce</h2>{download}{_commands(record)}
-<h2>Text</h2>{text}
 <h2>Byte strip</h2>
 <p class="mut">The observed upstream bytes, cut where the proxy's reads ended.</p>
 {render_strip(record.body, analysis.strip, show_text=show)}
+<h2>Reproduce</h2>{download}{_commands(record)}
+<h2>Text</h2>{text}
 <h2>Arrivals</h2>{render_timeline(record.reads)}
 {dropped}
 <h2>Events</h2>{render_events(analysis.events, show_text=show)}
