@@ -181,3 +181,28 @@ def test_registry_bounds_bytes_and_reads() -> None:
             started=0.0,
         )
     assert list(reg.streams) == ["b", "c"]
+
+
+def test_ui_flags_reach_the_config() -> None:
+    from proxy.cli import _SERVE_FLAGS, build_parser
+    from proxy.config import load_config
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--upstream",
+            "http://127.0.0.1:1",
+            "--ui",
+            "--ui-text",
+            "--ui-allow-remote",
+            "--ui-streams",
+            "7",
+            "--ui-stream-bytes",
+            "4096",
+        ]
+    )
+    cfg = load_config(flags={n: getattr(args, n, None) for n in _SERVE_FLAGS}, env={})
+    assert (cfg.ui, cfg.ui_text, cfg.ui_allow_remote) == (True, True, True)
+    assert (cfg.ui_streams, cfg.ui_stream_bytes) == (7, 4096)
+    default = load_config(flags={}, env={})
+    assert (default.ui, default.ui_text, default.ui_allow_remote) == (False, False, False)

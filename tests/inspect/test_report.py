@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html import unescape
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from proxy import fixtures
 from proxy.errors import UsageError
 from proxy.inspect.report import ReportCase, first_difference_at, render_report, write_report
-from tests.toolkit._util import ROOT, cli_env
+from tests.toolkit._util import ROOT, cli_env, write_recording
 
 
 @pytest.mark.parametrize(
@@ -108,3 +109,25 @@ def test_check_html_unwritable(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert b"cannot write" in proc.stderr
     assert b"Traceback" not in proc.stderr
+
+
+def test_check_html_recording_keeps_its_reads(tmp_path: Path) -> None:
+    data = fixtures.clean_stream("text", fixtures.SHORT_TOKENS)
+    cut = data.index("é".encode()) + 1  # inside the 2-byte é
+    rec = write_recording(
+        tmp_path / "r.ssrec", [(0.0, data[:cut]), (0.01, data[cut:])], request_path="/v1/text"
+    )
+    out = tmp_path / "r.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "proxy", "check", "--text", "--html", str(out), str(rec)],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    html = out.read_text(encoding="utf-8")
+    assert f'data-off="{cut - 1}" data-boundary="{cut}"' in html
+    assert f"read boundary at byte {cut} cuts the 2-byte character 'é'" in unescape(html)
+    assert "1 passed, 0 failed" in html
