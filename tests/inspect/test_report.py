@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from html import unescape
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
 
 import pytest
