@@ -140,6 +140,7 @@ async def _serve(cfg: Config, reuse_port: bool) -> None:
         mode=cfg.mode,
         health=f"{url}{cfg.admin_prefix}/health",
         metrics=f"{url}{cfg.admin_prefix}/metrics",
+        **({"inspector": f"{url}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
     )
     if not _is_loopback(cfg.host):
         log.warning(
