@@ -65,18 +65,26 @@ def _cfg(request: web.Request) -> Config:
     return request.app[CONFIG]
 
 
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]").split("%", 1)[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _allowed(request: web.Request) -> None:
+    """Loopback clients only, asking for a loopback host name (no DNS rebinding), unless
+    ``--ui-allow-remote``."""
     if _cfg(request).ui_allow_remote:
         return
-    remote = request.remote or ""
-    try:
-        loopback = ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
+    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+    if not _is_loopback(request.remote or "") or not _is_loopback(host):
         raise web.HTTPForbidden(
-            text="the sse-proxy inspector answers loopback clients only "
-            "(start it with --ui-allow-remote to change that)\n"
+            text="the sse-proxy inspector answers loopback clients asking for a loopback "
+            "host only (start it with --ui-allow-remote to change that)\n"
         )
 
 

@@ -206,3 +206,19 @@ def test_ui_flags_reach_the_config() -> None:
     assert (cfg.ui_streams, cfg.ui_stream_bytes) == (7, 4096)
     default = load_config(flags={}, env={})
     assert (default.ui, default.ui_text, default.ui_allow_remote) == (False, False, False)
+
+
+@pytest.mark.asyncio
+async def test_foreign_host_name_is_refused(mock_url: str, proxies: list[web.AppRunner]) -> None:
+    """A page on another site that rebinds its name to 127.0.0.1 must not read the inspector."""
+    url = await _proxy(proxies, mock_url, ui=True)
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url + UI, headers={"Host": "evil.example"}) as resp:
+            assert resp.status == 403
+        port = url.rsplit(":", 1)[1]
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+            async with s.get(url + UI, headers={"Host": host}) as resp:
+                assert resp.status == 200, host
+    url2 = await _proxy(proxies, mock_url, ui=True, ui_allow_remote=True)
+    async with aiohttp.ClientSession() as s, s.get(url2 + UI, headers={"Host": "a.example"}) as r:
+        assert r.status == 200
