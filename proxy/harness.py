@@ -437,6 +437,7 @@ class CaseResult:
     expected: str
     diagnosis: Diagnosis | None = None
     cut_context: str | None = None
+    sent: tuple[bytes, tuple[int, ...]] | None = None  # (bytes, write ends) with --html
 
     @property
     def passed(self) -> bool:
@@ -610,6 +611,7 @@ class _Runner:
 
     async def run_case(self, case: Case) -> CaseResult:
         from proxy.config import Config
+        from proxy.inspect.web import client_writes
         from proxy.server.run import start_proxy, stop_proxy
 
         expected = self.fixture.short_expected if case.cut is not None else self.fixture.expected
@@ -632,6 +634,7 @@ class _Runner:
                 delay_ms=self.options.delay_ms,
                 shutdown_grace=1.0,
                 log_level="warning",
+                ui=bool(self.options.html) and case.cut is None,  # keeps the client's bytes
             )
             runner, url = await start_proxy(cfg)
             stack.push_async_callback(stop_proxy, runner)
@@ -639,6 +642,7 @@ class _Runner:
             code, out, err, hung = await _run_command(
                 self.options.command, env, self.options.timeout
             )
+            sent = client_writes(runner.app)
         output = normalize_output(out)
         diagnosis = diagnose(
             expected,
@@ -668,6 +672,7 @@ class _Runner:
             cut_context=describe_cut(self.fixture.short, case.cut)
             if case.cut is not None
             else None,
+            sent=sent,
         )
 
     def _progress(self, result: CaseResult) -> None:
@@ -1080,8 +1085,9 @@ def _write_html(options: HarnessOptions, fixture: _Fixture, results: Sequence[Ca
                 else f"{d.family}: {d.reason}" + (f" (spec: {d.rule})" if d.rule else ""),
                 note=(f"cut {r.cut_context}; " if r.cut_context else "")
                 + f"rerun: {_rerun_line(options, r.case)}",
-                stream=fixture.short if cut is not None else None,
-                cuts=(cut,) if cut is not None else (),
+                stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
+                cuts=(cut,) if cut is not None else (r.sent[1] if r.sent else ()),
+                strip_if_passed=False,
                 passed=r.passed,
                 dialect=fixture.dialect,
             )

@@ -57,6 +57,7 @@ class ReportCase:
     dialect: str | None = None
     hint: str | None = None
     show_events: bool = False
+    strip_if_passed: bool = True
 
 
 def first_difference_at(expected: str, received: str) -> int | None:
@@ -98,10 +99,12 @@ def _word_diff(expected: str, received: str) -> str:
 
 
 def _strip(case: ReportCase, index: int) -> str:
+    if case.passed and not case.strip_if_passed:
+        return '<p class="mut">Passed: its byte strip is left out to keep the report small.</p>'
     if case.stream is None:
         return (
             '<p class="mut">The bytes this client received were not captured for this case '
-            "(the proxy re-chunked a live upstream); rerun it with the command above.</p>"
+            "(the proxy passed the stream through); rerun it with the command above.</p>"
         )
     data = case.stream[:MAX_STRIP_BYTES]
     points = sorted({c for c in case.cuts if 0 < c < len(data)})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import json
 import time
 from typing import Any
@@ -24,7 +25,14 @@ from proxy.inspect.registry import Registry, StreamRecord
 from proxy.inspect.strip import analyse
 from proxy.recording import encode_end, encode_header, encode_read
 
-__all__ = ["REGISTRY", "add_ui_routes", "close_feeds", "open_stream", "registry_for"]
+__all__ = [
+    "REGISTRY",
+    "add_ui_routes",
+    "client_writes",
+    "close_feeds",
+    "open_stream",
+    "registry_for",
+]
 
 REGISTRY = web.AppKey("inspector", Registry)
 _CLOSE: dict[str, Any] = {"close": True}
@@ -392,6 +400,19 @@ async def _download(request: web.Request) -> web.Response:
         content_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{record.stream_id}.ssrec"'},
     )
+
+
+def client_writes(app: web.Application) -> tuple[bytes, tuple[int, ...]] | None:
+    """The bytes the proxy wrote to the client on its one re-chunked stream, and the end
+    offset of each write (``test-client --html``); None when there is no such stream."""
+    registry = app.get(REGISTRY)
+    if registry is None or len(registry.streams) != 1:
+        return None
+    (record,) = registry.streams.values()
+    if not record.sent:
+        return None
+    ends = list(itertools.accumulate(len(c) for c in record.sent))
+    return b"".join(record.sent), tuple(ends)
 
 
 def open_stream(

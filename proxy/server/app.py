@@ -508,6 +508,8 @@ class _SseRelay:
             if w.delay:
                 await asyncio.sleep(w.delay)
             await _write(self.resp, w.data)
+            if self.inspect is not None:
+                self.inspect.wrote(w.data)
 
     def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
         upstream_error = ended_by in ("upstream_error", "timeout")

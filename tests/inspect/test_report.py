@@ -13,7 +13,7 @@ import pytest
 from proxy import fixtures
 from proxy.errors import UsageError
 from proxy.inspect.report import ReportCase, first_difference_at, render_report, write_report
-from tests.toolkit._util import ROOT, cli_env, write_recording
+from tests.toolkit._util import CLIENTS, ROOT, cli_env, write_recording
 
 
 @pytest.mark.parametrize(
@@ -131,3 +131,41 @@ def test_check_html_recording_keeps_its_reads(tmp_path: Path) -> None:
     assert f'data-off="{cut - 1}" data-boundary="{cut}"' in html
     assert f"read boundary at byte {cut} cuts the 2-byte character 'é'" in unescape(html)
     assert "1 passed, 0 failed" in html
+
+
+def test_test_client_html_keeps_the_chaos_writes(tmp_path: Path) -> None:
+    """A re-chunked case's strip holds the bytes the proxy wrote, cut at each write: with
+    ``utf8`` every multi-byte character of the stream is split by a write."""
+    out = tmp_path / "r.html"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "test-client",
+            "--dialect",
+            "text",
+            "--only",
+            "utf8",
+            "--seeds",
+            "1",
+            "--html",
+            str(out),
+            "--",
+            sys.executable,
+            "-m",
+            f"{CLIENTS}.decode_each_read",
+        ],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr.decode()
+    html = out.read_text(encoding="utf-8")
+    body = fixtures.clean_stream("text")
+    multi = sum(1 for ch in body.decode() if len(ch.encode()) > 1)
+    cuts = re.findall(r'<span class="cut" id="case-0-cut-\d+" data-off="(\d+)"', html)
+    assert len(cuts) == multi
+    assert f"{len(body)} bytes in " in html
