@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from proxy import __version__
 from proxy.errors import ProxyError
+from proxy.names import MODES
 
 __all__ = ["build_parser", "main"]
 
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", nargs="?", default="-", help="capture file, or - for stdin")
     check.add_argument("--text", action="store_true", help="print only the reassembled text")
     check.add_argument(
-        "--dialect", default=None, help="openai|responses|anthropic|text|none (default: detect)"
+        "--dialect", default=None, help="auto|openai|responses|anthropic|text|none (default: auto)"
     )
     check.add_argument("--max-line", type=_positive_int, default=None, help="line limit, bytes")
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="TOML config file (see config/sse-proxy.toml)")
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8787)")
-    serve.add_argument("--mode", choices=("passthrough", "frames", "chaos"))
+    serve.add_argument("--mode", choices=MODES)
     serve.add_argument(
         "--chaos", metavar="STRATEGY", help="chaos strategy, e.g. random or utf8+crlf"
     )
@@ -96,6 +97,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--record", dest="record_dir", metavar="DIR", help="record SSE streams")
     serve.add_argument("--workers", type=int, help="processes sharing the port")
     serve.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        help="event loop (default auto: uvloop where installed, else asyncio)",
+    )
+    serve.add_argument(
+        "--stall-threshold", type=float, help="seconds without an event that log sse.stall"
+    )
+    serve.add_argument(
+        "--metrics-models", metavar="M1,M2", help="model label values (others count as other)"
+    )
+    serve.add_argument(
+        "--otlp-endpoint", metavar="URL", help="export traces over OTLP/HTTP (needs [otel])"
+    )
+    serve.add_argument(
         "--ui", action="store_true", default=None, help="live inspector at <admin prefix>/ui"
     )
     serve.add_argument(
@@ -111,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ui-stream-bytes", type=int, help="bytes kept per inspected stream")
 
     demo = sub.add_parser("demo", help="zero-setup showcase on a built-in mock upstream")
-    demo.add_argument("--mode", choices=("passthrough", "frames", "chaos"), default="passthrough")
+    demo.add_argument("--mode", choices=MODES, default="passthrough")
 
     mock = sub.add_parser("mock-upstream", help="run the built-in mock LLM upstream alone")
     mock.add_argument("--host", default="127.0.0.1")
@@ -119,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--fault", default=None, help="a fault that triggers an alert")
     mock.add_argument("--seed", type=int, default=0, help="chunking seed")
     mock.add_argument("--delay", type=float, default=0.0, help="seconds between writes")
+    mock.add_argument(
+        "--first-text", action="store_true", help="the OpenAI Chat role chunk carries text"
+    )
 
     replay = sub.add_parser("replay", help="serve a recording (serve --record) as an upstream")
     replay.add_argument("file", help="a .ssrec recording made with `serve --record DIR`")
@@ -141,9 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument(
         "--dialect", default="openai", choices=("openai", "anthropic", "responses", "text")
     )
-    tc.add_argument("--fixture", metavar="RECORDING", help="stream a recording, not the mock")
+    tc.add_argument("--fixture", metavar="FILE", help="serve a recording (.ssrec) or a raw capture")
     tc.add_argument(
-        "--only", metavar="STRATEGY[,..]", help="strategies, combos, baseline, cut, cut:N, cut:A-B"
+        "--only",
+        metavar="GROUP[,..]",
+        help="strategies, combos, baseline, faults, faults:KIND, cut, cut:N, cut:A-B",
+    )
+    tc.add_argument("--skip", metavar="GROUP[,..]", help="groups not to run, e.g. dataless,faults")
+    tc.add_argument(
+        "--keep-going", action="store_true", help="run every case even when the baseline fails"
     )
     tc.add_argument("--seeds", type=_positive_int, default=3, help="seeds per strategy")
     tc.add_argument("--seed", type=int, help="run this one seed only")
@@ -154,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="every two-way cut of the short fixture (default: when it is short)",
     )
     tc.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
-    tc.add_argument("--jobs", type=_positive_int, default=2, help="cases run in parallel")
+    tc.add_argument(
+        "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
+    )
     tc.add_argument("--chaos-k", type=int, default=3, help="random cuts per upstream chunk")
     tc.add_argument("--delay-ms", type=float, default=0.0, help="chaos jitter before each write")
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
@@ -189,6 +215,10 @@ _SERVE_FLAGS = (
     "log_text",
     "record_dir",
     "workers",
+    "loop",
+    "stall_threshold",
+    "metrics_models",
+    "otlp_endpoint",
     "ui",
     "ui_text",
     "ui_allow_remote",
@@ -242,7 +272,14 @@ def _run(args: argparse.Namespace) -> int:
         from proxy.mock_upstream import DEFAULT_PORT, run_mock_upstream
 
         port = DEFAULT_PORT if args.port is None else args.port
-        return run_mock_upstream(args.host, port, args.fault, args.seed, chunk_delay=args.delay)
+        return run_mock_upstream(
+            args.host,
+            port,
+            args.fault,
+            args.seed,
+            chunk_delay=args.delay,
+            first_text=args.first_text,
+        )
     if args.command == "replay":
         from proxy.replay import run_replay
 
@@ -261,7 +298,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _test_client(args: argparse.Namespace) -> int:
-    from proxy.harness import HarnessOptions, run_test_client
+    from proxy.testclient import HarnessOptions, run_test_client
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -272,6 +309,8 @@ def _test_client(args: argparse.Namespace) -> int:
         dialect=args.dialect,
         fixture=args.fixture,
         only=only,
+        skip=tuple(args.skip.split(",")) if args.skip else (),
+        keep_going=args.keep_going,
         seeds=args.seeds,
         seed=args.seed,
         exhaustive=args.exhaustive,

@@ -15,11 +15,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.errors import ConfigError
+from proxy.names import ADMIN_PREFIX, MODES
 
 __all__ = ["MODES", "Config", "load_config"]
 
-MODES = ("passthrough", "frames", "chaos")
 LOG_FORMATS = ("json", "console")
+LOOPS = ("auto", "uvloop", "asyncio")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ENV_PREFIX = "SSE_PROXY_"
 
@@ -48,13 +49,18 @@ class Config:
     idle_timeout: float = 300.0
     total_timeout: float = 0.0
     shutdown_grace: float = 10.0
-    admin_prefix: str = "/_sse-proxy"
+    admin_prefix: str = ADMIN_PREFIX
     log_format: str = "json"
     log_level: str = "info"
     log_text: bool = False
     max_alerts_per_kind: int = 10
     record_dir: str = ""
     workers: int = 1
+    loop: str = "auto"
+    stall_threshold: float = 15.0
+    metrics_models: str = ""
+    metrics_max_models: int = 20
+    otlp_endpoint: str = ""
     ui: bool = False
     ui_text: bool = False
     ui_allow_remote: bool = False
@@ -97,6 +103,8 @@ def _validate(cfg: Config) -> None:
         raise bad("mode", f"must be one of {', '.join(MODES)}")
     if cfg.log_format not in LOG_FORMATS:
         raise bad("log_format", f"must be one of {', '.join(LOG_FORMATS)}")
+    if cfg.loop not in LOOPS:
+        raise bad("loop", f"must be one of {', '.join(LOOPS)}")
     if cfg.log_level not in LOG_LEVELS:
         raise bad("log_level", f"must be one of {', '.join(LOG_LEVELS)}")
     for name in (
@@ -115,9 +123,22 @@ def _validate(cfg: Config) -> None:
             raise bad(name, "must be at least 1")
     if not cfg.max_decompressed_ratio >= 1:  # also refuses NaN
         raise bad("max_decompressed_ratio", "must be at least 1")
-    for name in ("connect_timeout", "idle_timeout", "total_timeout", "shutdown_grace", "delay_ms"):
+    for name in (
+        "connect_timeout",
+        "idle_timeout",
+        "total_timeout",
+        "shutdown_grace",
+        "delay_ms",
+        "stall_threshold",
+    ):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")
+    if cfg.metrics_max_models < 0:
+        raise bad("metrics_max_models", "must not be negative")
+    if cfg.otlp_endpoint:
+        parts = urlsplit(cfg.otlp_endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise bad("otlp_endpoint", "must be an http:// or https:// URL with a host")
     if cfg.seed is not None and not 0 <= cfg.seed < 2**63:
         raise bad("seed", "must be a non-negative integer")
     if not cfg.admin_prefix.startswith("/_") or cfg.admin_prefix.endswith("/"):

@@ -21,6 +21,7 @@ __all__ = [
     "DIALECTS",
     "FAULTS",
     "FAULT_ALERTS",
+    "FIRST_TEXT_DIALECTS",
     "MESSAGE",
     "NEWLINES",
     "OVERSIZED_BYTES",
@@ -78,6 +79,11 @@ DIALECTS: Final[tuple[str, ...]] = ("openai", "responses", "anthropic", "text")
 
 NEWLINES: Final[tuple[str, ...]] = ("\n", "\r\n", "\r")
 """The three line endings the SSE grammar accepts."""
+
+FIRST_TEXT_DIALECTS: Final[tuple[str, ...]] = ("openai", "text")
+"""Dialects whose first event can carry text: OpenAI Chat (the role chunk with content, as
+several compatible servers send it) and raw text (always). Responses and Anthropic open
+with ``response.created`` / ``message_start``, which by protocol carry no text."""
 
 OVERSIZED_BYTES: Final[int] = 4 * 1024 * 1024 + 1
 """Payload size of the extra frame in the ``oversized`` fault: past any sane frame limit."""
@@ -197,6 +203,7 @@ def _openai_chat_frames(
     reasoning: str | Sequence[str] | None = None,
     tool_call: tuple[str, str] | None = None,
     include_usage: bool = False,
+    first_text: bool = False,
 ) -> list[_Frame]:
     if choices < 1:
         raise ValueError("choices must be >= 1")
@@ -218,8 +225,13 @@ def _openai_chat_frames(
         return (None, _dumps(obj))
 
     # Each step is (delta, finish_reason); every step is sent once per choice.
+    # first_text: the role chunk already carries the first token, as several
+    # OpenAI-compatible servers send it, so a client that drops the first event loses text.
+    opening = tokens[0] if first_text and tokens else ""
+    if first_text:
+        tokens = tokens[1:]
     steps: list[tuple[dict[str, object], str | None]] = [
-        ({"role": "assistant", "content": "", "refusal": None}, None)
+        ({"role": "assistant", "content": opening, "refusal": None}, None)
     ]
     for piece in _tuple(reasoning) if reasoning is not None else ():
         steps.append(({"content": None, "reasoning_content": piece}, None))
@@ -263,6 +275,7 @@ def openai_chat_stream(
     reasoning: str | Sequence[str] | None = None,
     tool_call: tuple[str, str] | None = None,
     include_usage: bool = False,
+    first_text: bool = False,
 ) -> bytes:
     """An OpenAI Chat Completions stream body: role chunk, deltas, finish chunk, ``[DONE]``.
 
@@ -279,6 +292,7 @@ def openai_chat_stream(
         reasoning=reasoning,
         tool_call=tool_call,
         include_usage=include_usage,
+        first_text=first_text,
     )
     return _serialize(frames, newline)
 
@@ -513,10 +527,16 @@ def raw_text_stream(
 # ---------------------------------------------------------------------- accessors
 
 
-def _frames(dialect: str, tokens: Sequence[str], final_text: str | None = None) -> list[_Frame]:
+def _frames(
+    dialect: str,
+    tokens: Sequence[str],
+    final_text: str | None = None,
+    *,
+    first_text: bool = False,
+) -> list[_Frame]:
     _check_dialect(dialect)
     if dialect == "openai":
-        return _openai_chat_frames(tokens)
+        return _openai_chat_frames(tokens, first_text=first_text)
     if dialect == "responses":
         return _responses_frames(tokens, final_text=final_text)
     if dialect == "anthropic":
@@ -525,11 +545,19 @@ def _frames(dialect: str, tokens: Sequence[str], final_text: str | None = None) 
 
 
 def clean_stream(
-    dialect: str = "openai", tokens: Sequence[str] = TOKENS, *, newline: str = "\n"
+    dialect: str = "openai",
+    tokens: Sequence[str] = TOKENS,
+    *,
+    newline: str = "\n",
+    first_text: bool = False,
 ) -> bytes:
-    """The default, fault-free stream of ``dialect`` carrying ``tokens``."""
+    """The default, fault-free stream of ``dialect`` carrying ``tokens``.
+
+    ``first_text``: the stream's first event carries text (see :data:`FIRST_TEXT_DIALECTS`),
+    so a client that drops the first event (e.g. after a BOM) loses text and shows it.
+    """
     _check_newline(newline)
-    return _serialize(_frames(dialect, tokens), newline)
+    return _serialize(_frames(dialect, tokens, first_text=first_text), newline)
 
 
 def _replace(tokens: Sequence[str], mapping: Mapping[str, str]) -> tuple[str, ...]:

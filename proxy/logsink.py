@@ -44,6 +44,19 @@ _QUERY_SECRET = re.compile(
 )
 
 
+# The proxy's own log fields whose names merely look secret (token counts, not tokens).
+_NOT_SECRET = frozenset(
+    {
+        "tool_call",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "output_tokens_per_s",
+    }
+)
+
+
 def is_secret_header(name: str) -> bool:
     low = name.lower()
     return low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
@@ -145,7 +158,7 @@ def _redact_processor(
             continue
         if isinstance(value, Mapping) and key.endswith("headers"):
             event_dict[key] = redact_headers(value)
-        elif is_secret_header(key) and key not in ("tool_call",):
+        elif key not in _NOT_SECRET and is_secret_header(key):
             event_dict[key] = REDACTED
         elif isinstance(value, str) and key in _FREE_TEXT_FIELDS:
             event_dict[key] = redact_text(value)
@@ -211,9 +224,7 @@ def configure_logging(
     out = stream if stream is not None else sys.stderr
     renderer: Any
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(
-            colors=out.isatty(), exception_formatter=_console_exception
-        )
+        renderer = ConsoleLines()
         exceptions: Any = _keep_event
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_orjson_dumps)
@@ -265,8 +276,88 @@ def _keep_event(
     return event_dict
 
 
-def _console_exception(sio: TextIO, exc_info: Any) -> None:
-    sio.write("\n" + format_exception_redacted(exc_info))
+# Fields the shell binds to every line of a stream: the console shows them after the
+# line's own fields, so an alert reads "what happened" before "to which request".
+CONTEXT_FIELDS = frozenset(
+    {
+        "method",
+        "path",
+        "upstream_status",
+        "upstream_request_id",
+        "mode",
+        "chaos",
+        "client_request_id",
+        "trace_id",
+        "traceparent",
+        "route",
+        "model",
+        "request_model",
+        "response_model",
+        "response_id",
+        "pid",
+        "logger",
+    }
+)
+_BARE = re.compile(r"[^\s\"'=\\]{1,80}")
+
+
+def _console_value(value: Any, width: int = 80) -> str:
+    """One value for the console: bare word, JSON for the rest, never a Python repr."""
+    if isinstance(value, bool) or value is None:
+        return "true" if value is True else "false" if value is False else "null"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str) and _BARE.fullmatch(value):
+        return value
+    text = orjson.dumps(value, default=str).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class ConsoleLines:
+    """A readable rendering: ``event stream_id=… level=…``, the line's own fields, then the
+    stream's context and the time; long values are cut and long lines wrapped (at most
+    ``width`` characters, continuation lines indented), so no line runs for screens.
+    """
+
+    def __init__(self, width: int = 160) -> None:
+        self.width = width
+
+    def __call__(self, _logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> str:
+        d = dict(event_dict)
+        exc_info = d.pop("exc_info", None)
+        exception = d.pop("exception", None)
+        event = str(d.pop("event", ""))
+        level = d.pop("level", None)
+        timestamp = d.pop("timestamp", None)
+        head = [event]
+        if "stream_id" in d:
+            head.append(f"stream_id={d.pop('stream_id')}")
+        if level is not None:
+            head.append(f"level={level}")
+        own = [(k, v) for k, v in d.items() if k not in CONTEXT_FIELDS and v is not None]
+        ctx = [(k, v) for k, v in d.items() if k in CONTEXT_FIELDS and v is not None]
+        tokens = head + [f"{k}={_console_value(v)}" for k, v in (*own, *ctx)]
+        if isinstance(timestamp, str):
+            tokens.append(f"at={timestamp[11:23]}")
+        lines: list[str] = []
+        line = ""
+        for token in tokens:
+            if line and len(line) + 1 + len(token) > self.width:
+                lines.append(line)
+                line = "    " + token
+            else:
+                line = f"{line} {token}" if line else token
+        lines.append(line)
+        text = "\n".join(lines)
+        if exc_info:
+            info = exc_info if isinstance(exc_info, tuple) else sys.exc_info()
+            if isinstance(exc_info, BaseException):
+                info = (type(exc_info), exc_info, exc_info.__traceback__)
+            if info[1] is not None:
+                text += "\n" + format_exception_redacted(info)
+        elif isinstance(exception, str):
+            text += "\n" + exception
+        return text
 
 
 def get_logger(**bind: Any) -> Any:
@@ -317,9 +408,16 @@ class AlertSink:
         for alert in alerts:
             self.emit(alert)
 
-    def summary(self, **fields: Any) -> None:
-        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too."""
+    def summary(self, *, level: str = "info", **fields: Any) -> None:
+        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too.
+
+        ``level`` is ``warning`` for a stream that went wrong, so that filtering on
+        ``level >= warning`` finds every bad stream.
+        """
         fields["alerts"] = dict(self.counts)
         if self.suppressed:
             fields["alerts_suppressed"] = dict(self.suppressed)
-        self.log.info("stream.summary", **fields)
+        if level == "warning":
+            self.log.warning("stream.summary", **fields)
+        else:
+            self.log.info("stream.summary", **fields)

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from proxy import fixtures
 from proxy.errors import UsageError
+from proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
 
 __all__ = [
     "DEFAULT_PORT",
@@ -61,6 +62,7 @@ class _Settings:
     seed: int
     chunk_delay: float
     requests: int = 0
+    first_text: bool = False
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -89,7 +91,7 @@ def _settings(request: web.Request) -> _Settings:
 
 def _request_fault(request: web.Request) -> str | None:
     """Per-request fault: ``X-Mock-Fault`` header, else ``?fault=``, else the app's."""
-    value = request.headers.get("X-Mock-Fault", request.query.get("fault"))
+    value = request.headers.get(MOCK_FAULT_HEADER, request.query.get("fault"))
     if value is None:
         return _settings(request).fault
     try:
@@ -100,7 +102,7 @@ def _request_fault(request: web.Request) -> str | None:
 
 def _request_seed(request: web.Request) -> int:
     """Per-request seed (``X-Mock-Seed`` or ``?seed=``), else the app's."""
-    raw = request.headers.get("X-Mock-Seed", request.query.get("seed"))
+    raw = request.headers.get(MOCK_SEED_HEADER, request.query.get("seed"))
     if raw is None:
         return _settings(request).seed
     try:
@@ -111,7 +113,7 @@ def _request_seed(request: web.Request) -> int:
 
 def _request_delay(request: web.Request) -> float:
     """Per-request delay between writes (``X-Mock-Delay`` or ``?delay=``), else the app's."""
-    raw = request.headers.get("X-Mock-Delay", request.query.get("delay"))
+    raw = request.headers.get(MOCK_DELAY_HEADER, request.query.get("delay"))
     if raw is None:
         return _settings(request).chunk_delay
     try:
@@ -230,7 +232,9 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         return await _serve_sse(request, fixtures.faulty_stream(fault, "openai"))
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
-    stream = fixtures.openai_chat_stream(fixtures.TOKENS, choices=n, include_usage=usage)
+    stream = fixtures.openai_chat_stream(
+        fixtures.TOKENS, choices=n, include_usage=usage, first_text=_settings(request).first_text
+    )
     return await _serve_sse(request, stream)
 
 
@@ -277,7 +281,7 @@ async def _messages(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def _text(request: web.Request) -> web.StreamResponse:
+async def _text(request: web.Request) -> web.StreamResponse:  # first event: always text
     """Raw text SSE, one unquoted ``data:`` event per token; always streams."""
     await request.read()
     return await _serve_sse(request, _stream_body("text", _request_fault(request)))
@@ -351,7 +355,7 @@ async def _sse_raw(request: web.Request) -> web.StreamResponse:
             raise _bad_request("chunk must be a positive integer")
         size = int(chunk)
         pieces = [body[i : i + size] for i in range(0, len(body), size)]
-    elif "seed" in request.query or "X-Mock-Seed" in request.headers:
+    elif "seed" in request.query or MOCK_SEED_HEADER in request.headers:
         pieces = fixtures.split_reads(body, _request_seed(request))
     else:
         pieces = [body] if body else []
@@ -386,21 +390,29 @@ async def _sse_raw(request: web.Request) -> web.StreamResponse:
 
 
 def make_mock_app(
-    *, fault: str | None = None, seed: int = 0, chunk_delay: float = 0.0
+    *,
+    fault: str | None = None,
+    seed: int = 0,
+    chunk_delay: float = 0.0,
+    first_text: bool = False,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
+
+    ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
 
     Raises :class:`~proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     app = web.Application(client_max_size=_MAX_BYTES)
-    app[_SETTINGS] = _Settings(fault=_check_fault(fault), seed=seed, chunk_delay=chunk_delay)
-    app.router.add_post("/v1/chat/completions", _chat_completions)
-    app.router.add_post("/v1/responses", _responses)
-    app.router.add_post("/v1/messages", _messages)
-    app.router.add_get("/v1/text", _text)
-    app.router.add_post("/v1/text", _text)
+    app[_SETTINGS] = _Settings(
+        fault=_check_fault(fault), seed=seed, chunk_delay=chunk_delay, first_text=first_text
+    )
+    app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
+    app.router.add_post(DIALECT_PATHS["responses"], _responses)
+    app.router.add_post(DIALECT_PATHS["anthropic"], _messages)
+    app.router.add_get(DIALECT_PATHS["text"], _text)
+    app.router.add_post(DIALECT_PATHS["text"], _text)
     app.router.add_get("/healthz", _healthz)
     app.router.add_route("*", "/echo", _echo)
     app.router.add_route("*", "/echo/{tail:.*}", _echo)
@@ -420,12 +432,13 @@ async def start_mock_upstream(
     fault: str | None = None,
     seed: int = 0,
     chunk_delay: float = 0.0,
+    first_text: bool = False,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
     Stop it with ``await runner.cleanup()``; open streams get one second to finish.
     """
-    app = make_mock_app(fault=fault, seed=seed, chunk_delay=chunk_delay)
+    app = make_mock_app(fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
@@ -458,11 +471,11 @@ async def mock_upstream(
 
 
 async def _serve_forever(
-    host: str, port: int, fault: str | None, seed: int, chunk_delay: float
+    host: str, port: int, fault: str | None, seed: int, chunk_delay: float, first_text: bool
 ) -> int:
     try:
         runner, url = await start_mock_upstream(
-            host, port, fault=fault, seed=seed, chunk_delay=chunk_delay
+            host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -493,6 +506,7 @@ def run_mock_upstream(
     seed: int = 0,
     *,
     chunk_delay: float = 0.0,
+    first_text: bool = False,
 ) -> int:
     """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
 
@@ -503,6 +517,6 @@ def run_mock_upstream(
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     try:
-        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay))
+        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text))
     except KeyboardInterrupt:  # platforms without loop signal handlers
         return 0

@@ -1,7 +1,7 @@
 """The canonical fixtures: text properties, builder output, faults and realistic read splits.
 
-Streams are parsed here with a tiny independent SSE parser, so a bug in the proxy's own
-framing cannot hide a bug in the fixtures (or the other way round).
+Streams are parsed here with the suite's independent reference parser (:mod:`tests.oracle`),
+so a bug in the proxy's own framing cannot hide a bug in the fixtures (or the other way round).
 """
 
 from __future__ import annotations
@@ -15,32 +15,12 @@ import pytest
 
 from proxy import fixtures
 from proxy.fixtures import MESSAGE, SHORT_MESSAGE, SHORT_TOKENS, TOKENS
-
-_LINE_END = re.compile(r"\r\n|\r|\n")
+from tests import oracle
 
 
 def parse_events(data: bytes) -> list[tuple[str, str]]:
     """(type, data) per dispatched event; a trailing unterminated frame is discarded."""
-    text = data.decode("utf-8", "replace")
-    events: list[tuple[str, str]] = []
-    etype, buf = "", list[str]()
-    pos = 0
-    for m in _LINE_END.finditer(text):
-        line, pos = text[pos : m.start()], m.end()
-        if not line:
-            if buf:
-                events.append((etype or "message", "\n".join(buf)))
-            etype, buf = "", list[str]()
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            buf.append(value)
-        elif name == "event":
-            etype = value
-    return events
+    return [(e.type, e.data) for e in oracle.parse(data).events]
 
 
 def _json(data: str) -> Any:

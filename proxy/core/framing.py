@@ -123,6 +123,20 @@ _CR_RUNS = _Runs(b"\r")
 _CRLF_RUNS = _Runs(b"\r\n")
 
 
+def _byte_index(raw: bytes, text: str, j: int) -> int:
+    """Where character ``j`` of ``text`` (``raw`` decoded with replacement) starts in ``raw``."""
+    if REPLACEMENT not in text[:j]:
+        return len(text[:j].encode())
+    lo, hi = 0, len(raw)  # the largest b whose decoded prefix is j characters long
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if len(raw[:mid].decode("utf-8", "replace")) <= j:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class EventStreamParser:
     """Incremental event-stream parser; ``feed`` bytes, get callbacks and ``alerts``.
 
@@ -138,6 +152,7 @@ class EventStreamParser:
         "_bom_buf",
         "_counts",
         "_data",
+        "_data_map",
         "_data_off",
         "_event_type",
         "_events",
@@ -157,6 +172,7 @@ class EventStreamParser:
         "_track_frames",
         "alerts",
         "event_count",
+        "last_data",
         "tentative_end",
     )
 
@@ -194,6 +210,11 @@ class EventStreamParser:
         # block state
         self._data: list[str] = []
         self._data_off = 0
+        # where each data value came from: (stream offset, raw bytes, run separator or b"")
+        self._data_map: list[tuple[int, bytes, bytes]] = []
+        # the last dispatched event's values and their origins, when the general path
+        # dispatched it (see data_offset); None after a fast path's clean one-line data
+        self.last_data: tuple[list[str], list[tuple[int, bytes, bytes]]] | None = None
         self._event_type = ""
         self._retry: int | None = None
         self._last_id: str | None = None
@@ -227,6 +248,36 @@ class EventStreamParser:
         if ends:
             self._frame_ends = []
         return ends
+
+    def data_offset(self, data: str, offset: int, i: int) -> int:
+        """The stream offset of character ``i`` of the last dispatched event's ``data``
+        (which starts at ``offset``): across the LF that joins data lines (it stands for a
+        line ending and a ``data:`` prefix) and U+FFFD that stand for invalid bytes.
+
+        For a dialect that must point at something inside a payload (a JSON escape). Not
+        on the hot path: it walks the event's values, and decodes raw bytes only where a
+        U+FFFD makes characters and bytes disagree.
+        """
+        last = self.last_data
+        if last is None:
+            return offset + len(data[:i].encode())
+        start = 0
+        for value, (at, raw, sep) in zip(*last, strict=True):
+            if i <= start + len(value):
+                j = i - start
+                if not sep:
+                    return at + _byte_index(raw, value, j)
+                pos = at  # a run of data lines taken whole: find the line
+                for line in raw.split(sep)[:-1]:
+                    skip = 6 if line[5:6] == b" " else 5
+                    text = line[skip:].decode()  # the run is clean UTF-8
+                    if j <= len(text):
+                        return pos + skip + len(text[:j].encode())
+                    j -= len(text) + 1
+                    pos += len(line) + len(sep)
+                return pos
+            start += len(value) + 1
+        return offset + len(data[:i].encode())
 
     def feed(self, chunk: bytes) -> None:
         if (
@@ -416,6 +467,7 @@ class EventStreamParser:
     def _drop_block(self) -> None:
         self._block_dropped = True
         self._data = []
+        self._data_map = []
 
     def _run(self, lines: list[bytes], pos: int, buf: bytes, runs: _Runs) -> int:
         """Complete ``lines`` of ``buf`` (which starts at the stream offset ``pos``), each
@@ -520,6 +572,7 @@ class EventStreamParser:
             self._data_off = pos + (6 if buf[start + 5 : start + 6] == b" " else 5)
         values = runs.data_prefix.sub("", text)[: -runs.seplen]
         self._data.append(values if runs.sep == b"\n" else values.replace(runs.sep_str, "\n"))
+        self._data_map.append((pos, buf[start:end], runs.sep))
         return pos + end - start, j
 
     def _frames(
@@ -563,6 +616,7 @@ class EventStreamParser:
             return self._lines_frames(lines, i, pairs, pos, seplen)
         if REPLACEMENT in text:
             return self._lines_frames(lines, i, pairs, pos, seplen)
+        self.last_data = None
         index = self.event_count
         extra = 6 + 2 * seplen
         last_id = self._last_id
@@ -663,6 +717,7 @@ class EventStreamParser:
                 )
             )
         # (a dialect detected on the first event swaps the callbacks; the old one forwards)
+        self.last_data = None
         on_data = self._on_data
         skip = seplen + 6
         for start, head, etype, data in zip(starts, heads, types, datas, strict=False):
@@ -689,6 +744,7 @@ class EventStreamParser:
         pos = self._offset
         index = self.event_count
         self.event_count = index + 1
+        self.last_data = None
         self._counts[0] += 2
         end = pos + len(chunk)
         self._offset = self._block_start = end
@@ -732,7 +788,9 @@ class EventStreamParser:
                                 etype, text, self._last_id, self._retry, index, self._block_start
                             )
                         )
+                    self.last_data = (data, self._data_map)
                     self._data = []
+                    self._data_map = []
                     self._on_data(etype, text, index, self._data_off)
                 self._reset_block()
                 self._block_start = end
@@ -780,6 +838,8 @@ class EventStreamParser:
                 # "data" is ASCII, so the str index of the value is its byte index too
                 self._data_off = pos + (len(line) if colon < 0 else colon + skip)
             self._data.append(value)
+            start = len(line) if colon < 0 else colon + skip
+            self._data_map.append((pos + start, line[start:], b""))
         elif name == "event":
             self._event_type = value
         elif name == "id":

@@ -133,7 +133,7 @@ class StreamRecord:
             "events": s.get("events", "-"),
             "dialect": s.get("dialect", self.hint or "-"),
             "ended_by": s.get("ended_by", "-"),
-            "finish_reason": s.get("finish_reason", "-"),
+            "finish_reason": s.get("finish_reasons", s.get("finish_reason", "-")),
             "started": self.started_wall,
         }
 

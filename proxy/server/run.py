@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import tempfile
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -25,7 +26,7 @@ from proxy.errors import ChaosSpecError, ConfigError, UsageError
 from proxy.inspect.web import close_feeds
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
-from proxy.server.app import CONFIG, STATE, ProxyState, make_app
+from proxy.server.app import CONFIG, METRICS, STATE, ProxyState, make_app
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
 
@@ -130,6 +131,30 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def loop_factory(choice: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
+    """The event loop a ``loop`` setting asks for: its name and factory (None: asyncio's).
+
+    uvloop by default where it installs: the proxy's per-event cost is mostly the event
+    loop's and aiohttp's own (bench/proxy_README.md), and uvloop's is the lower.
+    """
+    if choice == "asyncio":
+        return "asyncio", None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ConfigError("loop: uvloop is not installed (pip install uvloop)") from None
+        return "asyncio", None
+    return "uvloop", uvloop.new_event_loop
+
+
+def run_loop(cfg: Config, main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on the event loop the configuration chose."""
+    _, factory = loop_factory(cfg.loop)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
+
+
 async def _serve(cfg: Config, reuse_port: bool) -> None:
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port)
@@ -138,6 +163,7 @@ async def _serve(cfg: Config, reuse_port: bool) -> None:
         listen=url,
         upstream=redact_url(cfg.upstream),
         mode=cfg.mode,
+        loop=loop_factory(cfg.loop)[0],
         health=f"{url}{cfg.admin_prefix}/health",
         metrics=f"{url}{cfg.admin_prefix}/metrics",
         **({"inspector": f"{url}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
@@ -156,6 +182,8 @@ async def _serve(cfg: Config, reuse_port: bool) -> None:
     await stop.wait()
     log.info("proxy.stopping", grace_s=cfg.shutdown_grace, active=len(runner.app[STATE].active))
     await stop_proxy(runner)
+    # What this process relayed, in one line: streams by verdict, alerts by kind, bytes.
+    log.info("proxy.totals", **runner.app[METRICS].shutdown_fields())
     log.info("proxy.stopped")
 
 
@@ -164,19 +192,21 @@ def _worker(cfg: Config) -> None:  # pragma: no cover - runs in a child process
     # Every line a worker logs (stream.summary included) says which worker it came from.
     structlog.contextvars.bind_contextvars(pid=os.getpid())
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(cfg, reuse_port=True))
+        run_loop(cfg, _serve(cfg, reuse_port=True))
 
 
 def serve_forever(cfg: Config) -> int:
     """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
     if cfg.workers <= 1:
-        asyncio.run(_serve(cfg, reuse_port=False))
+        loop_factory(cfg.loop)  # an unavailable loop is a startup error, before anything runs
+        run_loop(cfg, _serve(cfg, reuse_port=False))
         return 0
     if not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
     if cfg.port == 0:
         raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
     _validate_chaos(cfg)
+    loop_factory(cfg.loop)
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")

@@ -210,7 +210,12 @@ def test_identity_needs_no_decoder() -> None:
 
 # --------------------------------------------------------------------------- the proxy
 
-VOLATILE = {"stream_id", "timestamp", "duration_ms", "ttfb_ms", "bytes", "upstream_request_id"}
+# what differs from run to run (ids, clocks, rates), not with what was observed
+VOLATILE = {"stream_id", "timestamp", "bytes", "upstream_request_id", "output_tokens_per_s"}
+
+
+def _volatile(key: str) -> bool:
+    return key in VOLATILE or key.endswith("_ms")
 
 
 def _upstream(bodies: dict[str, tuple[str, list[bytes]]]) -> web.Application:
@@ -244,7 +249,7 @@ async def _observation(logs: LogEntries, sid: str) -> tuple[list[dict[str, Any]]
     line = await wait_for(logs, "stream.summary", sid)
 
     def clean(entry: MutableMapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in entry.items() if k not in VOLATILE}
+        return {k: v for k, v in entry.items() if not _volatile(k)}
 
     alerts = [clean(e) for e in logs if e["event"] in ALERT_EVENTS and e.get("stream_id") == sid]
     return alerts, clean(line)

@@ -38,14 +38,16 @@ SECRET_MARKERS = [v.split()[-1].split("=")[-1] for v in SECRETS.values()]
 
 
 def _metric(text: str, name: str, **labels: str) -> float:
-    """One sample's value from Prometheus exposition text (0 when absent)."""
-    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if labels else "") + r" (\S+)$"
+    """The sum of the samples of ``name`` that have these labels (0 when absent)."""
+    total = 0.0
     for line in text.splitlines():
-        match = re.match(pattern, line)
-        if match:
-            return float(match.group(1))
-    return 0.0
+        match = re.match(re.escape(name) + r"(?:\{(.*)\})? (\S+)$", line)
+        if match is None:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
 
 
 async def _get_text(session: aiohttp.ClientSession, url: str) -> tuple[int, str, str]:

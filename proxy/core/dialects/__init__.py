@@ -1,7 +1,8 @@
 """Dialects: how a stream's events make up a message, and how to tell them apart.
 
-Detection looks at the first event that carries data (its event type, then its JSON shape);
-it can be overridden by name, and the proxy passes a hint from the request path.
+Detection looks at the first event that carries data (its JSON shape, or its event type
+when the data is a JSON object that agrees with it); it can be overridden by name, and the
+proxy passes a hint from the request path.
 """
 
 from __future__ import annotations
@@ -104,11 +105,13 @@ def _shape(obj: dict[str, Any]) -> str | None:
 
 
 def detect(etype: str, data: str) -> str | None:
-    """The dialect this first data event belongs to, or ``None`` if it cannot tell yet."""
-    if etype in _ANTHROPIC_TYPES:
-        return "anthropic"
-    if etype.startswith("response."):
-        return "responses"
+    """The dialect this first data event belongs to, or ``None`` if it cannot tell yet.
+
+    A JSON dialect is chosen only on evidence that the data is that dialect's JSON: its
+    shape, or a JSON object whose ``type`` (if any) agrees with an event type of that
+    dialect. An event type alone never decides: ``event: ping`` with plain-text data is a
+    generic stream (``text``), not Anthropic.
+    """
     if data == "[DONE]":
         return "openai"
     if not data.lstrip(" \t\n").startswith("{"):
@@ -117,7 +120,18 @@ def detect(etype: str, data: str) -> str | None:
         obj = json_loads(data)
     except ValueError:
         return None
-    return _shape(obj) if type(obj) is dict else None
+    if type(obj) is not dict:
+        return None
+    shape = _shape(obj)
+    if shape is not None:
+        return shape
+    kind = obj.get("type")
+    if kind is None or kind == etype:
+        if etype in _ANTHROPIC_TYPES:
+            return "anthropic"
+        if etype.startswith("response."):
+            return "responses"
+    return None
 
 
 def make_accumulator(name: str, alerts: list[Alert], *, keep_text: bool = True) -> Accumulator:

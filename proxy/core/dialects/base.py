@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 import re
 import reprlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, ClassVar
 
-import orjson
+import msgspec
 
 from proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
 from proxy.core.framing import escape_preview
 from proxy.core.utf8 import DETAIL_LIMIT
 
-__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "loads", "text_of"]
+__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "text_of"]
 
-loads = orjson.loads
+_decode = msgspec.json.decode
+
 _ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
 
 
@@ -52,22 +53,26 @@ def _no_constants(name: str) -> Any:
 
 
 def json_loads(data: str | bytes) -> Any:
-    """orjson, except that numbers beyond a double are still JSON.
+    """msgspec, except that numbers beyond a double are still JSON.
 
-    JSON numbers have no size limit; orjson refuses those it cannot hold as a double.
-    Only then is the payload read again with the standard library (NaN and Infinity still
-    refused), so such a payload is valid here as it is to every reader that skips or keeps
-    big numbers (msgspec in the batch path skips them). Raises ``ValueError`` if invalid.
+    msgspec rather than orjson here: equally fast on valid payloads, and four times
+    cheaper on an invalid one (orjson's exception costs more than its parse), which is
+    what a stream of garbage payloads is made of. JSON numbers have no size limit; one
+    out of a double's range is read again with the standard library (NaN and Infinity
+    still refused), so such a payload is valid here as it is to every reader that skips
+    or keeps big numbers. Raises ``ValueError`` if invalid.
     """
     try:
-        return loads(data)
-    except orjson.JSONDecodeError as exc:
-        if "number" not in str(exc):
-            raise
+        return _decode(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+    except msgspec.DecodeError as exc:
+        if "out of range" not in str(exc):
+            raise ValueError(str(exc)) from None
         try:
             return json.loads(data, parse_constant=_no_constants)
         except RecursionError:
-            raise exc from None
+            raise ValueError(str(exc)) from None
 
 
 class TextTally(list[str]):
@@ -107,10 +112,10 @@ class Accumulator:
         self._tallies: list[TextTally] = []
         self.terminal_seen = False
         self.fffd_seen = 0
-        self._fffd_index = -1
-        self._fffd_known = 0
-        self._fffd_escapes: Iterator[int] = iter(())
-        self._fffd_detailed = 0
+        self._escapes = _NO_ESCAPES
+        # where character i of an event's data is in the stream (the reassembler passes
+        # the framer's exact one)
+        self.locate: Callable[[str, int, int], int] = _simple_locate
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         """Take one dispatched event (``offset``: where its data starts in the stream)."""
@@ -157,55 +162,144 @@ class Accumulator:
         return {}
 
     def _fffd(self, piece: str, data: str, index: int, offset: int) -> None:
-        """Count U+FFFD in extracted text; those beyond the raw payload's came from escapes.
+        """Report the U+FFFD of an extracted ``piece`` that JSON decoding made from
+        ``\\ufffd`` escapes: upstream lost those characters before the stream.
 
-        The parser already reported every U+FFFD that is in the decoded payload (invalid
-        bytes, or an encoded U+FFFD). One that appears only after JSON decoding was sent
-        as a ``\\ufffd`` escape: upstream lost that character before the stream. The
-        escapes' byte offsets come from one pass over the payload, taken as they are needed,
-        and past :data:`DETAIL_LIMIT` per payload the rest are one counted alert.
+        The framer already reported every U+FFFD that is in the decoded payload itself
+        (invalid bytes, or an encoded U+FFFD). Which of a piece's U+FFFD came from escapes
+        is known from :meth:`JsonAccumulator.parse`, which read such a payload a second time
+        with each escape made a marker character. Past :data:`DETAIL_LIMIT` per payload the
+        rest of a piece's escapes are one counted alert.
         """
         n = piece.count("\ufffd")
         if not n:
             return
         self.fffd_seen += n
-        if index != self._fffd_index:
-            self._fffd_index = index
-            self._fffd_known = data.count("\ufffd")
-            self._fffd_escapes = _escape_offsets(data, offset)
-            self._fffd_detailed = 0
-        known = min(n, self._fffd_known)
-        self._fffd_known -= known
-        left = n - known
-        while left:
-            at = next(self._fffd_escapes, offset)
-            many = left if self._fffd_detailed >= DETAIL_LIMIT else 1
-            if many > 1:  # the rest of this payload's escapes, counted: skip their offsets
-                self._fffd_escapes = islice(self._fffd_escapes, many - 1, None)
-            self._fffd_detailed += 1
-            left -= many
+        marks = self._escapes.marked.get(piece)
+        if not marks:
+            return
+        esc = self._escapes
+        marked = marks.pop(0)
+        total = esc.pattern.subn("", marked)[1]
+        left = max(0, DETAIL_LIMIT - esc.detailed)
+        first = [ord(m.group()) - esc.base for m in islice(esc.pattern.finditer(marked), left + 1)]
+        detailed = min(total, left)
+        esc.detailed += detailed
+        for k in first[:detailed]:
             self.alerts.append(
                 ReplacementChar(
                     cause=ReplacementChar.UPSTREAM_LITERAL,
-                    byte_offset=at,
+                    byte_offset=esc.offset_of(k),
                     event_index=index,
-                    count=many,
+                )
+            )
+        if total > detailed:
+            self.alerts.append(
+                ReplacementChar(
+                    cause=ReplacementChar.UPSTREAM_LITERAL,
+                    byte_offset=esc.offset_of(first[detailed]),
+                    event_index=index,
+                    count=total - detailed,
                 )
             )
 
 
-def _escape_offsets(data: str, offset: int) -> Iterator[int]:
-    """Stream byte offsets of each ``\\ufffd`` escape in ``data`` (which starts at
-    ``offset``), computed with a running count: linear however many there are."""
-    if data.isascii():
-        for m in _ESCAPED_FFFD.finditer(data):
-            yield offset + m.start()
-        return
-    last = 0
-    for m in _ESCAPED_FFFD.finditer(data):
-        offset += len(data[last : m.start()].encode())
-        last = m.start()
-        yield offset
+def _simple_locate(data: str, offset: int, i: int) -> int:
+    return offset + len(data[:i].encode())
+
+
+# a "\ufffd" escape, not an escaped backslash followed by "ufffd"
+_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)(\\u[fF][fF][fF][dD])")
+
+
+_MARKERS_FROM = 0xF0000  # the supplementary private use planes: markers come from here
+_MARKERS_TO = 0x110000
+
+
+@dataclass(slots=True)
+class _Escapes:
+    """One payload's ``\\ufffd`` escapes: escape k was read as the private character
+    ``base + k`` (the last one stands for all beyond the range), found with ``pattern``."""
+
+    data: str = ""
+    offset: int = 0
+    parts: list[str] = field(default_factory=list)  # data split around its escapes
+    base: int = _MARKERS_FROM
+    pattern: re.Pattern[str] = re.compile("(?!)")
+    locate: Callable[[str, int, int], int] = _simple_locate
+    marked: dict[str, list[str]] = field(default_factory=dict)  # real piece -> marked copies
+    detailed: int = 0
+
+    def offset_of(self, k: int) -> int:
+        """The stream offset of escape ``k``: 3k + 2 parts before it, of which the k
+        escapes are 1-character markers now, 6 characters in ``data``."""
+        k = min(k, len(self.parts) // 3 - 1)
+        at = sum(map(len, self.parts[: 3 * k + 2])) + 5 * k
+        return self.locate(self.data, self.offset, at)
+
+
+_NO_ESCAPES = _Escapes()
+
+
+def _free_range(used: set[str], size: int) -> tuple[int, int]:
+    """The longest run of code points, up to ``size``, that occurs nowhere in ``used``."""
+    taken = sorted(c for c in map(ord, used) if c >= _MARKERS_FROM)
+    best = (0, 0)
+    lo = _MARKERS_FROM
+    for c in [*taken, _MARKERS_TO]:
+        if c - lo > best[1] - best[0]:
+            best = (lo, min(c, lo + size))
+            if best[1] - best[0] >= size:
+                break
+        lo = max(lo, c + 1)
+    return best
+
+
+def _find_escapes(
+    data: str, obj: Any, offset: int, locate: Callable[[str, int, int], int]
+) -> _Escapes | None:
+    """Read ``data`` again with each escape made a marker; None if it holds no escape.
+
+    C-level throughout (a regex split, a map, a join), since a payload may hold a great
+    many escapes: only the escapes that get reported are located, by :meth:`offset_of`.
+    """
+    parts = _ESCAPE.split(data)  # [text, backslash pairs, escape, text, ...]
+    n = len(parts) // 3
+    if not n:
+        return None
+    used = set(data)
+    for value in _strings(obj):
+        used.update(value)
+    base, end = _free_range(used, n)
+    if end <= base:
+        return None
+    last_marker = end - 1
+    # a raw character is as valid inside a JSON string as the escape was
+    parts[2::3] = map(chr, (*range(base, min(end, base + n)), *repeat(last_marker, base + n - end)))
+    try:
+        marked_obj = json_loads("".join(parts))
+    except ValueError:
+        return None
+    pattern = re.compile(f"[{chr(base)}-{chr(last_marker)}]")
+    esc = _Escapes(data, offset, parts, base, pattern, locate)
+    for value in _strings(marked_obj):
+        real = pattern.sub("\ufffd", value)
+        if real != value:
+            esc.marked.setdefault(real, []).append(value)
+    return esc
+
+
+def _strings(obj: Any) -> Iterator[str]:
+    """Every string value in a JSON object tree (iteratively: it may be deep)."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            yield item
+        elif type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
 
 
 class JsonAccumulator(Accumulator):
@@ -218,6 +312,10 @@ class JsonAccumulator(Accumulator):
         except ValueError as exc:
             self.invalid_json(str(exc), data, index, offset)
             return None
+        if self._escapes is not _NO_ESCAPES:
+            self._escapes = _NO_ESCAPES
+        if "\\u" in data and _ESCAPED_FFFD.search(data):
+            self._escapes = _find_escapes(data, obj, offset, self.locate) or _NO_ESCAPES
         return obj if type(obj) is dict else None
 
     def invalid_json(
