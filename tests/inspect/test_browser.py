@@ -163,6 +163,15 @@ def test_inspector_live(driver: webdriver.Chrome, loop: _Loop) -> None:
         wait.until(ec.invisibility_of_element_located((By.ID, f"row-{ids['crlf']}")))
         assert driver.find_element(By.ID, f"row-{ids['invalid_utf8']}").is_displayed()
         assert not driver.find_element(By.ID, f"row-{ids['clean']}").is_displayed()
+        # by verdict (the summary's, from production monitoring): the broken stream only
+        Select(driver.find_element(By.ID, "f-alert")).select_by_value("")
+        broken = driver.find_element(By.ID, f"row-{ids['unterminated']}")
+        assert broken.get_attribute("data-verdict") == "broken"
+        Select(driver.find_element(By.ID, "f-verdict")).select_by_value("broken")
+        wait.until(ec.invisibility_of_element_located((By.ID, f"row-{ids['invalid_utf8']}")))
+        assert broken.is_displayed()
+        Select(driver.find_element(By.ID, "f-verdict")).select_by_value("")
+        wait.until(ec.visibility_of_element_located((By.ID, f"row-{ids['invalid_utf8']}")))
         # keyboard: focus the stream's link and press Enter
         link = driver.find_element(By.CSS_SELECTOR, f"#row-{ids['invalid_utf8']} a")
         link.send_keys(Keys.ENTER)
