@@ -136,6 +136,14 @@ def _event_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
 
+def _reasoning_length(reassembler: StreamReassembler) -> dict[str, int]:
+    """``reasoning_length`` for the summary, when the dialect streamed reasoning apart."""
+    if not reassembler.closed:
+        return {}
+    reasoning = reassembler.details().get("reasoning")
+    return {"reasoning_length": len(reasoning)} if isinstance(reasoning, str) and reasoning else {}
+
+
 def run_check(
     path: str | None,
     *,
@@ -212,6 +220,7 @@ def run_check(
             ended_by=recording.end if recording is not None else "eof",
             **{k: v for k, v in reassembler.summary().items() if k != "alerts"},
             **meta_of(reassembler).fields(),
+            **_reasoning_length(reassembler),
         )
     status = 1 if sink.warned else 0
     if html is not None and kept is not None:

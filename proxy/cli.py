@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", nargs="?", default="-", help="capture file, or - for stdin")
     check.add_argument("--text", action="store_true", help="print only the reassembled text")
     check.add_argument(
-        "--dialect", default=None, help="auto|openai|responses|anthropic|text|none (default: auto)"
+        "--dialect",
+        default=None,
+        help="auto|openai|responses|anthropic|gemini|text|none (default: auto)",
     )
     check.add_argument("--max-line", type=_positive_int, default=None, help="line limit, bytes")
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
@@ -57,6 +59,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the reverse proxy in front of an LLM API")
     serve.add_argument("--upstream", help="the API base URL, e.g. https://api.openai.com")
+    serve.add_argument(
+        "--route",
+        dest="routes",
+        action="append",
+        metavar="PREFIX=URL",
+        help="send requests under PREFIX to URL, prefix stripped (repeatable)",
+    )
+    serve.add_argument(
+        "--upstream-header",
+        dest="upstream_headers",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="add or replace a header toward --upstream; ${ENV} and ${file:PATH} (repeatable)",
+    )
+    serve.add_argument(
+        "--drop-client-auth",
+        action="store_true",
+        default=None,
+        help="drop the client's Authorization/x-api-key/x-goog-api-key headers",
+    )
+    serve.add_argument(
+        "--trust-env",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="use HTTP(S)_PROXY/NO_PROXY from the environment (default: on)",
+    )
+    serve.add_argument("--upstream-ca", metavar="FILE", help="extra CA bundle (PEM) to trust")
+    serve.add_argument("--client-cert", metavar="FILE", help="client certificate (PEM) for mTLS")
+    serve.add_argument("--client-key", metavar="FILE", help="its private key, if not in the cert")
     serve.add_argument("--config", help="TOML config file (see config/sse-proxy.toml)")
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8787)")
@@ -73,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="let clients pick chaos per request with X-SSE-Proxy-Chaos",
     )
-    serve.add_argument("--dialect", help="auto|openai|responses|anthropic|text|none")
+    serve.add_argument("--dialect", help="auto|openai|responses|anthropic|gemini|text|none")
     serve.add_argument("--max-line-bytes", type=int)
     serve.add_argument("--max-frame-bytes", type=int)
     serve.add_argument(
@@ -157,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
         "compare what it prints with the expected text; diagnose each failure.",
     )
     tc.add_argument(
-        "--dialect", default="openai", choices=("openai", "anthropic", "responses", "text")
+        "--dialect",
+        default="openai",
+        choices=("openai", "anthropic", "responses", "gemini", "text"),
     )
     tc.add_argument("--fixture", metavar="FILE", help="serve a recording (.ssrec) or a raw capture")
     tc.add_argument(
@@ -219,6 +252,13 @@ _SERVE_FLAGS = (
     "stall_threshold",
     "metrics_models",
     "otlp_endpoint",
+    "routes",
+    "upstream_headers",
+    "drop_client_auth",
+    "trust_env",
+    "upstream_ca",
+    "client_cert",
+    "client_key",
     "ui",
     "ui_text",
     "ui_allow_remote",
@@ -228,17 +268,20 @@ _SERVE_FLAGS = (
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from proxy.config import load_config
+    from proxy.config import load_config_with_notes
     from proxy.errors import ConfigError
     from proxy.logsink import configure_logging
     from proxy.server.run import serve_forever
 
     flags = {name: getattr(args, name, None) for name in _SERVE_FLAGS}
-    cfg = load_config(flags=flags, env=os.environ, path=args.config)
-    if not cfg.upstream:
-        raise ConfigError("upstream: required (--upstream URL, SSE_PROXY_UPSTREAM or config file)")
+    cfg, notes = load_config_with_notes(flags=flags, env=os.environ, path=args.config)
+    if not cfg.upstream and not cfg.routes:
+        raise ConfigError(
+            "upstream: required (--upstream URL or --route PREFIX=URL, "
+            "SSE_PROXY_UPSTREAM or config file)"
+        )
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
-    return serve_forever(cfg)
+    return serve_forever(cfg, notes=notes)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ _ENDPOINTS = (
     ("openai", "OpenAI Chat Completions", "POST", DIALECT_PATHS["openai"]),
     ("responses", "OpenAI Responses", "POST", DIALECT_PATHS["responses"]),
     ("anthropic", "Anthropic Messages", "POST", DIALECT_PATHS["anthropic"]),
+    ("gemini", "Google Gemini", "POST", DIALECT_PATHS["gemini"]),
     ("text", "raw text", "GET", DIALECT_PATHS["text"]),
 )
 

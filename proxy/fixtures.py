@@ -33,6 +33,7 @@ __all__ = [
     "expected_alerts",
     "expected_text",
     "faulty_stream",
+    "gemini_stream",
     "openai_chat_stream",
     "openai_responses_stream",
     "pattern_bytes",
@@ -74,7 +75,7 @@ SHORT_TOKENS: Final[tuple[str, ...]] = (
 SHORT_MESSAGE: Final[str] = "".join(SHORT_TOKENS)
 """``"".join(SHORT_TOKENS)``."""
 
-DIALECTS: Final[tuple[str, ...]] = ("openai", "responses", "anthropic", "text")
+DIALECTS: Final[tuple[str, ...]] = ("openai", "responses", "anthropic", "gemini", "text")
 """Stream dialects, named as the core's accumulators name them."""
 
 NEWLINES: Final[tuple[str, ...]] = ("\n", "\r\n", "\r")
@@ -502,6 +503,69 @@ def anthropic_stream(
     return _serialize(_anthropic_frames(tokens, tool_use=tool_use, thinking=thinking), newline)
 
 
+# ---------------------------------------------------------------------------- Gemini
+
+
+def _gemini_frames(
+    tokens: Sequence[str],
+    *,
+    thinking: str | Sequence[str] | None = None,
+    function_call: tuple[str, str] | None = None,
+    model: str = "gemini-2.0-flash",
+) -> list[_Frame]:
+    """One GenerateContentResponse per delta; the last, text-less one finishes."""
+    frames: list[_Frame] = []
+    prompt_tokens = 12
+
+    def emit(parts: list[dict[str, object]], done: int, finish: str | None = None) -> None:
+        cand: dict[str, object] = {"content": {"parts": parts, "role": "model"}}
+        if finish is not None:
+            cand["finishReason"] = finish
+        cand["index"] = 0
+        usage: dict[str, object] = {"promptTokenCount": prompt_tokens}
+        if done:
+            usage["candidatesTokenCount"] = done
+        usage["totalTokenCount"] = prompt_tokens + done
+        obj = {
+            "candidates": [cand],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": "mockGeminiResponse0001",
+        }
+        frames.append((None, _dumps(obj)))
+
+    done = 0
+    for piece in _tuple(thinking) if thinking is not None else ():
+        emit([{"text": piece, "thought": True}], done)
+    for token in tokens:
+        done += 1
+        emit([{"text": token}], done)
+    if function_call is not None:
+        name, arguments = function_call
+        emit([{"functionCall": {"name": name, "args": json.loads(arguments)}}], done)
+    emit([{"text": ""}], done, "STOP")
+    return frames
+
+
+def gemini_stream(
+    tokens: Sequence[str] = TOKENS,
+    *,
+    newline: str = "\n",
+    thinking: str | Sequence[str] | None = None,
+    function_call: tuple[str, str] | None = None,
+) -> bytes:
+    """A Gemini ``streamGenerateContent?alt=sse`` body: one ``data:`` chunk per delta.
+
+    ``thinking`` pieces come first as thought parts; ``function_call`` is ``(name,
+    arguments_json)`` sent whole, as Gemini does; the last chunk has an empty text part and
+    ``finishReason: STOP`` with the final usage. (Google's servers end lines with CRLF;
+    pass ``newline="\r\n"`` for that.)
+    """
+    _check_newline(newline)
+    frames = _gemini_frames(tokens, thinking=thinking, function_call=function_call)
+    return _serialize(frames, newline)
+
+
 # -------------------------------------------------------------------------- raw text
 
 
@@ -541,6 +605,8 @@ def _frames(
         return _responses_frames(tokens, final_text=final_text)
     if dialect == "anthropic":
         return _anthropic_frames(tokens)
+    if dialect == "gemini":
+        return _gemini_frames(tokens)
     return _text_frames(tokens)
 
 
@@ -586,6 +652,8 @@ def _padding_frame(dialect: str) -> _Frame:
         return ("ping", _dumps({"type": "ping", "pad": pad}))
     if dialect == "responses":
         return ("response.padding", _dumps({"type": "response.padding", "pad": pad}))
+    if dialect == "gemini":
+        return (None, _dumps({"candidates": [], "pad": pad}))
     return ("padding", pad)
 
 
@@ -623,6 +691,8 @@ def faulty_stream(kind: str, dialect: str = "openai") -> bytes:
         # Cut inside the first frame after the last text delta; the text itself is complete.
         if dialect == "openai":
             cut, partial = len(frames) - 2, b'data: {"choi'
+        elif dialect == "gemini":  # inside the finishing chunk
+            cut, partial = len(frames) - 1, b'data: {"candi'
         else:
             stop = "response.output_text.done" if dialect == "responses" else "content_block_stop"
             cut = next(i for i, (e, _) in enumerate(frames) if e == stop)

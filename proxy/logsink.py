@@ -28,6 +28,7 @@ __all__ = [
     "configure_logging",
     "format_exception_redacted",
     "get_logger",
+    "hold_secret",
     "new_stream_id",
     "redact_headers",
     "redact_text",
@@ -55,6 +56,22 @@ _NOT_SECRET = frozenset(
         "output_tokens_per_s",
     }
 )
+# Values the proxy itself holds (route headers with keys): never in a log line, whatever
+# the field is called. Registered at startup by the route table.
+_HELD: set[str] = set()
+
+
+def hold_secret(value: str) -> None:
+    """Never log ``value``: every log line has it replaced, in any field, from now on."""
+    if len(value) >= 4:  # a shorter one would blank out ordinary words
+        _HELD.add(value)
+
+
+def _scrub_held(text: str) -> str:
+    for secret in _HELD:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def is_secret_header(name: str) -> bool:
@@ -70,6 +87,8 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
 def redact_url(url: str) -> str:
     """URL safe to log: credentials and key-like query values replaced."""
     url = re.sub(r"(?<=://)[^/@\s]+@", f"{REDACTED}@", url)
+    if _HELD:
+        url = _scrub_held(url)
     return _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, url)
 
 
@@ -164,7 +183,21 @@ def _redact_processor(
             event_dict[key] = redact_text(value)
         elif isinstance(value, str) and "://" in value:
             event_dict[key] = redact_url(value)
+        elif _HELD and isinstance(value, str):
+            event_dict[key] = _scrub_held(value)
+        elif _HELD and isinstance(value, (list, dict)):
+            event_dict[key] = _scrub_nested(value)
     return event_dict
+
+
+def _scrub_nested(value: Any) -> Any:
+    if isinstance(value, str):
+        return _scrub_held(value)
+    if isinstance(value, list):
+        return [_scrub_nested(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub_nested(v) for k, v in value.items()}
+    return value
 
 
 def _redact_foreign(

@@ -118,6 +118,34 @@ class Metrics:
         self.upstream_errors = Counter(
             "sse_proxy_upstream_errors", "Upstream failures, by kind.", ["kind"], registry=reg
         )
+        # Per route (the route name is the prefix, or "default" for --upstream).
+        self.route_requests = Counter(
+            "sse_proxy_route_requests", "Requests by route.", ["route"], registry=reg
+        )
+        self.route_streams = Counter(
+            "sse_proxy_route_streams",
+            "SSE streams finished, by route and how they ended.",
+            ["route", "ended_by"],
+            registry=reg,
+        )
+        self.route_upstream_errors = Counter(
+            "sse_proxy_route_upstream_errors",
+            "Upstream failures, by route and kind.",
+            ["route", "kind"],
+            registry=reg,
+        )
+        self.ws_sessions = Counter(
+            "sse_proxy_websocket_sessions",
+            "WebSocket sessions passed through, by route and close code.",
+            ["route", "close_code"],
+            registry=reg,
+        )
+        self.ws_messages = Counter(
+            "sse_proxy_websocket_messages",
+            "WebSocket messages passed through, by route and direction.",
+            ["route", "direction"],
+            registry=reg,
+        )
         self.ttfb = Histogram(
             "sse_proxy_time_to_first_byte_seconds",
             "From forwarding the request to the first upstream body byte.",

@@ -1,4 +1,4 @@
-"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses and Anthropic streaming.
+"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini streaming.
 
 It serves the canonical fixtures of :mod:`proxy.fixtures`, clean or with a fault, and writes
 them in seeded random pieces (:func:`proxy.fixtures.split_reads`) so that characters and
@@ -42,6 +42,7 @@ ENDPOINTS: Final[tuple[str, ...]] = (
     "POST /v1/chat/completions",
     "POST /v1/responses",
     "POST /v1/messages",
+    "POST /v1beta/models/{model}:streamGenerateContent?alt=sse (also /v1, Vertex AI)",
     "GET|POST /v1/text",
     "GET /healthz",
     "ANY /echo/{tail}",
@@ -63,6 +64,7 @@ class _Settings:
     chunk_delay: float
     requests: int = 0
     first_text: bool = False
+    api_key: str | None = None
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -287,6 +289,58 @@ async def _text(request: web.Request) -> web.StreamResponse:  # first event: alw
     return await _serve_sse(request, _stream_body("text", _request_fault(request)))
 
 
+def _gemini_chunks(fault: str | None) -> list[Any]:
+    """The Gemini stream's chunks as objects (what ``alt=sse`` absent returns, as an array)."""
+    body = _stream_body("gemini", fault).decode("utf-8", "replace")
+    return [json.loads(line[6:]) for line in body.split("\n") if line.startswith("data: {")]
+
+
+async def _gemini(request: web.Request) -> web.StreamResponse:
+    """Gemini ``models/{model}:streamGenerateContent`` (SSE with ``?alt=sse``, else a JSON
+    array of chunks) and ``:generateContent``; Generative Language and Vertex AI paths."""
+    model, sep, action = request.match_info["model_action"].rpartition(":")
+    if not sep or not model or action not in ("streamGenerateContent", "generateContent"):
+        body = {"error": {"code": 404, "message": "unknown method", "status": "NOT_FOUND"}}
+        return web.json_response(body, status=404)
+    await _json_body(request)
+    fault = _request_fault(request)
+    if action == "generateContent":
+        return _json_response(
+            {
+                "candidates": [
+                    {
+                        "content": {"parts": [{"text": fixtures.MESSAGE}], "role": "model"},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+                "modelVersion": model,
+            }
+        )
+    if request.query.get("alt") == "sse":
+        return await _serve_sse(request, _stream_body("gemini", fault))
+    return _json_response(_gemini_chunks(fault))
+
+
+@web.middleware
+async def _require_key(request: web.Request, handler: Any) -> web.StreamResponse:
+    """With an API key set, LLM endpoints need it, as each vendor takes it (401 otherwise)."""
+    key = _settings(request).api_key
+    if key is not None and request.path.startswith("/v1"):
+        offered = {
+            request.headers.get("Authorization", "").removeprefix("Bearer "),
+            request.headers.get("x-api-key", ""),
+            request.headers.get("x-goog-api-key", ""),
+            request.query.get("key", ""),
+        }
+        if key not in offered:
+            body = {"error": {"type": "authentication_error", "message": "invalid API key"}}
+            return web.json_response(body, status=401)
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
 async def _healthz(request: web.Request) -> web.Response:
     settings = _settings(request)
     return _json_response({"status": "ok", "fault": settings.fault, "seed": settings.seed})
@@ -395,22 +449,34 @@ def make_mock_app(
     seed: int = 0,
     chunk_delay: float = 0.0,
     first_text: bool = False,
+    api_key: str | None = None,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
     ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
-
-    Raises :class:`~proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
+    With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
+    ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
+    keys then fails unless the key really arrived. Raises
+    :class:`~proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
-    app = web.Application(client_max_size=_MAX_BYTES)
+    app = web.Application(client_max_size=_MAX_BYTES, middlewares=[_require_key])
     app[_SETTINGS] = _Settings(
-        fault=_check_fault(fault), seed=seed, chunk_delay=chunk_delay, first_text=first_text
+        fault=_check_fault(fault),
+        seed=seed,
+        chunk_delay=chunk_delay,
+        first_text=first_text,
+        api_key=api_key,
     )
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
     app.router.add_post(DIALECT_PATHS["responses"], _responses)
     app.router.add_post(DIALECT_PATHS["anthropic"], _messages)
+    app.router.add_post("/{version:v1|v1beta|v1alpha}/models/{model_action}", _gemini)
+    app.router.add_post(
+        "/v1/projects/{project}/locations/{location}/publishers/google/models/{model_action}",
+        _gemini,
+    )
     app.router.add_get(DIALECT_PATHS["text"], _text)
     app.router.add_post(DIALECT_PATHS["text"], _text)
     app.router.add_get("/healthz", _healthz)
@@ -433,12 +499,15 @@ async def start_mock_upstream(
     seed: int = 0,
     chunk_delay: float = 0.0,
     first_text: bool = False,
+    api_key: str | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
     Stop it with ``await runner.cleanup()``; open streams get one second to finish.
     """
-    app = make_mock_app(fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text)
+    app = make_mock_app(
+        fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text, api_key=api_key
+    )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
@@ -459,10 +528,11 @@ async def mock_upstream(
     fault: str | None = None,
     seed: int = 0,
     chunk_delay: float = 0.0,
+    api_key: str | None = None,
 ) -> AsyncIterator[str]:
     """``async with mock_upstream() as base_url:`` -- started, and cleaned up afterwards."""
     runner, url = await start_mock_upstream(
-        host, port, fault=fault, seed=seed, chunk_delay=chunk_delay
+        host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, api_key=api_key
     )
     try:
         yield url

@@ -38,6 +38,7 @@ DIALECT_PATHS: Final[dict[str, str]] = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
     "text": "/v1/text",
 }
 """The mock upstream's streaming endpoint of each dialect."""
@@ -55,6 +56,7 @@ DIALECT_BODIES: Final[dict[str, dict[str, Any]]] = {
         "stream": True,
         "messages": [{"role": "user", "content": "Say hello"}],
     },
+    "gemini": {"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]},
     "text": {"stream": True},
 }
 """A request body that makes each endpoint stream."""

@@ -46,6 +46,11 @@ def deltas(dialect: str, data: bytes, choice: int = 0) -> list[str]:
                 content = ch["delta"].get("content")
                 if ch["index"] == choice and content:
                     out.append(content)
+        elif dialect == "gemini":
+            for cand in obj.get("candidates") or []:
+                for part in cand["content"]["parts"]:
+                    if part.get("text") and not part.get("thought"):
+                        out.append(part["text"])
         elif dialect == "responses" and etype == "response.output_text.delta":
             out.append(obj["delta"])
         elif etype == "content_block_delta" and obj["delta"]["type"] == "text_delta":
@@ -108,6 +113,7 @@ def test_builders_are_deterministic() -> None:
     assert fixtures.openai_responses_stream() == fixtures.clean_stream("responses")
     assert fixtures.anthropic_stream() == fixtures.clean_stream("anthropic")
     assert fixtures.raw_text_stream() == fixtures.clean_stream("text")
+    assert fixtures.gemini_stream() == fixtures.clean_stream("gemini")
 
 
 def test_openai_chunks_match_the_vendor_shape() -> None:

@@ -33,11 +33,23 @@ from proxy.server.headers import (
     request_headers_for_upstream,
     response_headers_for_client,
 )
+from proxy.server.network import Network, tls_reason
 from proxy.server.observe import RequestContext, StreamObserver
 from proxy.server.recorder import Recorder
-from proxy.server.tracing import TRACING, RequestSpan, Tracing, route_of
+from proxy.server.routes import Route, RouteTable
+from proxy.server.tracing import TRACING, RequestSpan, Tracing
+from proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
-__all__ = ["CONFIG", "METRICS", "SESSION", "STATE", "TRACING", "ProxyState", "make_app"]
+__all__ = [
+    "CONFIG",
+    "METRICS",
+    "ROUTES",
+    "SESSION",
+    "STATE",
+    "TRACING",
+    "ProxyState",
+    "make_app",
+]
 
 
 @dataclass
@@ -52,6 +64,8 @@ CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 STATE = web.AppKey("state", ProxyState)
+ROUTES = web.AppKey("routes", RouteTable)
+NETWORK = web.AppKey("network", Network)
 
 
 class _ClientGone(Exception):
@@ -73,8 +87,12 @@ def _json_error(status: int, kind: str, message: str, stream_id: str) -> web.Res
 async def _health(request: web.Request) -> web.Response:
     state = request.app[STATE]
     status = "shutting_down" if state.shutting_down else "ok"
+    routes = [
+        {k: v for k, v in r.items() if k in ("route", "prefix", "upstream", "dialect")}
+        for r in request.app[ROUTES].describe()
+    ]
     return web.json_response(
-        {"status": status, "active_streams": len(state.active)},
+        {"status": status, "active_streams": len(state.active), "routes": routes},
         status=503 if state.shutting_down else 200,
     )
 
@@ -171,9 +189,21 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             stream_id,
         )
 
-    url = URL(cfg.upstream_base + raw_target, encoded=True)
-    headers = request_headers_for_upstream(request.headers)
-    ctx = RequestContext.from_headers(request.headers, route_of(cfg.upstream))
+    matched = request.app[ROUTES].match(raw_target)
+    if matched is None:
+        prefixes = ", ".join(r.prefix for r in request.app[ROUTES].routes)
+        return _json_error(
+            404, "no_route", f"no route for this path (routes: {prefixes})", stream_id
+        )
+    route, rest = matched
+    upstream_url = route.url_for(route.strip_auth_query(rest))
+    log = log.bind(route=route.name, upstream_url=redact_url(upstream_url))
+    metrics.route_requests.labels(route=route.name).inc()
+    url = URL(upstream_url, encoded=True)
+    headers = route.upstream_headers(request_headers_for_upstream(request.headers))
+    if is_websocket_upgrade(request):
+        return await _websocket(request, route, url, headers, log, metrics, stream_id)
+    ctx = RequestContext.from_headers(request.headers, route.name)
     data = _body(request, cfg.max_request_body_bytes) if request.body_exists else None
     if data is not None and "json" in request.headers.get("Content-Type", ""):
         data = ctx.peek(data)
@@ -189,6 +219,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
         sock_connect=cfg.connect_timeout or None,
     )
     started = time.monotonic()
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(url)
     try:
         upstream_cm = request.app[SESSION].request(
             request.method,
@@ -197,6 +228,8 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             data=data,
             allow_redirects=False,
             timeout=timeout,
+            proxy=proxy,
+            proxy_headers=proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
             trace_request_ctx={"log": log},
         )
@@ -204,7 +237,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             async with asyncio.timeout(cfg.idle_timeout or None):
                 upstream = await stack.enter_async_context(upstream_cm)
             return await _respond(
-                request, upstream, cfg, metrics, spec, stream_id, started, ctx, span
+                request, upstream, cfg, metrics, spec, stream_id, started, ctx, span, route, url
             )
     except _RequestTooLarge:
         return _json_error(
@@ -215,10 +248,28 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
         )
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         log = log.bind(request_model=ctx.request_model)
-        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, span)
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route, span)
+    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+        log = log.bind(request_model=ctx.request_model)
+        return _upstream_failed(
+            log,
+            metrics,
+            502,
+            "upstream_tls_error",
+            exc,
+            stream_id,
+            route,
+            span,
+            reason=tls_reason(exc),
+        )
+    except aiohttp.ClientProxyConnectionError as exc:
+        log = log.bind(request_model=ctx.request_model)
+        return _upstream_failed(log, metrics, 502, "proxy_unreachable", exc, stream_id, route, span)
     except aiohttp.ClientConnectorError as exc:
         log = log.bind(request_model=ctx.request_model)
-        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id, span)
+        return _upstream_failed(
+            log, metrics, 502, "upstream_unreachable", exc, stream_id, route, span
+        )
     except (aiohttp.ClientError, OSError) as exc:
         if isinstance(exc.__cause__, _RequestTooLarge):  # raised inside aiohttp's body writer
             return _json_error(
@@ -228,10 +279,61 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
                 stream_id,
             )
         log = log.bind(request_model=ctx.request_model)
-        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id, span)
+        kind = (
+            "proxy_refused" if isinstance(exc, aiohttp.ClientHttpProxyError) else "upstream_failed"
+        )
+        return _upstream_failed(log, metrics, 502, kind, exc, stream_id, route, span)
     finally:
         if span is not None:
             span.end()
+
+
+async def _websocket(
+    request: web.Request,
+    route: Route,
+    url: URL,
+    headers: Any,
+    log: Any,
+    metrics: Metrics,
+    stream_id: str,
+) -> web.StreamResponse:
+    """The WebSocket pass-through, with the same upstream error mapping as HTTP."""
+    cfg = request.app[CONFIG]
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(url)
+
+    def done(summary: dict[str, Any]) -> None:
+        metrics.ws_sessions.labels(route=route.name, close_code=str(summary["close_code"])).inc()
+        metrics.ws_messages.labels(route=route.name, direction="to_upstream").inc(
+            summary["messages_to_upstream"]
+        )
+        metrics.ws_messages.labels(route=route.name, direction="to_client").inc(
+            summary["messages_to_client"]
+        )
+
+    try:
+        return await relay_websocket(
+            request,
+            request.app[SESSION],
+            url,
+            headers,
+            proxy,
+            proxy_headers,
+            cfg.max_request_body_bytes,
+            log,
+            done,
+        )
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route)
+    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+        return _upstream_failed(
+            log, metrics, 502, "upstream_tls_error", exc, stream_id, route, reason=tls_reason(exc)
+        )
+    except aiohttp.ClientProxyConnectionError as exc:
+        return _upstream_failed(log, metrics, 502, "proxy_unreachable", exc, stream_id, route)
+    except aiohttp.ClientConnectorError as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id, route)
+    except (aiohttp.ClientError, OSError) as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id, route)
 
 
 def _upstream_failed(
@@ -241,14 +343,20 @@ def _upstream_failed(
     kind: str,
     exc: BaseException,
     stream_id: str,
+    route: Route,
     span: RequestSpan | None = None,
+    reason: str | None = None,
 ) -> web.Response:
     message = redact_url(str(exc) or type(exc).__name__)
-    log.warning("upstream.error", kind=kind, error=message, status=status)
+    extra = {"reason": reason} if reason else {}
+    log.warning("upstream.error", kind=kind, error=message, status=status, **extra)
     metrics.upstream_errors.labels(kind=kind).inc()
     metrics.count_total("upstream_errors")
+    metrics.route_upstream_errors.labels(route=route.name, kind=kind).inc()
     if span is not None:
         span.failed(kind, status)
+    if reason:
+        message = f"{reason}: {message}"
     return _json_error(status, kind, message, stream_id)
 
 
@@ -262,6 +370,8 @@ async def _respond(
     started: float,
     ctx: RequestContext,
     span: RequestSpan | None,
+    route: Route,
+    url: URL,
 ) -> web.StreamResponse:
     sse = is_event_stream(upstream.headers.get("Content-Type"))
     if span is not None:
@@ -298,7 +408,9 @@ async def _respond(
         **({"chaos": spec.header_value()} if spec is not None else {}),
         **ctx.fields(),
     )
-    relay = _SseRelay(request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id)
+    relay = _SseRelay(
+        request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id, route, url
+    )
     relay.attach(ctx, span)
     return await relay.run()
 
@@ -354,7 +466,12 @@ async def _relay_plain(
         ended_by = "client_disconnect"
     except (TimeoutError, aiohttp.ClientError) as exc:
         ended_by = "timeout" if watch.expired else "upstream_error"
-        log.warning("upstream.error", kind="body_read_failed", error=redact_url(str(exc)))
+        log.warning(
+            "upstream.error",
+            kind="body_read_failed",
+            error=redact_url(str(exc)),
+            upstream_url=redact_url(str(upstream.url)),
+        )
     finally:
         watch.stop()
     log.info(
@@ -400,6 +517,8 @@ class _SseRelay:
         mode: str,
         started: float,
         stream_id: str,
+        route: Route,
+        url: URL,
     ) -> None:
         self.request = request
         self.resp = resp
@@ -410,10 +529,11 @@ class _SseRelay:
         self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
         self.started = started
         self.mode = mode
-        forced = normalize_dialect(cfg.dialect)
+        self.route_name = route.name
+        forced = normalize_dialect(route.dialect)
         self.reassembler = StreamReassembler(
             forced,
-            hint=dialect_for_path(request.path),
+            hint=dialect_for_path(url.raw_path) or dialect_for_path(request.path),
             limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=mode != "passthrough",  # only planners cut at frame ends
@@ -523,7 +643,10 @@ class _SseRelay:
             else:
                 ended_by = "upstream_error"
                 self.log.warning(
-                    "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
+                    "upstream.error",
+                    kind="stream_read_failed",
+                    error=redact_url(str(exc)),
+                    upstream_url=redact_url(str(self.upstream.url)),
                 )
                 self.metrics.upstream_errors.labels(kind="stream_read_failed").inc()
                 self.metrics.count_total("upstream_errors")
@@ -638,6 +761,7 @@ class _SseRelay:
         m.events.inc(reassembler.events_dispatched)
         for name, count in self.sink.counts.items():
             m.alerts.labels(event=name).inc(count)
+        m.route_streams.labels(route=self.route_name, ended_by=ended_by).inc()
         if first_byte is not None:
             m.ttfb.observe(first_byte - self.started)
         m.record_stream(fields, obs.gaps, duration=now - self.started, alerts=self.sink.counts)
@@ -645,7 +769,7 @@ class _SseRelay:
 
 async def _session_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    connector = app[NETWORK].connector()
     async with aiohttp.ClientSession(
         trace_configs=[_connection_trace()] if cfg.log_level == "debug" else None,
         connector=connector,
@@ -674,6 +798,8 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app[TRACING] = Tracing.for_config(config)
     app.on_cleanup.append(app[TRACING].close)
     app[STATE] = ProxyState()
+    app[ROUTES] = RouteTable.from_config(config)
+    app[NETWORK] = Network(config)
     app.cleanup_ctx.append(_session_ctx)
     prefix = config.admin_prefix
     app.router.add_get(f"{prefix}/health", _health)

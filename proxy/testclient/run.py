@@ -88,6 +88,7 @@ def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
         "SSE_PROXY_URL": url,
         "OPENAI_BASE_URL": f"{url}/v1",
         "ANTHROPIC_BASE_URL": url,
+        "GOOGLE_GEMINI_BASE_URL": url,
         "SSE_PROXY_DIALECT": fixture.dialect,
         "SSE_PROXY_STREAM_URL": url + fixture.path,
         "SSE_PROXY_STREAM_BODY": json.dumps(DIALECT_BODIES.get(fixture.dialect, {})),

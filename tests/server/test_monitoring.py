@@ -78,7 +78,7 @@ async def test_context_in_every_alert_and_the_summary(
     assert seen[0]["traceparent"] == TRACEPARENT
     alerts = named(logs, "sse.invalid_json", sid)
     assert len(alerts) == 1
-    route = upstream.removeprefix("http://")
+    route = "default"  # the plain --upstream is the route named "default"
     for entry in (*alerts, line):
         assert entry["client_request_id"] == f"app-{dialect}-7", entry
         assert entry["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"

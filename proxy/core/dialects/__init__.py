@@ -12,6 +12,7 @@ from typing import Any
 from proxy.core.alerts import Alert
 from proxy.core.dialects.anthropic import AnthropicAccumulator
 from proxy.core.dialects.base import Accumulator, JsonAccumulator, json_loads
+from proxy.core.dialects.gemini import GeminiAccumulator
 from proxy.core.dialects.openai_chat import OpenAIChatAccumulator
 from proxy.core.dialects.openai_responses import OpenAIResponsesAccumulator
 from proxy.core.dialects.raw_text import RawTextAccumulator
@@ -24,6 +25,7 @@ __all__ = [
     "dialect_for_path",
     "make_accumulator",
     "normalize_dialect",
+    "reasoning_of",
 ]
 
 
@@ -38,6 +40,7 @@ DIALECTS: dict[str, type[Accumulator]] = {
     "openai": OpenAIChatAccumulator,
     "responses": OpenAIResponsesAccumulator,
     "anthropic": AnthropicAccumulator,
+    "gemini": GeminiAccumulator,
     "text": RawTextAccumulator,
     "none": FramingOnly,
 }
@@ -52,6 +55,10 @@ _ALIASES = {
     "openai-responses": "responses",
     "anthropic": "anthropic",
     "messages": "anthropic",
+    "gemini": "gemini",
+    "google": "gemini",
+    "vertex": "gemini",
+    "vertexai": "gemini",
     "text": "text",
     "raw": "text",
     "raw_text": "text",
@@ -89,6 +96,8 @@ def dialect_for_path(path: str) -> str | None:
         return "responses"
     if path.endswith("/messages"):
         return "anthropic"
+    if path.endswith((":streamGenerateContent", ":generateContent")):
+        return "gemini"  # Generative Language API and Vertex AI alike
     return None
 
 
@@ -101,6 +110,8 @@ def _shape(obj: dict[str, Any]) -> str | None:
             return "anthropic"
     if "choices" in obj or obj.get("object") == "chat.completion.chunk":
         return "openai"
+    if "candidates" in obj or "usageMetadata" in obj or "promptFeedback" in obj:
+        return "gemini"
     return None
 
 
@@ -132,6 +143,17 @@ def detect(etype: str, data: str) -> str | None:
         if etype.startswith("response."):
             return "responses"
     return None
+
+
+def reasoning_of(acc: Accumulator) -> tuple[str, int]:
+    """(reasoning text, its length) of a dialect that streams reasoning apart from text.
+
+    OpenAI-compatible ``reasoning_content``, Anthropic ``thinking_delta``, Responses
+    reasoning summaries and Gemini thought parts; ("", 0) for the others.
+    """
+    text = getattr(acc, "reasoning", "")
+    length = getattr(acc, "reasoning_length", len(text))
+    return (text if isinstance(text, str) else ""), (length if isinstance(length, int) else 0)
 
 
 def make_accumulator(name: str, alerts: list[Alert], *, keep_text: bool = True) -> Accumulator:

@@ -120,9 +120,19 @@ class AnthropicAccumulator(JsonAccumulator):
     def text(self) -> str:
         return "".join("".join(b.text) for _, b in sorted(self._blocks.items()) if b.text)
 
+    @property
+    def reasoning(self) -> str:
+        """``thinking_delta`` text of every block in index order, apart from :attr:`text`."""
+        return "".join("".join(b.thinking) for _, b in sorted(self._blocks.items()))
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
+
     def details(self) -> dict[str, Any]:
         return {
             "stop_reason": self._stop_reason,
+            "reasoning": self.reasoning,
             "blocks": [
                 {
                     "index": idx,

@@ -211,8 +211,20 @@ class OpenAIChatAccumulator(JsonAccumulator):
         content = self._choices[min(self._choices)].content
         return getattr(content, "chars", 0) + sum(map(len, content))
 
+    @property
+    def reasoning(self) -> str:
+        """``reasoning_content`` of the lowest choice, kept apart from :attr:`text`."""
+        if not self._choices:
+            return ""
+        return "".join(self._choices[min(self._choices)].reasoning)
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
+
     def details(self) -> dict[str, Any]:
         return {
+            "reasoning": self.reasoning,
             "choices": [
                 {
                     "index": idx,
@@ -225,5 +237,5 @@ class OpenAIChatAccumulator(JsonAccumulator):
                     ],
                 }
                 for idx, c in sorted(self._choices.items())
-            ]
+            ],
         }

@@ -109,10 +109,19 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
     def text(self) -> str:
         return "".join("".join(parts) for _, parts in sorted(self._text.items()))
 
+    @property
+    def reasoning(self) -> str:
+        """Reasoning summary (and reasoning text) deltas, apart from :attr:`text`."""
+        return "".join(self._reasoning)
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
+
     def details(self) -> dict[str, Any]:
         return {
             "status": self._status,
-            "reasoning": "".join(self._reasoning),
+            "reasoning": self.reasoning,
             "function_calls": [
                 {"item": k, "call_id": c.id, "name": c.name, "arguments": c.arguments}
                 for k, c in self._calls.items()
