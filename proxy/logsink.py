@@ -33,6 +33,7 @@ __all__ = [
     "redact_headers",
     "redact_text",
     "redact_url",
+    "scrub_held",
 ]
 
 REDACTED = "[redacted]"
@@ -65,6 +66,11 @@ def hold_secret(value: str) -> None:
     """Never log ``value``: every log line has it replaced, in any field, from now on."""
     if len(value) >= 4:  # a shorter one would blank out ordinary words
         _HELD.add(value)
+
+
+def scrub_held(text: str) -> str:
+    """``text`` with every held value replaced (for fields built before the log sink)."""
+    return _scrub_held(text) if _HELD else text
 
 
 def _scrub_held(text: str) -> str:
@@ -183,19 +189,17 @@ def _redact_processor(
             event_dict[key] = redact_text(value)
         elif isinstance(value, str) and "://" in value:
             event_dict[key] = redact_url(value)
-        elif _HELD and isinstance(value, str):
-            event_dict[key] = _scrub_held(value)
-        elif _HELD and isinstance(value, (list, dict)):
-            event_dict[key] = _scrub_nested(value)
+        if _HELD:  # whatever the field and whatever was redacted above: held values go
+            event_dict[key] = _scrub_nested(event_dict[key])
     return event_dict
 
 
 def _scrub_nested(value: Any) -> Any:
     if isinstance(value, str):
         return _scrub_held(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_scrub_nested(v) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: _scrub_nested(v) for k, v in value.items()}
     return value
 

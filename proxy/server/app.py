@@ -22,7 +22,7 @@ from proxy.config import Config
 from proxy.core import Limits, StreamReassembler, Truncated, dialect_for_path, normalize_dialect
 from proxy.errors import ChaosSpecError
 from proxy.inspect.web import add_ui_routes, open_stream, registry_for
-from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url
+from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url, scrub_held
 from proxy.metrics import Metrics
 from proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
 from proxy.rechunk.planner import Planner, make_planner
@@ -835,5 +835,6 @@ def _log_of(ctx: Any) -> Any:
 
 
 def _plain(headers: Any) -> dict[str, str]:
-    """Headers as a plain dict for a debug line (the log sink redacts secret values)."""
-    return {str(k): str(v) for k, v in headers.items()}
+    """Headers as a plain dict for a debug line (the log sink redacts secret values);
+    values the proxy holds (route keys) never enter it at all."""
+    return {str(k): scrub_held(str(v)) for k, v in headers.items()}
