@@ -151,6 +151,7 @@ def run_check(
     dialect: str | None = None,
     limits: Limits | None = None,
     out: IO[bytes] | None = None,
+    html: str | None = None,
 ) -> int:
     """Exit status: 0 clean, 1 when a warning-level alert fired (usage errors raise)."""
     sink_out = out if out is not None else sys.stdout.buffer
@@ -176,6 +177,7 @@ def run_check(
         sink.log.warning("check.recording_invalid", error=not_recording, read_as="raw capture")
         sink.max_level = Level.WARNING
     started = time.monotonic()
+    kept = _Keeper() if html is not None else None
     try:
         with stream:
             head, chunks = _sniffed(
@@ -197,6 +199,8 @@ def run_check(
                 )
                 return 1
             for chunk in chunks:
+                if kept is not None:
+                    kept.add(chunk)
                 output = reassembler.feed(chunk)
                 sink.emit_all(output.alerts)
                 if output.events:
@@ -218,7 +222,21 @@ def run_check(
             **meta_of(reassembler).fields(),
             **_reasoning_length(reassembler),
         )
-    return 1 if sink.warned else 0
+    status = 1 if sink.warned else 0
+    if html is not None and kept is not None:
+        from proxy.inspect.report import write_check_report
+
+        write_check_report(
+            html,
+            name,
+            kept.chunks,
+            total=reassembler.bytes_fed,
+            recording=recording,
+            dialect=dialect,
+            upstream_error=broken,
+            warned=bool(status),
+        )
+    return status
 
 
 def _isatty(stream: Any) -> bool:
@@ -231,3 +249,19 @@ def _isatty(stream: Any) -> bool:
 def _preview(head: bytes, limit: int = 80) -> str:
     """The first bytes, escaped, so a log line shows what the input starts with."""
     return head[:limit].decode("utf-8", "backslashreplace").encode("unicode_escape").decode()
+
+
+class _Keeper:
+    """The first bytes of the stream, for the HTML report's byte strip (bounded memory)."""
+
+    def __init__(self) -> None:
+        from proxy.inspect.report import MAX_STRIP_BYTES
+
+        self.room = MAX_STRIP_BYTES
+        self.chunks: list[bytes] = []
+
+    def add(self, chunk: bytes) -> None:
+        if self.room > 0:
+            piece = chunk[: self.room]
+            self.chunks.append(piece)
+            self.room -= len(piece)

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--max-line", type=_positive_int, default=None, help="line limit, bytes")
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
+    check.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
 
     serve = sub.add_parser("serve", help="run the reverse proxy in front of an LLM API")
     serve.add_argument("--upstream", help="the API base URL, e.g. https://api.openai.com")
@@ -140,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--otlp-endpoint", metavar="URL", help="export traces over OTLP/HTTP (needs [otel])"
     )
+    serve.add_argument(
+        "--ui", action="store_true", default=None, help="live inspector at <admin prefix>/ui"
+    )
+    serve.add_argument(
+        "--ui-text", action="store_true", default=None, help="show message text in the inspector"
+    )
+    serve.add_argument(
+        "--ui-allow-remote",
+        action="store_true",
+        default=None,
+        help="let non-loopback clients open the inspector",
+    )
+    serve.add_argument("--ui-streams", type=int, help="streams the inspector keeps")
+    serve.add_argument("--ui-stream-bytes", type=int, help="bytes kept per inspected stream")
 
     demo = sub.add_parser("demo", help="zero-setup showcase on a built-in mock upstream")
     demo.add_argument("--mode", choices=MODES, default="passthrough")
@@ -203,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--delay-ms", type=float, default=0.0, help="chaos jitter before each write")
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    tc.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     tc.add_argument("--proxy-log", metavar="FILE", help="append the proxies' JSON logs here")
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
@@ -243,6 +259,11 @@ _SERVE_FLAGS = (
     "upstream_ca",
     "client_cert",
     "client_key",
+    "ui",
+    "ui_text",
+    "ui_allow_remote",
+    "ui_streams",
+    "ui_stream_bytes",
 )
 
 
@@ -281,7 +302,9 @@ def _run(args: argparse.Namespace) -> int:
                 if v is not None
             }
         )
-        return run_check(args.file, text=args.text, dialect=args.dialect, limits=limits)
+        return run_check(
+            args.file, text=args.text, dialect=args.dialect, limits=limits, html=args.html
+        )
     if args.command == "serve":
         return _serve(args)
     if args.command == "demo":
@@ -341,6 +364,7 @@ def _test_client(args: argparse.Namespace) -> int:
         chaos_k=args.chaos_k,
         delay_ms=args.delay_ms,
         proxy_log=args.proxy_log,
+        html=args.html,
     )
     return run_test_client(options)
 

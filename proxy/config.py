@@ -117,6 +117,11 @@ class Config:
     upstream_ca: str = ""
     client_cert: str = ""
     client_key: str = ""
+    ui: bool = False
+    ui_text: bool = False
+    ui_allow_remote: bool = False
+    ui_streams: int = 50
+    ui_stream_bytes: int = 256 << 10
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -162,6 +167,8 @@ def _validate(cfg: Config) -> None:
         "max_alerts_per_kind",
         "workers",
         "chaos_k",
+        "ui_streams",
+        "ui_stream_bytes",
     ):
         if getattr(cfg, name) < 1:
             raise bad(name, "must be at least 1")

@@ -21,6 +21,7 @@ from yarl import URL
 from proxy.config import Config
 from proxy.core import Limits, StreamReassembler, Truncated, dialect_for_path, normalize_dialect
 from proxy.errors import ChaosSpecError
+from proxy.inspect.web import add_ui_routes, open_stream, registry_for
 from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url, scrub_held
 from proxy.metrics import Metrics
 from proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
@@ -565,6 +566,7 @@ class _SseRelay:
         self.recorder = Recorder.for_config(
             cfg.record_dir, stream_id, request, upstream, log, started
         )
+        self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
         self.obs: StreamObserver | None = None
         self.span: RequestSpan | None = None
 
@@ -681,6 +683,8 @@ class _SseRelay:
             obs.tick(now)
         if out.alerts:
             obs.emit(out.alerts)
+        if self.inspect is not None:
+            self.inspect.read(chunk, out.alerts)
         return out.frame_ends
 
     async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes, now: float) -> None:
@@ -711,6 +715,8 @@ class _SseRelay:
             if w.delay:
                 await asyncio.sleep(w.delay)
             await _write(self.resp, w.data)
+            if self.inspect is not None:
+                self.inspect.wrote(w.data)
 
     def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
         upstream_error = ended_by in ("upstream_error", "timeout")
@@ -723,7 +729,10 @@ class _SseRelay:
                 # a stream not read to its end gets no end-of-stream verdicts
                 abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
-            obs.emit(obs.closing_alerts(out.alerts))
+            closing = obs.closing_alerts(out.alerts)
+            obs.emit(closing)
+            if self.inspect is not None:
+                self.inspect.add_alerts(closing)
         now = time.monotonic()
         summary = reassembler.summary()
         summary.pop("alerts", None)
@@ -743,6 +752,8 @@ class _SseRelay:
         self.sink.summary(level="warning" if self.sink.warned or broken else "info", **fields)
         if self.span is not None:
             self.span.stream(fields)
+        if self.inspect is not None:
+            self.inspect.finish({**fields, "alerts": dict(self.sink.counts)})
         if self.recorder is not None:
             self.recorder.finish(ended_by)
         m = self.metrics
@@ -793,6 +804,9 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     prefix = config.admin_prefix
     app.router.add_get(f"{prefix}/health", _health)
     app.router.add_get(f"{prefix}/metrics", _metrics)
+    registry = registry_for(config)
+    if registry is not None:
+        add_ui_routes(app, config, registry)
     app.router.add_route("*", prefix + "{tail:(/.*)?}", _not_found)
     app.router.add_route("*", "/{tail:.*}", _proxy)
     return app

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from proxy.config import Config, StartupNote
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
+from proxy.inspect.web import close_feeds
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
 from proxy.server.app import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState, make_app
@@ -96,6 +97,7 @@ async def stop_proxy(runner: web.AppRunner) -> None:
     """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
     state = runner.app[STATE]
     state.shutting_down = True
+    close_feeds(runner.app)  # the inspector's live feeds must not hold the grace
     for site in list(runner.sites):
         await site.stop()
     await asyncio.sleep(0)  # requests accepted just before are under way
@@ -197,6 +199,7 @@ async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = (
         **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
         health=f"{url}{cfg.admin_prefix}/health",
         metrics=f"{url}{cfg.admin_prefix}/metrics",
+        **({"inspector": f"{url}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
     )
     for note in notes:
         if note.event != "config.mode_implied":

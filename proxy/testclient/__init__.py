@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -74,7 +76,11 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--seed must be a non-negative integer")
     if options.chaos_k < 0 or options.delay_ms < 0:
         raise UsageError("--chaos-k and --delay-ms must not be negative")
-    for flag, path in (("--report", options.report), ("--junit", options.junit)):
+    for flag, path in (
+        ("--report", options.report),
+        ("--junit", options.junit),
+        ("--html", options.html),
+    ):
         if path is not None and not Path(path).resolve().parent.is_dir():
             raise UsageError(f"{flag}: no such directory for {path!r}")
 
@@ -132,4 +138,40 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
     if options.junit:
         tree = report_junit(options, run.results)
         _write_file(options.junit, lambda p: tree.write(p, encoding="utf-8", xml_declaration=True))
+    if options.html:
+        _write_html(options, fixture, run.results)
     return 0 if all(r.passed for r in run.results) and not run.not_run else 1
+
+
+def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseResult]) -> None:
+    """``--html FILE``: the cases as plain values for :mod:`proxy.inspect.report`."""
+    from proxy.inspect.report import ReportCase, write_report
+    from proxy.testclient.report import rerun_line
+
+    cases = []
+    for r in results:
+        cut = r.case.cut
+        d = r.diagnosis
+        cases.append(
+            ReportCase(
+                name=r.case.name,
+                verdict=r.outcome,
+                received=r.output,
+                expected=r.expected,
+                diagnosis=None if d is None else f"{d.family}: {d.reason}",
+                note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                + f"rerun: {rerun_line(options, r.case)}",
+                stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
+                cuts=(cut,) if cut is not None else (r.sent[1] if r.sent else ()),
+                passed=r.passed,
+                dialect=fixture.dialect,
+                strip_if_passed=False,
+            )
+        )
+    failed = sum(not r.passed for r in results)
+    write_report(
+        options.html or "",
+        f"sse-proxy test-client: {shlex.join(options.command)}",
+        sorted(cases, key=lambda c: c.passed),
+        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.",
+    )

@@ -110,6 +110,7 @@ class HarnessOptions:
     chaos_k: int = 3
     delay_ms: float = 0.0
     proxy_log: str | None = None
+    html: str | None = None
 
     @property
     def parallel(self) -> int:

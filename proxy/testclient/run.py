@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from proxy.errors import UsageError
+from proxy.inspect.web import client_writes
 from proxy.names import DIALECT_BODIES
 from proxy.recording import Recording
 from proxy.stack import UpstreamStarter, proxy_stack
@@ -63,6 +64,7 @@ class CaseResult:
     diagnosis: Diagnosis | None = None
     cut_context: str | None = None
     parts: dict[str, Diagnosis | None] = field(default_factory=dict)
+    sent: tuple[bytes, tuple[int, ...]] | None = None  # (bytes, write ends) with --html
 
     @property
     def passed(self) -> bool:
@@ -176,6 +178,8 @@ class _Runner:
             settings.update(mode="frames")
         else:
             settings.update(mode="chaos", chaos=case.strategy or "random")
+        if self.options.html and settings["mode"] != "passthrough":
+            settings.update(ui=True)  # keeps the bytes the proxy writes, for the report
         if case.fault is not None:
             stream = fixture.fault(case.fault)
             return (lambda: start_fault_server(stream, fixture.headers)), settings
@@ -217,7 +221,9 @@ class _Runner:
             code, out, err, hung = await _run_command(
                 self.options.command, env, self.options.timeout
             )
-        return self.judge(
+            runner = stack._proxy
+            sent = client_writes(runner.app) if self.options.html and runner else None
+        result = self.judge(
             case,
             code,
             normalize_output(out),
@@ -225,6 +231,8 @@ class _Runner:
             hung,
             round(time.monotonic() - started, 3),
         )
+        result.sent = sent
+        return result
 
     def judge(
         self,
