@@ -19,7 +19,15 @@ from aiohttp import web
 from yarl import URL
 
 from proxy.config import Config
-from proxy.core import Limits, StreamReassembler, Truncated, dialect_for_path, normalize_dialect
+from proxy.core import (
+    Alert,
+    Limits,
+    Output,
+    StreamReassembler,
+    Truncated,
+    dialect_for_path,
+    normalize_dialect,
+)
 from proxy.errors import ChaosSpecError
 from proxy.inspect.web import add_ui_routes, open_stream, registry_for
 from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url, scrub_held
@@ -415,6 +423,14 @@ async def _respond(
     return await relay.run()
 
 
+# A read that arrived this long after the previous one's work ended was waited for; work
+# with no such wait for longer than _BUSY yields to the event loop.
+_WAITED = 0.001
+_BUSY = 0.02
+# A read larger than this is observed in slices, yielding between them.
+_SLICE = 16 << 10
+
+
 class _IdleWatch:
     """The idle timeout between upstream chunks, without a timer per chunk.
 
@@ -607,8 +623,14 @@ class _SseRelay:
                 planner = self.planner
                 recorder = self.recorder
                 now = watch.now
+                # Reads already buffered come back without a suspension: a fast upstream
+                # could keep this task on the loop read after read. Past _BUSY seconds of
+                # work with no wait in between, it yields, so other streams get their turn.
+                busy_since = done = now()
                 async for chunk in self.upstream.content.iter_any():
                     watch.last = at = now()
+                    if at - done > _WAITED:  # the read was waited for: the loop ran others
+                        busy_since = at
                     if first_byte is None:
                         first_byte = at  # the same clock as the read stamps
                     received += len(chunk)
@@ -617,6 +639,8 @@ class _SseRelay:
                     if self.decode is not None:  # compressed: the client's bytes go first
                         await self._forward(chunk, ())
                         await self._observe_decoded(self.decode, chunk, at)
+                    elif len(chunk) > _SLICE:
+                        await self._forward(chunk, await self._observe_slices(chunk, at))
                     elif planner is None:
                         observe(chunk, at)
                         try:
@@ -629,6 +653,10 @@ class _SseRelay:
                             raise _ClientGone from exc
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
+                    done = now()
+                    if done - busy_since > _BUSY:
+                        await asyncio.sleep(0)
+                        busy_since = done = now()
                 if self.planner is not None:
                     await self._send(self.planner.flush())
         except _ClientGone:
@@ -676,6 +704,12 @@ class _SseRelay:
         time is taken once its last piece is in)."""
         if not self.observing:
             return ()
+        out = self._feed(chunk, now)
+        if self.inspect is not None:
+            self.inspect.read(chunk, out.alerts)
+        return out.frame_ends
+
+    def _feed(self, chunk: bytes, now: float | None) -> Output:
         out = self.reassembler.feed(chunk)
         obs = self.obs
         assert obs is not None
@@ -683,9 +717,25 @@ class _SseRelay:
             obs.tick(now)
         if out.alerts:
             obs.emit(out.alerts)
+        return out
+
+    async def _observe_slices(self, chunk: bytes, now: float) -> tuple[int, ...]:
+        """A large read, observed in slices with the event loop let in between (a hostile
+        read must not hold every other stream); one read for the inspector."""
+        if not self.observing:
+            return ()
+        ends: list[int] = []
+        alerts: list[Alert] = []
+        for start in range(0, len(chunk), _SLICE):
+            if start:
+                await asyncio.sleep(0)
+            last = start + _SLICE >= len(chunk)
+            out = self._feed(chunk[start : start + _SLICE], now if last else None)
+            ends += out.frame_ends
+            alerts += out.alerts
         if self.inspect is not None:
-            self.inspect.read(chunk, out.alerts)
-        return out.frame_ends
+            self.inspect.read(chunk, tuple(alerts))
+        return tuple(ends)
 
     async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes, now: float) -> None:
         """Feed the decompressed copy in bounded slices, letting other streams run between."""
