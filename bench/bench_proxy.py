@@ -823,7 +823,8 @@ LITELLM_ENV = {
 
 def peer_exe(name: str) -> Path | None:
     """``mitmdump``/``litellm`` from bench/.peers-venv/<peer>/ (setup_peers.sh), else PATH."""
-    for cand in (PEERS_VENV / name.removesuffix("dump") / "bin" / name, PEERS_VENV / "bin" / name):
+    venv = PEERS_VENV / {"mitmdump": "mitmproxy"}.get(name, name)
+    for cand in (venv / "bin" / name, PEERS_VENV / "bin" / name):
         if cand.exists():
             return cand
     found = shutil.which(name)
