@@ -812,6 +812,8 @@ general_settings:
 # everything LiteLLM would otherwise fetch or report over the network, off
 LITELLM_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    # it refuses to start without one; the load generator sends this bearer token
+    "LITELLM_MASTER_KEY": "sk-bench-not-a-real-key",
     "LITELLM_TELEMETRY": "False",
     "LITELLM_LOG": "ERROR",
     "LITELLM_DONT_SHOW_FEEDBACK_BOX": "True",
@@ -1021,6 +1023,10 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
         svc = start_contender(name, upstream, workdir)
     except (RuntimeError, OSError) as exc:
         row.note = f"did not start: {exc}"
+        with contextlib.suppress(OSError):
+            tail = (workdir / f"{name}.log").read_text(errors="replace").strip().splitlines()
+            if tail:
+                row.error_text.append(f"log tail:\n" + "\n".join(tail[-8:]))
         return row
     url = svc.url if svc is not None else upstream.url
     n_fast = fast_events(name, level, plan)
