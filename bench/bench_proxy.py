@@ -954,7 +954,7 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         svc.adopt_children()
         return svc
     mode = name.removeprefix("sse-")
-    loop = None
+    loop: str | None = None
     if mode in LOOPS:  # sse-asyncio / sse-uvloop: passthrough on that loop
         mode, loop = "passthrough", mode
     argv = [*_sse_proxy_argv(), "serve", "--upstream", upstream.url, "--port", str(port)]
@@ -994,6 +994,7 @@ class Row:
     errors: int = 0
     error_text: list[str] = field(default_factory=list)
     note: str = ""
+    info: str = ""  # printed after the row, not a problem
 
 
 @dataclass(frozen=True)
@@ -1024,14 +1025,14 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
     except (RuntimeError, OSError) as exc:
         row.note = f"did not start: {exc}"
         with contextlib.suppress(OSError):
-            tail = (workdir / f"{name}.log").read_text(errors="replace").strip().splitlines()
-            if tail:
-                row.error_text.append(f"log tail:\n" + "\n".join(tail[-8:]))
+            lines = (workdir / f"{name}.log").read_text(errors="replace").strip().splitlines()
+            if lines:
+                row.error_text.append("log tail:\n" + "\n".join(lines[-8:]))
         return row
     url = svc.url if svc is not None else upstream.url
     n_fast = fast_events(name, level, plan)
     if n_fast != max(1, plan.events // level):
-        row.note = f"saturated: {n_fast} events/stream"
+        row.info = f"saturated: {n_fast} events/stream"
     lenient = name in LENIENT
     pace = paced_ms(level, plan.pace_ms)
     n_paced = max(10, round(plan.paced_s * 1000 / pace))
@@ -1157,6 +1158,7 @@ def print_table(level: int, plan: Plan, rows: list[Row]) -> None:
             f"{_f(r.upstream_pct, '.0f', 6)}{_f(r.load_pct, '.0f', 7)}"
             f"{_f(r.others_pct, '.0f', 5)}/{_f(r.paced_others_pct, '.0f', 2)}{r.errors:>7}"
             + (f"  {r.note}" if r.note else "")
+            + (f"  ({r.info})" if r.info else "")
         )
     for r in rows:
         for text in r.error_text:
@@ -1551,9 +1553,9 @@ def _versions() -> str:
 def _peer_versions(names: Sequence[str]) -> str:
     parts = []
     if any(n.endswith("-uvloop") for n in names):
-        import uvloop
+        from importlib.metadata import version
 
-        parts.append(f"uvloop {uvloop.__version__}")
+        parts.append(f"uvloop {version('uvloop')}")
     parts.append(
         "sse-proxy serve --loop: " + ("yes" if sse_proxy_has_loop_flag() else "no (runs asyncio)")
     )
