@@ -954,13 +954,13 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         svc.adopt_children()
         return svc
     mode = name.removeprefix("sse-")
-    loop: str | None = None
+    sse_loop: str | None = None
     if mode in LOOPS:  # sse-asyncio / sse-uvloop: passthrough on that loop
-        mode, loop = "passthrough", mode
+        mode, sse_loop = "passthrough", mode
     argv = [*_sse_proxy_argv(), "serve", "--upstream", upstream.url, "--port", str(port)]
     argv += ["--mode", mode, "--log-level", "warning"]
-    if loop is not None and sse_proxy_has_loop_flag():
-        argv += ["--loop", loop]  # without the flag, sse-proxy runs on asyncio
+    if sse_loop is not None and sse_proxy_has_loop_flag():
+        argv += ["--loop", sse_loop]  # without the flag, sse-proxy runs on asyncio
     if PROXY_SRC is None:
         return Service(name, argv, port, log=log)
     env = {**os.environ, "PYTHONPATH": str(PROXY_SRC)}
