@@ -1128,7 +1128,7 @@ def _f(value: float, fmt: str, width: int) -> str:
 
 HEADER = (
     f"{'contender':<16}{'events/s':>10}{'CPU µs/ev':>11}{'CPU %':>7}{'paced µs/ev':>13}"
-    f"{'lat p50':>9}{'lat p99':>9}{'added p50':>11}{'added p99':>11}{'peak RSS':>10}"
+    f"{'lat p50':>10}{'lat p99':>10}{'added p50':>11}{'added p99':>11}{'peak RSS':>10}"
     f"{'up %':>6}{'load %':>7}{'other %':>8}{'errors':>7}"
 )
 
@@ -1152,7 +1152,7 @@ def print_table(level: int, plan: Plan, rows: list[Row]) -> None:
             f"{r.contender:<16}{_f(r.events_per_s, ',.0f', 10)}"
             f"{_f(r.cpu_us_per_event, '.1f', 11)}{_f(r.cpu_pct, '.0f', 7)}"
             f"{_f(r.paced_cpu_us_per_event, '.1f', 13)}"
-            f"{_f(r.lat_p50_ms, '.3f', 9)}{_f(r.lat_p99_ms, '.3f', 9)}"
+            f"{_f(r.lat_p50_ms, '.3f', 10)}{_f(r.lat_p99_ms, '.3f', 10)}"
             f"{_f(add50, '+.3f', 11)}{_f(add99, '+.3f', 11)}"
             f"{_f(r.peak_rss_mib, '.1f', 10)}"
             f"{_f(r.upstream_pct, '.0f', 6)}{_f(r.load_pct, '.0f', 7)}"
