@@ -1283,10 +1283,12 @@ def peer_ratio_lines(rows: list[Row]) -> list[tuple[str, bool | None]]:
             sse = by.get(f"sse-{loop}")
             if sse is None:
                 continue
+            sat = sse.cpu_us_per_event / other.cpu_us_per_event
+            paced = sse.paced_cpu_us_per_event / other.paced_cpu_us_per_event
             parts = [
-                f"CPU/event saturated {sse.cpu_us_per_event / other.cpu_us_per_event:.2f}x",
-                f"paced {sse.paced_cpu_us_per_event / other.paced_cpu_us_per_event:.2f}x",
-                f"throughput {sse.events_per_s / other.events_per_s:.2f}x",
+                f"CPU/event saturated {sat:.3g}x (1/{1 / sat:.3g})",
+                f"paced {paced:.3g}x (1/{1 / paced:.3g})",
+                f"throughput {sse.events_per_s / other.events_per_s:.3g}x",
             ]
             if direct is not None:
                 parts.append(
