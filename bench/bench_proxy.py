@@ -35,6 +35,7 @@ import resource
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -1119,6 +1120,36 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
     return row
 
 
+def median_row(rows: list[Row]) -> Row:
+    """Each numeric column's median over repeated rounds of one contender (NaNs left out)."""
+    if len(rows) == 1:
+        return rows[0]
+    out = Row(rows[0].contender)
+    for name in (
+        "events_per_s",
+        "cpu_us_per_event",
+        "cpu_pct",
+        "paced_cpu_us_per_event",
+        "lat_p50_ms",
+        "lat_p99_ms",
+        "peak_rss_mib",
+        "upstream_pct",
+        "load_pct",
+        "others_pct",
+        "paced_others_pct",
+    ):
+        vals = [v for r in rows if (v := getattr(r, name)) == v]
+        if vals:
+            setattr(out, name, statistics.median(vals))
+    out.errors = sum(r.errors for r in rows)
+    out.error_text = [t for r in rows for t in r.error_text]
+    out.note = "; ".join(dict.fromkeys(r.note for r in rows if r.note))
+    out.info = "; ".join(
+        dict.fromkeys([r.info for r in rows if r.info] + [f"median of {len(rows)}"])
+    )
+    return out
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -1598,6 +1629,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pace-ms", type=float, default=None, help="gap between paced events, ms (default 5)"
     )
     ap.add_argument("--levels", default=None, help="concurrent streams, comma-separated")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure every contender this many times, round-robin, and print each column's "
+        "median (on a shared machine, 3 steadies the ratios)",
+    )
     ap.add_argument("--events", type=int, default=None, help="events per level (throughput)")
     ap.add_argument("--paced-s", type=float, default=None, help="length of each paced stream, s")
     ap.add_argument(
@@ -1637,6 +1675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run sse-proxy from this source tree (e.g. a `git archive` snapshot)",
     )
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat: at least 1")
     global PROXY_SRC  # noqa: PLW0603 - one switch for the whole run
     if args.setup_peers:
         return subprocess.run(["bash", str(SETUP_PEERS)], check=False).returncode
@@ -1707,7 +1747,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             all_rows: dict[int, list[Row]] = {}
             for level in levels:
-                rows = [measure(name, level, plan, upstream, workdir) for name in names]
+                rounds: list[list[Row]] = []
+                for i in range(args.repeat):  # round-robin, so slow drifts in load hit all
+                    if args.repeat > 1:
+                        print(f"   (level {level}: round {i + 1} of {args.repeat})", flush=True)
+                    rounds.append([measure(name, level, plan, upstream, workdir) for name in names])
+                rows = [median_row(list(same)) for same in zip(*rounds, strict=True)]
                 all_rows[level] = rows
                 print_table(level, plan, rows)
                 sys.stdout.flush()
