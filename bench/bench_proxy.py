@@ -4,6 +4,7 @@ Not a test: run it by hand and read the figures (``bench/proxy_README.md`` says 
 
     .venv/bin/python -m bench.bench_proxy [--quick] [--levels 1,50,500] [--events N]
     .venv/bin/python -m bench.bench_proxy --profile 10     # py-spy of sse-proxy at 50 streams
+    .venv/bin/python -m bench.bench_proxy --peers [--quick] [--repeat 3]   # issue 9 (below)
 
 Contenders, measured side by side in one run against the same upstream:
 
@@ -13,6 +14,12 @@ Contenders, measured side by side in one run against the same upstream:
 * ``nginx``           nginx with ``proxy_buffering off`` (one worker), where installed;
 * ``sse-passthrough`` ``sse-proxy serve --mode passthrough`` (full validation);
 * ``sse-frames``      ``sse-proxy serve --mode frames``.
+
+``--peers`` (issue 9) runs 50 streams, saturated and paced at 20 ms, through ``bare-asyncio``,
+``bare-uvloop``, ``sse-asyncio``, ``sse-uvloop`` (passthrough with ``--loop``, where sse-proxy
+has the flag), ``mitmproxy`` (reverse mode, a streaming addon) and ``litellm`` (its proxy, an
+openai-compatible model_list entry, offline), the last two from bench/.peers-venv/ (made by
+bench/setup_peers.sh), and prints the issue's ratios as PASS/MISSED.
 
 Every piece runs in its own process: the upstream (an aiohttp server writing OpenAI-style
 ``chat.completion.chunk`` events with multilingual content, one event per write), each proxy,
@@ -1612,7 +1619,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m bench.bench_proxy",
         description="sse-proxy vs direct, a bare aiohttp proxy and nginx, over loopback.",
     )
-    ap.add_argument("--quick", action="store_true", help="fewer events: done in under a minute")
+    ap.add_argument(
+        "--quick", action="store_true", help="fewer events: under a minute (--peers: ~2 min)"
+    )
     ap.add_argument(
         "--peers",
         action="store_true",
