@@ -13,7 +13,10 @@ Contenders, measured side by side in one run against the same upstream:
                       floor for any proxy written on aiohttp;
 * ``nginx``           nginx with ``proxy_buffering off`` (one worker), where installed;
 * ``sse-passthrough`` ``sse-proxy serve --mode passthrough`` (full validation);
-* ``sse-frames``      ``sse-proxy serve --mode frames``.
+* ``sse-frames``      ``sse-proxy serve --mode frames``;
+* ``sse-baseline``    with ``--baseline-src DIR``: passthrough run from another source tree
+                      (e.g. ``git archive main``), so a change's cost is measured side by
+                      side in one run; the targets section prints the CPU/event ratio.
 
 ``--peers`` (issue 9) runs 50 streams, saturated and paced at 20 ms, through ``bare-asyncio``,
 ``bare-uvloop``, ``sse-asyncio``, ``sse-uvloop`` (passthrough with ``--loop``, where sse-proxy
@@ -779,7 +782,8 @@ class LoadGen:
 
 # -- contenders ------------------------------------------------------------------------------
 
-CONTENDERS = ("direct", "bare-aiohttp", "nginx", "sse-passthrough", "sse-frames")
+CONTENDERS = ("direct", "bare-aiohttp", "nginx", "sse-passthrough", "sse-frames", "sse-baseline")
+TARGET_BASELINE_RATIO = 1.10  # a change may cost at most 10 % more CPU per event (paced)
 # --peers (issue 9): each loop explicit, and the proxies a user would pick instead
 PEER_CONTENDERS = (
     "direct",
@@ -903,6 +907,7 @@ def contender_unavailable(name: str) -> str | None:
 
 
 PROXY_SRC: Path | None = None  # --proxy-src: run sse-proxy from this source tree instead
+BASELINE_SRC: Path | None = None  # --baseline-src: the sse-baseline contender's source tree
 
 
 def _sse_proxy_argv() -> list[str]:
@@ -961,6 +966,13 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         svc = Service(name, [*argv, "-g", "daemon off;"], port, log=log, stop_signal=signal.SIGQUIT)
         svc.adopt_children()
         return svc
+    if name == "sse-baseline":
+        if BASELINE_SRC is None:
+            raise RuntimeError("sse-baseline needs --baseline-src DIR")
+        argv = [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url]
+        argv += ["--port", str(port), "--mode", "passthrough", "--log-level", "warning"]
+        env = {**os.environ, "PYTHONPATH": str(BASELINE_SRC)}
+        return Service(name, argv, port, log=log, cwd=BASELINE_SRC, env=env)
     mode = name.removeprefix("sse-")
     sse_loop: str | None = None
     if mode in LOOPS:  # sse-asyncio / sse-uvloop: passthrough on that loop
@@ -1225,6 +1237,18 @@ def ratio_lines(levels_rows: dict[int, list[Row]]) -> list[tuple[str, bool | Non
                 ok,
             )
         )
+        baseline = by.get("sse-baseline")
+        if baseline is not None:
+            fast_b = sse.cpu_us_per_event / baseline.cpu_us_per_event
+            paced_b = sse.paced_cpu_us_per_event / baseline.paced_cpu_us_per_event
+            out.append(
+                (
+                    f"{level:>4} streams: sse-proxy passthrough CPU/event = {fast_b:.3f}x the "
+                    f"baseline ({BASELINE_SRC}) (throughput), {paced_b:.3f}x (paced)  "
+                    f"[target paced <= {TARGET_BASELINE_RATIO}x]",
+                    paced_b <= TARGET_BASELINE_RATIO if paced_b == paced_b else None,
+                )
+            )
     lat_rows = levels_rows.get(TARGET_LEVEL_LATENCY)
     if lat_rows:
         by = {r.contender: r for r in lat_rows}
@@ -1653,8 +1677,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--contenders",
         default=None,
-        help=f"which to run, of: {', '.join(ALL_CONTENDERS)} (default: the first five; "
-        "--peers: " + ", ".join(PEER_CONTENDERS) + ")",
+        help=f"which to run, of: {', '.join(ALL_CONTENDERS)} (default: the first five, and "
+        "sse-baseline with --baseline-src; --peers: " + ", ".join(PEER_CONTENDERS) + ")",
+    )
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run passthrough from this source tree (e.g. `git archive main`) and print "
+        "the CPU/event ratio against it",
     )
     ap.add_argument(
         "--profile",
@@ -1686,7 +1717,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat: at least 1")
-    global PROXY_SRC  # noqa: PLW0603 - one switch for the whole run
+    global PROXY_SRC, BASELINE_SRC  # noqa: PLW0603 - one switch for the whole run
     if args.setup_peers:
         return subprocess.run(["bash", str(SETUP_PEERS)], check=False).returncode
     if args.nice is not None:
@@ -1694,6 +1725,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by every child
         except OSError as exc:
             ap.error(f"--nice {args.nice}: {exc.strerror}")
+    if args.baseline_src is not None:
+        BASELINE_SRC = args.baseline_src.resolve()
+        if not (BASELINE_SRC / "proxy" / "__init__.py").exists():
+            ap.error(f"--baseline-src: no proxy/ package under {BASELINE_SRC}")
+    if args.contenders is None and not args.peers:
+        args.contenders = ",".join(
+            c for c in CONTENDERS if c != "sse-baseline" or BASELINE_SRC is not None
+        )
     if args.proxy_src is not None:
         PROXY_SRC = args.proxy_src.resolve()
         if not (PROXY_SRC / "proxy" / "__init__.py").exists():

@@ -8,6 +8,7 @@ proxy logged, then runs every faulty variant and shows its alert firing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -15,20 +16,21 @@ from typing import Any, TextIO
 
 import aiohttp
 import structlog
+from aiohttp import web
 
 from proxy import fixtures
-from proxy.config import Config
 from proxy.core import StreamReassembler
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.run import start_proxy, stop_proxy
+from proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
+from proxy.stack import Stack, start_stack
 
 __all__ = ["run_demo"]
 
 _ENDPOINTS = (
-    ("openai", "OpenAI Chat Completions", "POST", "/v1/chat/completions"),
-    ("responses", "OpenAI Responses", "POST", "/v1/responses"),
-    ("anthropic", "Anthropic Messages", "POST", "/v1/messages"),
-    ("text", "raw text", "GET", "/v1/text"),
+    ("openai", "OpenAI Chat Completions", "POST", DIALECT_PATHS["openai"]),
+    ("responses", "OpenAI Responses", "POST", DIALECT_PATHS["responses"]),
+    ("anthropic", "Anthropic Messages", "POST", DIALECT_PATHS["anthropic"]),
+    ("gemini", "Google Gemini", "POST", DIALECT_PATHS["gemini"]),
+    ("text", "raw text", "GET", DIALECT_PATHS["text"]),
 )
 
 
@@ -58,9 +60,14 @@ class _Fetched:
 
 
 async def _fetch(
-    session: aiohttp.ClientSession, method: str, url: str, fault: str | None
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    fault: str | None,
+    extra: dict[str, str] | None = None,
 ) -> _Fetched:
-    headers = {"X-Mock-Fault": fault} if fault else {}
+    headers = {MOCK_FAULT_HEADER: fault} if fault else {}
+    headers.update(extra or {})
     payload = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     kwargs: dict[str, Any] = {"headers": headers}
     if method == "POST":
@@ -69,7 +76,7 @@ async def _fetch(
     async with session.request(method, url, **kwargs) as resp:
         async for chunk in resp.content.iter_any():
             reads.append(chunk)
-        stream_id = resp.headers.get("X-SSE-Proxy-Stream-Id", "")
+        stream_id = resp.headers.get(STREAM_ID_HEADER, "")
     return _Fetched(b"".join(reads), reads, stream_id)
 
 
@@ -99,12 +106,143 @@ def _indent(text: str, prefix: str = "    │ ") -> str:
     return "\n".join(prefix + line for line in text.split("\n"))
 
 
+class _TraceReceiver:
+    """A loopback OTLP/HTTP receiver, so the demo can show its own traces (needs [otel])."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+        self.arrived = asyncio.Event()
+
+    @staticmethod
+    def available() -> bool:
+        from importlib.util import find_spec
+
+        try:
+            return all(
+                find_spec(name) is not None
+                for name in ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.proto")
+            )
+        except ModuleNotFoundError:  # a parent package is missing
+            return False
+
+    async def handle(self, request: web.Request) -> web.Response:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        msg = ExportTraceServiceRequest()
+        msg.ParseFromString(await request.read())
+        for rs in msg.resource_spans:
+            for ss in rs.scope_spans:
+                self.spans.extend(ss.spans)
+        self.arrived.set()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    async def start(self) -> tuple[web.AppRunner, str]:
+        app = web.Application()
+        app.router.add_post("/v1/traces", self.handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    def find(self, stream_id: str) -> Any:
+        for span in self.spans:
+            for kv in span.attributes:
+                if kv.key == "sse_proxy.stream_id" and kv.value.string_value == stream_id:
+                    return span
+        return None
+
+
+_DEMO_REQUEST_ID = "demo-app-req-42"
+_DEMO_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def _find_by_request_id(
+    session: aiohttp.ClientSession,
+    proxy_url: str,
+    collector: _Collector,
+    receiver: _TraceReceiver | None,
+    stack: Stack,
+    w: Any,
+) -> bool:
+    """One failing stream, found from the app's own request id in logs, metrics and trace."""
+    w(f"\nFind a failing stream from your app's request id (X-Request-ID: {_DEMO_REQUEST_ID}):\n")
+    got = await _fetch(
+        session,
+        "POST",
+        proxy_url + "/v1/chat/completions",
+        "truncated",
+        {"X-Request-ID": _DEMO_REQUEST_ID, "traceparent": _DEMO_TRACEPARENT},
+    )
+    for _ in range(100):  # the summary is logged as the stream ends, just after the client
+        if any(e.get("event") == "stream.summary" for e in collector.for_stream(got.stream_id)):
+            break
+        await asyncio.sleep(0.01)
+    found = [
+        e
+        for e in collector.events
+        if e.get("client_request_id") == _DEMO_REQUEST_ID and e.get("event") == "stream.summary"
+    ]
+    ok = len(found) == 1
+    if found:
+        e = found[0]
+        w(
+            f"  logs:    stream.summary [{e.get('level')}] verdict={e.get('verdict')} "
+            f"reason={e.get('verdict_reason')} model={e.get('model')} "
+            f"ttft_ms={e.get('ttft_ms')} trace_id={e.get('trace_id')}\n"
+        )
+    async with session.get(
+        proxy_url + "/_sse-proxy/metrics", headers={"Accept": "application/openmetrics-text"}
+    ) as resp:
+        exposition = await resp.text()
+    exemplar = next(
+        (
+            line
+            for line in exposition.splitlines()
+            if line.startswith("sse_proxy_streams_total") and _DEMO_REQUEST_ID in line
+        ),
+        None,
+    )
+    ok &= exemplar is not None
+    w(f"  metrics: {exemplar or 'no exemplar found'}\n")
+    if receiver is None:
+        w("  trace:   install the otel extra (pip install 'sse-proxy[otel]') to see it\n")
+        return ok
+    await stack.stop_proxy()  # flushes the span batch
+    span = None
+    for _ in range(50):
+        span = receiver.find(got.stream_id)
+        if span is not None:
+            break
+        receiver.arrived.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(receiver.arrived.wait(), 0.2)
+    if span is None:
+        w("  trace:   no span received\n")
+        return False
+    events = ", ".join(ev.name for ev in span.events) or "none"
+    w(
+        f"  trace:   span {span.name!r} trace_id={span.trace_id.hex()} "
+        f"(the app's traceparent continued), events: {events}\n"
+    )
+    return ok and span.trace_id.hex() == _DEMO_TRACEPARENT[3:35]
+
+
 async def _demo(mode: str, out: TextIO) -> int:
     collector = _Collector()
     structlog.configure(processors=[structlog.processors.add_log_level, collector])
-    upstream_runner, upstream_url = await start_mock_upstream(port=0, seed=7)
-    cfg = Config(upstream=upstream_url, port=0, mode=mode, seed=7 if mode == "chaos" else None)
-    proxy_runner, proxy_url = await start_proxy(cfg)
+    receiver = _TraceReceiver() if _TraceReceiver.available() else None
+    receiver_runner, endpoint = await receiver.start() if receiver is not None else (None, "")
+    stack = await start_stack(
+        mock_seed=7,
+        mode=mode,
+        seed=7 if mode == "chaos" else None,
+        shutdown_grace=10.0,
+        otlp_endpoint=endpoint,
+    )
+    upstream_url, proxy_url = stack.upstream_url, stack.url
     ok = True
     w = out.write
     try:
@@ -136,7 +274,7 @@ async def _demo(mode: str, out: TextIO) -> int:
 
             w("Faulty upstream variants (X-Mock-Fault), each should raise its alert:\n")
             for fault in fixtures.FAULTS:
-                got = await _fetch(session, "POST", proxy_url + "/v1/chat/completions", fault)
+                got = await _fetch(session, "POST", proxy_url + DIALECT_PATHS["openai"], fault)
                 logged = collector.for_stream(got.stream_id)
                 fired = [e for e in logged if str(e.get("event", "")).startswith("sse.")]
                 names = sorted({str(e["event"]) for e in fired})
@@ -149,6 +287,7 @@ async def _demo(mode: str, out: TextIO) -> int:
                     w(f"      {_fmt_alert(event)}\n")
                 if len(fired) > 3:
                     w(f"      … and {len(fired) - 3} more\n")
+            ok &= await _find_by_request_id(session, proxy_url, collector, receiver, stack, w)
         w(
             "\nEvery alert above is a JSON log line in production "
             "(`sse-proxy serve --upstream URL`).\n"
@@ -162,8 +301,9 @@ async def _demo(mode: str, out: TextIO) -> int:
             )
         )
     finally:
-        await stop_proxy(proxy_runner)
-        await upstream_runner.cleanup()
+        await stack.stop()
+        if receiver_runner is not None:
+            await receiver_runner.cleanup()
         structlog.reset_defaults()
     return 0 if ok else 1
 

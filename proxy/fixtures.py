@@ -21,6 +21,7 @@ __all__ = [
     "DIALECTS",
     "FAULTS",
     "FAULT_ALERTS",
+    "FIRST_TEXT_DIALECTS",
     "MESSAGE",
     "NEWLINES",
     "OVERSIZED_BYTES",
@@ -32,6 +33,7 @@ __all__ = [
     "expected_alerts",
     "expected_text",
     "faulty_stream",
+    "gemini_stream",
     "openai_chat_stream",
     "openai_responses_stream",
     "pattern_bytes",
@@ -73,11 +75,16 @@ SHORT_TOKENS: Final[tuple[str, ...]] = (
 SHORT_MESSAGE: Final[str] = "".join(SHORT_TOKENS)
 """``"".join(SHORT_TOKENS)``."""
 
-DIALECTS: Final[tuple[str, ...]] = ("openai", "responses", "anthropic", "text")
+DIALECTS: Final[tuple[str, ...]] = ("openai", "responses", "anthropic", "gemini", "text")
 """Stream dialects, named as the core's accumulators name them."""
 
 NEWLINES: Final[tuple[str, ...]] = ("\n", "\r\n", "\r")
 """The three line endings the SSE grammar accepts."""
+
+FIRST_TEXT_DIALECTS: Final[tuple[str, ...]] = ("openai", "text")
+"""Dialects whose first event can carry text: OpenAI Chat (the role chunk with content, as
+several compatible servers send it) and raw text (always). Responses and Anthropic open
+with ``response.created`` / ``message_start``, which by protocol carry no text."""
 
 OVERSIZED_BYTES: Final[int] = 4 * 1024 * 1024 + 1
 """Payload size of the extra frame in the ``oversized`` fault: past any sane frame limit."""
@@ -197,6 +204,7 @@ def _openai_chat_frames(
     reasoning: str | Sequence[str] | None = None,
     tool_call: tuple[str, str] | None = None,
     include_usage: bool = False,
+    first_text: bool = False,
 ) -> list[_Frame]:
     if choices < 1:
         raise ValueError("choices must be >= 1")
@@ -218,8 +226,13 @@ def _openai_chat_frames(
         return (None, _dumps(obj))
 
     # Each step is (delta, finish_reason); every step is sent once per choice.
+    # first_text: the role chunk already carries the first token, as several
+    # OpenAI-compatible servers send it, so a client that drops the first event loses text.
+    opening = tokens[0] if first_text and tokens else ""
+    if first_text:
+        tokens = tokens[1:]
     steps: list[tuple[dict[str, object], str | None]] = [
-        ({"role": "assistant", "content": "", "refusal": None}, None)
+        ({"role": "assistant", "content": opening, "refusal": None}, None)
     ]
     for piece in _tuple(reasoning) if reasoning is not None else ():
         steps.append(({"content": None, "reasoning_content": piece}, None))
@@ -263,6 +276,7 @@ def openai_chat_stream(
     reasoning: str | Sequence[str] | None = None,
     tool_call: tuple[str, str] | None = None,
     include_usage: bool = False,
+    first_text: bool = False,
 ) -> bytes:
     """An OpenAI Chat Completions stream body: role chunk, deltas, finish chunk, ``[DONE]``.
 
@@ -279,6 +293,7 @@ def openai_chat_stream(
         reasoning=reasoning,
         tool_call=tool_call,
         include_usage=include_usage,
+        first_text=first_text,
     )
     return _serialize(frames, newline)
 
@@ -488,6 +503,69 @@ def anthropic_stream(
     return _serialize(_anthropic_frames(tokens, tool_use=tool_use, thinking=thinking), newline)
 
 
+# ---------------------------------------------------------------------------- Gemini
+
+
+def _gemini_frames(
+    tokens: Sequence[str],
+    *,
+    thinking: str | Sequence[str] | None = None,
+    function_call: tuple[str, str] | None = None,
+    model: str = "gemini-2.0-flash",
+) -> list[_Frame]:
+    """One GenerateContentResponse per delta; the last, text-less one finishes."""
+    frames: list[_Frame] = []
+    prompt_tokens = 12
+
+    def emit(parts: list[dict[str, object]], done: int, finish: str | None = None) -> None:
+        cand: dict[str, object] = {"content": {"parts": parts, "role": "model"}}
+        if finish is not None:
+            cand["finishReason"] = finish
+        cand["index"] = 0
+        usage: dict[str, object] = {"promptTokenCount": prompt_tokens}
+        if done:
+            usage["candidatesTokenCount"] = done
+        usage["totalTokenCount"] = prompt_tokens + done
+        obj = {
+            "candidates": [cand],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": "mockGeminiResponse0001",
+        }
+        frames.append((None, _dumps(obj)))
+
+    done = 0
+    for piece in _tuple(thinking) if thinking is not None else ():
+        emit([{"text": piece, "thought": True}], done)
+    for token in tokens:
+        done += 1
+        emit([{"text": token}], done)
+    if function_call is not None:
+        name, arguments = function_call
+        emit([{"functionCall": {"name": name, "args": json.loads(arguments)}}], done)
+    emit([{"text": ""}], done, "STOP")
+    return frames
+
+
+def gemini_stream(
+    tokens: Sequence[str] = TOKENS,
+    *,
+    newline: str = "\n",
+    thinking: str | Sequence[str] | None = None,
+    function_call: tuple[str, str] | None = None,
+) -> bytes:
+    """A Gemini ``streamGenerateContent?alt=sse`` body: one ``data:`` chunk per delta.
+
+    ``thinking`` pieces come first as thought parts; ``function_call`` is ``(name,
+    arguments_json)`` sent whole, as Gemini does; the last chunk has an empty text part and
+    ``finishReason: STOP`` with the final usage. (Google's servers end lines with CRLF;
+    pass ``newline="\r\n"`` for that.)
+    """
+    _check_newline(newline)
+    frames = _gemini_frames(tokens, thinking=thinking, function_call=function_call)
+    return _serialize(frames, newline)
+
+
 # -------------------------------------------------------------------------- raw text
 
 
@@ -513,23 +591,39 @@ def raw_text_stream(
 # ---------------------------------------------------------------------- accessors
 
 
-def _frames(dialect: str, tokens: Sequence[str], final_text: str | None = None) -> list[_Frame]:
+def _frames(
+    dialect: str,
+    tokens: Sequence[str],
+    final_text: str | None = None,
+    *,
+    first_text: bool = False,
+) -> list[_Frame]:
     _check_dialect(dialect)
     if dialect == "openai":
-        return _openai_chat_frames(tokens)
+        return _openai_chat_frames(tokens, first_text=first_text)
     if dialect == "responses":
         return _responses_frames(tokens, final_text=final_text)
     if dialect == "anthropic":
         return _anthropic_frames(tokens)
+    if dialect == "gemini":
+        return _gemini_frames(tokens)
     return _text_frames(tokens)
 
 
 def clean_stream(
-    dialect: str = "openai", tokens: Sequence[str] = TOKENS, *, newline: str = "\n"
+    dialect: str = "openai",
+    tokens: Sequence[str] = TOKENS,
+    *,
+    newline: str = "\n",
+    first_text: bool = False,
 ) -> bytes:
-    """The default, fault-free stream of ``dialect`` carrying ``tokens``."""
+    """The default, fault-free stream of ``dialect`` carrying ``tokens``.
+
+    ``first_text``: the stream's first event carries text (see :data:`FIRST_TEXT_DIALECTS`),
+    so a client that drops the first event (e.g. after a BOM) loses text and shows it.
+    """
     _check_newline(newline)
-    return _serialize(_frames(dialect, tokens), newline)
+    return _serialize(_frames(dialect, tokens, first_text=first_text), newline)
 
 
 def _replace(tokens: Sequence[str], mapping: Mapping[str, str]) -> tuple[str, ...]:
@@ -558,6 +652,8 @@ def _padding_frame(dialect: str) -> _Frame:
         return ("ping", _dumps({"type": "ping", "pad": pad}))
     if dialect == "responses":
         return ("response.padding", _dumps({"type": "response.padding", "pad": pad}))
+    if dialect == "gemini":
+        return (None, _dumps({"candidates": [], "pad": pad}))
     return ("padding", pad)
 
 
@@ -595,6 +691,8 @@ def faulty_stream(kind: str, dialect: str = "openai") -> bytes:
         # Cut inside the first frame after the last text delta; the text itself is complete.
         if dialect == "openai":
             cut, partial = len(frames) - 2, b'data: {"choi'
+        elif dialect == "gemini":  # inside the finishing chunk
+            cut, partial = len(frames) - 1, b'data: {"candi'
         else:
             stop = "response.output_text.done" if dialect == "responses" else "content_block_stop"
             cut = next(i for i, (e, _) in enumerate(frames) if e == stop)

@@ -28,10 +28,12 @@ __all__ = [
     "configure_logging",
     "format_exception_redacted",
     "get_logger",
+    "hold_secret",
     "new_stream_id",
     "redact_headers",
     "redact_text",
     "redact_url",
+    "scrub_held",
 ]
 
 REDACTED = "[redacted]"
@@ -42,6 +44,40 @@ _SECRET_PART = ("key", "token", "secret", "password", "auth", "session")
 _QUERY_SECRET = re.compile(
     r"(?i)([?&][^=&#]*(?:key|token|secret|password|auth|sig)[^=&#]*=)[^&#\s\"]*"
 )
+
+
+# The proxy's own log fields whose names merely look secret (token counts, not tokens).
+_NOT_SECRET = frozenset(
+    {
+        "tool_call",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "output_tokens_per_s",
+    }
+)
+# Values the proxy itself holds (route headers with keys): never in a log line, whatever
+# the field is called. Registered at startup by the route table.
+_HELD: set[str] = set()
+
+
+def hold_secret(value: str) -> None:
+    """Never log ``value``: every log line has it replaced, in any field, from now on."""
+    if len(value) >= 4:  # a shorter one would blank out ordinary words
+        _HELD.add(value)
+
+
+def scrub_held(text: str) -> str:
+    """``text`` with every held value replaced (for fields built before the log sink)."""
+    return _scrub_held(text) if _HELD else text
+
+
+def _scrub_held(text: str) -> str:
+    for secret in _HELD:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def is_secret_header(name: str) -> bool:
@@ -57,6 +93,8 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
 def redact_url(url: str) -> str:
     """URL safe to log: credentials and key-like query values replaced."""
     url = re.sub(r"(?<=://)[^/@\s]+@", f"{REDACTED}@", url)
+    if _HELD:
+        url = _scrub_held(url)
     return _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, url)
 
 
@@ -145,13 +183,25 @@ def _redact_processor(
             continue
         if isinstance(value, Mapping) and key.endswith("headers"):
             event_dict[key] = redact_headers(value)
-        elif is_secret_header(key) and key not in ("tool_call",):
+        elif key not in _NOT_SECRET and is_secret_header(key):
             event_dict[key] = REDACTED
         elif isinstance(value, str) and key in _FREE_TEXT_FIELDS:
             event_dict[key] = redact_text(value)
         elif isinstance(value, str) and "://" in value:
             event_dict[key] = redact_url(value)
+        if _HELD:  # whatever the field and whatever was redacted above: held values go
+            event_dict[key] = _scrub_nested(event_dict[key])
     return event_dict
+
+
+def _scrub_nested(value: Any) -> Any:
+    if isinstance(value, str):
+        return _scrub_held(value)
+    if isinstance(value, (list, tuple)):
+        return [_scrub_nested(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _scrub_nested(v) for k, v in value.items()}
+    return value
 
 
 def _redact_foreign(
@@ -211,9 +261,7 @@ def configure_logging(
     out = stream if stream is not None else sys.stderr
     renderer: Any
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(
-            colors=out.isatty(), exception_formatter=_console_exception
-        )
+        renderer = ConsoleLines()
         exceptions: Any = _keep_event
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_orjson_dumps)
@@ -265,8 +313,88 @@ def _keep_event(
     return event_dict
 
 
-def _console_exception(sio: TextIO, exc_info: Any) -> None:
-    sio.write("\n" + format_exception_redacted(exc_info))
+# Fields the shell binds to every line of a stream: the console shows them after the
+# line's own fields, so an alert reads "what happened" before "to which request".
+CONTEXT_FIELDS = frozenset(
+    {
+        "method",
+        "path",
+        "upstream_status",
+        "upstream_request_id",
+        "mode",
+        "chaos",
+        "client_request_id",
+        "trace_id",
+        "traceparent",
+        "route",
+        "model",
+        "request_model",
+        "response_model",
+        "response_id",
+        "pid",
+        "logger",
+    }
+)
+_BARE = re.compile(r"[^\s\"'=\\]{1,80}")
+
+
+def _console_value(value: Any, width: int = 80) -> str:
+    """One value for the console: bare word, JSON for the rest, never a Python repr."""
+    if isinstance(value, bool) or value is None:
+        return "true" if value is True else "false" if value is False else "null"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str) and _BARE.fullmatch(value):
+        return value
+    text = orjson.dumps(value, default=str).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class ConsoleLines:
+    """A readable rendering: ``event stream_id=… level=…``, the line's own fields, then the
+    stream's context and the time; long values are cut and long lines wrapped (at most
+    ``width`` characters, continuation lines indented), so no line runs for screens.
+    """
+
+    def __init__(self, width: int = 160) -> None:
+        self.width = width
+
+    def __call__(self, _logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> str:
+        d = dict(event_dict)
+        exc_info = d.pop("exc_info", None)
+        exception = d.pop("exception", None)
+        event = str(d.pop("event", ""))
+        level = d.pop("level", None)
+        timestamp = d.pop("timestamp", None)
+        head = [event]
+        if "stream_id" in d:
+            head.append(f"stream_id={d.pop('stream_id')}")
+        if level is not None:
+            head.append(f"level={level}")
+        own = [(k, v) for k, v in d.items() if k not in CONTEXT_FIELDS and v is not None]
+        ctx = [(k, v) for k, v in d.items() if k in CONTEXT_FIELDS and v is not None]
+        tokens = head + [f"{k}={_console_value(v)}" for k, v in (*own, *ctx)]
+        if isinstance(timestamp, str):
+            tokens.append(f"at={timestamp[11:23]}")
+        lines: list[str] = []
+        line = ""
+        for token in tokens:
+            if line and len(line) + 1 + len(token) > self.width:
+                lines.append(line)
+                line = "    " + token
+            else:
+                line = f"{line} {token}" if line else token
+        lines.append(line)
+        text = "\n".join(lines)
+        if exc_info:
+            info = exc_info if isinstance(exc_info, tuple) else sys.exc_info()
+            if isinstance(exc_info, BaseException):
+                info = (type(exc_info), exc_info, exc_info.__traceback__)
+            if info[1] is not None:
+                text += "\n" + format_exception_redacted(info)
+        elif isinstance(exception, str):
+            text += "\n" + exception
+        return text
 
 
 def get_logger(**bind: Any) -> Any:
@@ -317,9 +445,16 @@ class AlertSink:
         for alert in alerts:
             self.emit(alert)
 
-    def summary(self, **fields: Any) -> None:
-        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too."""
+    def summary(self, *, level: str = "info", **fields: Any) -> None:
+        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too.
+
+        ``level`` is ``warning`` for a stream that went wrong, so that filtering on
+        ``level >= warning`` finds every bad stream.
+        """
         fields["alerts"] = dict(self.counts)
         if self.suppressed:
             fields["alerts_suppressed"] = dict(self.suppressed)
-        self.log.info("stream.summary", **fields)
+        if level == "warning":
+            self.log.warning("stream.summary", **fields)
+        else:
+            self.log.info("stream.summary", **fields)

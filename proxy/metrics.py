@@ -2,23 +2,76 @@
 
 Each proxy app owns its own registry, so several apps (tests, the demo) never collide.
 With ``PROMETHEUS_MULTIPROC_DIR`` set (``serve --workers N``), values are aggregated
-across worker processes by prometheus-client's multiprocess mode.
+across worker processes by prometheus-client's multiprocess mode. No ``_created`` series
+are exported. The ``model`` label is bounded (see :class:`ModelLabels`). Streams carry an
+exemplar with the client's request id and trace id (OpenMetrics exposition only), which is
+how a bad stream in a graph leads back to its log lines and its trace.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter as Tally
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
 )
+from prometheus_client.exposition import choose_encoder
 
-__all__ = ["Metrics"]
+__all__ = ["GAP_BUCKETS", "METRIC_NAMES", "Metrics", "ModelLabels"]
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+OTHER = "other"
+_LABEL_SAFE = re.compile(r"[^A-Za-z0-9._:/@+-]")
+GAP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Inter-event gap buckets (seconds)."""
+_TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60)
+
+
+class GapHistogram(Protocol):
+    """What :meth:`Metrics.record_stream` needs of a stream's gap histogram."""
+
+    count: int
+    sum: float
+
+    def prometheus_buckets(self) -> list[int]: ...
+
+
+class ModelLabels:
+    """Bounded ``model`` label values: an allow-list, or the first ``max_models`` seen.
+
+    Everything else, and every model when neither is set, is ``other``; so is a stream
+    without a known model. Values are cut to 64 safe characters.
+    """
+
+    def __init__(self, allow: str = "", max_models: int = 20) -> None:
+        self.allow = frozenset(m.strip() for m in allow.split(",") if m.strip())
+        self.max_models = max_models
+        self.seen: set[str] = set()
+
+    def __call__(self, model: str | None) -> str:
+        if not model:
+            return OTHER
+        label = _LABEL_SAFE.sub("_", model)[:64]
+        if self.allow:
+            return label if label in self.allow else OTHER
+        if label in self.seen:
+            return label
+        if len(self.seen) < self.max_models:
+            self.seen.add(label)
+            return label
+        return OTHER
+
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -27,8 +80,11 @@ _DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 class Metrics:
     """The proxy's counters, gauges and histograms in one registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, models: str = "", max_models: int = 20) -> None:
         self.registry = CollectorRegistry()
+        self.model_label = ModelLabels(models, max_models)
+        self.totals: Tally[str] = Tally()
+        """Plain per-process totals for the shutdown line (streams by verdict, alerts, bytes)."""
         reg = self.registry
         self.requests = Counter(
             "sse_proxy_requests",
@@ -38,8 +94,9 @@ class Metrics:
         )
         self.streams = Counter(
             "sse_proxy_streams",
-            "SSE streams finished, by how they ended.",
-            ["ended_by"],
+            "SSE streams finished, by verdict (ok, degraded, broken), how they ended, "
+            "dialect and model.",
+            ["verdict", "ended_by", "dialect", "model"],
             registry=reg,
         )
         self.active = Gauge(
@@ -61,6 +118,34 @@ class Metrics:
         self.upstream_errors = Counter(
             "sse_proxy_upstream_errors", "Upstream failures, by kind.", ["kind"], registry=reg
         )
+        # Per route (the route name is the prefix, or "default" for --upstream).
+        self.route_requests = Counter(
+            "sse_proxy_route_requests", "Requests by route.", ["route"], registry=reg
+        )
+        self.route_streams = Counter(
+            "sse_proxy_route_streams",
+            "SSE streams finished, by route and how they ended.",
+            ["route", "ended_by"],
+            registry=reg,
+        )
+        self.route_upstream_errors = Counter(
+            "sse_proxy_route_upstream_errors",
+            "Upstream failures, by route and kind.",
+            ["route", "kind"],
+            registry=reg,
+        )
+        self.ws_sessions = Counter(
+            "sse_proxy_websocket_sessions",
+            "WebSocket sessions passed through, by route and close code.",
+            ["route", "close_code"],
+            registry=reg,
+        )
+        self.ws_messages = Counter(
+            "sse_proxy_websocket_messages",
+            "WebSocket messages passed through, by route and direction.",
+            ["route", "direction"],
+            registry=reg,
+        )
         self.ttfb = Histogram(
             "sse_proxy_time_to_first_byte_seconds",
             "From forwarding the request to the first upstream body byte.",
@@ -69,10 +154,102 @@ class Metrics:
         )
         self.duration = Histogram(
             "sse_proxy_stream_duration_seconds",
-            "SSE stream duration.",
+            "SSE stream duration, by dialect.",
+            ["dialect"],
             buckets=_DURATION_BUCKETS,
             registry=reg,
         )
+        self.ttft = Histogram(
+            "sse_proxy_time_to_first_token_seconds",
+            "From forwarding the request to the first message-text delta, by dialect and model.",
+            ["dialect", "model"],
+            buckets=_TTFT_BUCKETS,
+            registry=reg,
+        )
+        self.gap = Histogram(
+            "sse_proxy_inter_event_gap_seconds",
+            "Time between successive upstream reads that completed events, by dialect.",
+            ["dialect"],
+            buckets=GAP_BUCKETS,
+            registry=reg,
+        )
+        self.output_tokens = Counter(
+            "sse_proxy_output_tokens",
+            "Output tokens as reported by the upstream's usage, by dialect and model.",
+            ["dialect", "model"],
+            registry=reg,
+        )
+        self.input_tokens = Counter(
+            "sse_proxy_input_tokens",
+            "Input tokens as reported by the upstream's usage, by dialect and model.",
+            ["dialect", "model"],
+            registry=reg,
+        )
+
+    def record_stream(
+        self,
+        fields: Mapping[str, Any],
+        gaps: GapHistogram,
+        duration: float,
+        alerts: Mapping[str, int] | None = None,
+    ) -> None:
+        """One finished stream's summary fields into the counters and histograms."""
+        dialect = str(fields.get("dialect"))
+        model = self.model_label(fields.get("model"))
+        verdict = str(fields.get("verdict"))
+        exemplar = {
+            k: str(v)[:48]
+            for k, v in (
+                ("request_id", fields.get("client_request_id")),
+                ("trace_id", fields.get("trace_id")),
+            )
+            if v
+        }
+        self.streams.labels(
+            verdict=verdict, ended_by=str(fields.get("ended_by")), dialect=dialect, model=model
+        ).inc(exemplar=exemplar or None)
+        self.duration.labels(dialect=dialect).observe(duration)
+        ttft = fields.get("ttft_ms")
+        if ttft is not None:
+            self.ttft.labels(dialect=dialect, model=model).observe(
+                ttft / 1000, exemplar=exemplar or None
+            )
+        if gaps.count:
+            _observe_many(self.gap.labels(dialect=dialect), gaps.prometheus_buckets(), gaps.sum)
+        tokens = (("output_tokens", self.output_tokens), ("input_tokens", self.input_tokens))
+        for name, metric in tokens:
+            value = fields.get(name)
+            if value:
+                metric.labels(dialect=dialect, model=model).inc(value)
+        totals = self.totals
+        totals["streams"] += 1
+        totals["verdict." + verdict] += 1
+        totals["bytes"] += int(fields.get("bytes") or 0)
+        for name, count in (alerts or {}).items():
+            totals["alert." + name] += count
+
+    def count_total(self, name: str) -> None:
+        self.totals[name] += 1
+
+    def shutdown_fields(self) -> dict[str, Any]:
+        """Totals for the ``proxy.totals`` line logged at shutdown."""
+        t = self.totals
+        return {
+            "streams": t["streams"],
+            "verdicts": {k[8:]: v for k, v in sorted(t.items()) if k.startswith("verdict.")},
+            "alerts": {k[6:]: v for k, v in sorted(t.items()) if k.startswith("alert.")},
+            "bytes": t["bytes"],
+            "upstream_errors": t["upstream_errors"],
+        }
+
+    def render_for(self, accept: str | None) -> tuple[bytes, str]:
+        """Exposition in the format the scraper asks for (OpenMetrics carries exemplars)."""
+        encoder, content_type = choose_encoder(accept or "")
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            reg = CollectorRegistry()
+            multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
+            return encoder(reg), content_type
+        return encoder(self.registry), content_type
 
     def render(self) -> bytes:
         """The exposition text; aggregated across workers in multiprocess mode."""
@@ -81,3 +258,42 @@ class Metrics:
             multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
             return generate_latest(reg)
         return generate_latest(self.registry)
+
+
+def _observe_many(child: Any, buckets: list[int], total: float) -> None:
+    """Add a whole stream's gap counts to a histogram in one go, not one observe() per gap.
+
+    prometheus-client has no bulk observe; its histogram keeps one (non-cumulative) value
+    per bucket and one sum, which is what observe() increments. The exposition test checks
+    the result, so a change in that layout fails loudly.
+    """
+    for i, n in enumerate(buckets):
+        if n:
+            child._buckets[i].inc(n)
+    child._sum.inc(total)
+
+
+METRIC_NAMES = frozenset(
+    {
+        "sse_proxy_requests_total",
+        "sse_proxy_streams_total",
+        "sse_proxy_streams_active",
+        "sse_proxy_stream_bytes_total",
+        "sse_proxy_events_total",
+        "sse_proxy_alerts_total",
+        "sse_proxy_upstream_errors_total",
+        "sse_proxy_output_tokens_total",
+        "sse_proxy_input_tokens_total",
+        *(
+            f"{h}_{suffix}"
+            for h in (
+                "sse_proxy_time_to_first_byte_seconds",
+                "sse_proxy_stream_duration_seconds",
+                "sse_proxy_time_to_first_token_seconds",
+                "sse_proxy_inter_event_gap_seconds",
+            )
+            for suffix in ("bucket", "sum", "count")
+        ),
+    }
+)
+"""Every series name the proxy exports (a test checks it against a real scrape)."""

@@ -1,4 +1,4 @@
-"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses and Anthropic streaming.
+"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini streaming.
 
 It serves the canonical fixtures of :mod:`proxy.fixtures`, clean or with a fault, and writes
 them in seeded random pieces (:func:`proxy.fixtures.split_reads`) so that characters and
@@ -24,6 +24,7 @@ from aiohttp import web
 
 from proxy import fixtures
 from proxy.errors import UsageError
+from proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
 
 __all__ = [
     "DEFAULT_PORT",
@@ -41,6 +42,7 @@ ENDPOINTS: Final[tuple[str, ...]] = (
     "POST /v1/chat/completions",
     "POST /v1/responses",
     "POST /v1/messages",
+    "POST /v1beta/models/{model}:streamGenerateContent?alt=sse (also /v1, Vertex AI)",
     "GET|POST /v1/text",
     "GET /healthz",
     "ANY /echo/{tail}",
@@ -61,6 +63,8 @@ class _Settings:
     seed: int
     chunk_delay: float
     requests: int = 0
+    first_text: bool = False
+    api_key: str | None = None
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -89,7 +93,7 @@ def _settings(request: web.Request) -> _Settings:
 
 def _request_fault(request: web.Request) -> str | None:
     """Per-request fault: ``X-Mock-Fault`` header, else ``?fault=``, else the app's."""
-    value = request.headers.get("X-Mock-Fault", request.query.get("fault"))
+    value = request.headers.get(MOCK_FAULT_HEADER, request.query.get("fault"))
     if value is None:
         return _settings(request).fault
     try:
@@ -100,7 +104,7 @@ def _request_fault(request: web.Request) -> str | None:
 
 def _request_seed(request: web.Request) -> int:
     """Per-request seed (``X-Mock-Seed`` or ``?seed=``), else the app's."""
-    raw = request.headers.get("X-Mock-Seed", request.query.get("seed"))
+    raw = request.headers.get(MOCK_SEED_HEADER, request.query.get("seed"))
     if raw is None:
         return _settings(request).seed
     try:
@@ -111,7 +115,7 @@ def _request_seed(request: web.Request) -> int:
 
 def _request_delay(request: web.Request) -> float:
     """Per-request delay between writes (``X-Mock-Delay`` or ``?delay=``), else the app's."""
-    raw = request.headers.get("X-Mock-Delay", request.query.get("delay"))
+    raw = request.headers.get(MOCK_DELAY_HEADER, request.query.get("delay"))
     if raw is None:
         return _settings(request).chunk_delay
     try:
@@ -230,7 +234,9 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         return await _serve_sse(request, fixtures.faulty_stream(fault, "openai"))
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
-    stream = fixtures.openai_chat_stream(fixtures.TOKENS, choices=n, include_usage=usage)
+    stream = fixtures.openai_chat_stream(
+        fixtures.TOKENS, choices=n, include_usage=usage, first_text=_settings(request).first_text
+    )
     return await _serve_sse(request, stream)
 
 
@@ -277,10 +283,62 @@ async def _messages(request: web.Request) -> web.StreamResponse:
     )
 
 
-async def _text(request: web.Request) -> web.StreamResponse:
+async def _text(request: web.Request) -> web.StreamResponse:  # first event: always text
     """Raw text SSE, one unquoted ``data:`` event per token; always streams."""
     await request.read()
     return await _serve_sse(request, _stream_body("text", _request_fault(request)))
+
+
+def _gemini_chunks(fault: str | None) -> list[Any]:
+    """The Gemini stream's chunks as objects (what ``alt=sse`` absent returns, as an array)."""
+    body = _stream_body("gemini", fault).decode("utf-8", "replace")
+    return [json.loads(line[6:]) for line in body.split("\n") if line.startswith("data: {")]
+
+
+async def _gemini(request: web.Request) -> web.StreamResponse:
+    """Gemini ``models/{model}:streamGenerateContent`` (SSE with ``?alt=sse``, else a JSON
+    array of chunks) and ``:generateContent``; Generative Language and Vertex AI paths."""
+    model, sep, action = request.match_info["model_action"].rpartition(":")
+    if not sep or not model or action not in ("streamGenerateContent", "generateContent"):
+        body = {"error": {"code": 404, "message": "unknown method", "status": "NOT_FOUND"}}
+        return web.json_response(body, status=404)
+    await _json_body(request)
+    fault = _request_fault(request)
+    if action == "generateContent":
+        return _json_response(
+            {
+                "candidates": [
+                    {
+                        "content": {"parts": [{"text": fixtures.MESSAGE}], "role": "model"},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+                "modelVersion": model,
+            }
+        )
+    if request.query.get("alt") == "sse":
+        return await _serve_sse(request, _stream_body("gemini", fault))
+    return _json_response(_gemini_chunks(fault))
+
+
+@web.middleware
+async def _require_key(request: web.Request, handler: Any) -> web.StreamResponse:
+    """With an API key set, LLM endpoints need it, as each vendor takes it (401 otherwise)."""
+    key = _settings(request).api_key
+    if key is not None and request.path.startswith("/v1"):
+        offered = {
+            request.headers.get("Authorization", "").removeprefix("Bearer "),
+            request.headers.get("x-api-key", ""),
+            request.headers.get("x-goog-api-key", ""),
+            request.query.get("key", ""),
+        }
+        if key not in offered:
+            body = {"error": {"type": "authentication_error", "message": "invalid API key"}}
+            return web.json_response(body, status=401)
+    response: web.StreamResponse = await handler(request)
+    return response
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -351,7 +409,7 @@ async def _sse_raw(request: web.Request) -> web.StreamResponse:
             raise _bad_request("chunk must be a positive integer")
         size = int(chunk)
         pieces = [body[i : i + size] for i in range(0, len(body), size)]
-    elif "seed" in request.query or "X-Mock-Seed" in request.headers:
+    elif "seed" in request.query or MOCK_SEED_HEADER in request.headers:
         pieces = fixtures.split_reads(body, _request_seed(request))
     else:
         pieces = [body] if body else []
@@ -386,21 +444,41 @@ async def _sse_raw(request: web.Request) -> web.StreamResponse:
 
 
 def make_mock_app(
-    *, fault: str | None = None, seed: int = 0, chunk_delay: float = 0.0
+    *,
+    fault: str | None = None,
+    seed: int = 0,
+    chunk_delay: float = 0.0,
+    first_text: bool = False,
+    api_key: str | None = None,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
-    Raises :class:`~proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
+    ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
+    With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
+    ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
+    keys then fails unless the key really arrived. Raises
+    :class:`~proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
-    app = web.Application(client_max_size=_MAX_BYTES)
-    app[_SETTINGS] = _Settings(fault=_check_fault(fault), seed=seed, chunk_delay=chunk_delay)
-    app.router.add_post("/v1/chat/completions", _chat_completions)
-    app.router.add_post("/v1/responses", _responses)
-    app.router.add_post("/v1/messages", _messages)
-    app.router.add_get("/v1/text", _text)
-    app.router.add_post("/v1/text", _text)
+    app = web.Application(client_max_size=_MAX_BYTES, middlewares=[_require_key])
+    app[_SETTINGS] = _Settings(
+        fault=_check_fault(fault),
+        seed=seed,
+        chunk_delay=chunk_delay,
+        first_text=first_text,
+        api_key=api_key,
+    )
+    app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
+    app.router.add_post(DIALECT_PATHS["responses"], _responses)
+    app.router.add_post(DIALECT_PATHS["anthropic"], _messages)
+    app.router.add_post("/{version:v1|v1beta|v1alpha}/models/{model_action}", _gemini)
+    app.router.add_post(
+        "/v1/projects/{project}/locations/{location}/publishers/google/models/{model_action}",
+        _gemini,
+    )
+    app.router.add_get(DIALECT_PATHS["text"], _text)
+    app.router.add_post(DIALECT_PATHS["text"], _text)
     app.router.add_get("/healthz", _healthz)
     app.router.add_route("*", "/echo", _echo)
     app.router.add_route("*", "/echo/{tail:.*}", _echo)
@@ -420,12 +498,16 @@ async def start_mock_upstream(
     fault: str | None = None,
     seed: int = 0,
     chunk_delay: float = 0.0,
+    first_text: bool = False,
+    api_key: str | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
     Stop it with ``await runner.cleanup()``; open streams get one second to finish.
     """
-    app = make_mock_app(fault=fault, seed=seed, chunk_delay=chunk_delay)
+    app = make_mock_app(
+        fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text, api_key=api_key
+    )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
@@ -446,10 +528,11 @@ async def mock_upstream(
     fault: str | None = None,
     seed: int = 0,
     chunk_delay: float = 0.0,
+    api_key: str | None = None,
 ) -> AsyncIterator[str]:
     """``async with mock_upstream() as base_url:`` -- started, and cleaned up afterwards."""
     runner, url = await start_mock_upstream(
-        host, port, fault=fault, seed=seed, chunk_delay=chunk_delay
+        host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, api_key=api_key
     )
     try:
         yield url
@@ -458,11 +541,11 @@ async def mock_upstream(
 
 
 async def _serve_forever(
-    host: str, port: int, fault: str | None, seed: int, chunk_delay: float
+    host: str, port: int, fault: str | None, seed: int, chunk_delay: float, first_text: bool
 ) -> int:
     try:
         runner, url = await start_mock_upstream(
-            host, port, fault=fault, seed=seed, chunk_delay=chunk_delay
+            host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -493,6 +576,7 @@ def run_mock_upstream(
     seed: int = 0,
     *,
     chunk_delay: float = 0.0,
+    first_text: bool = False,
 ) -> int:
     """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
 
@@ -503,6 +587,6 @@ def run_mock_upstream(
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     try:
-        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay))
+        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text))
     except KeyboardInterrupt:  # platforms without loop signal handlers
         return 0

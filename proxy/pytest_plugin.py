@@ -37,9 +37,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from proxy.rechunk.spec import ChaosSpec
+    from proxy.stack import Stack
 
 __all__ = ["SSEChaosProxy", "chaos_proxy", "sse_chaos_proxy", "sse_chaos_strategies"]
 
@@ -66,7 +65,7 @@ def sse_chaos_strategies(
     if rewrites:
         names += REWRITES
     if combos:
-        from proxy.harness import DEFAULT_COMBOS
+        from proxy.testclient.plan import DEFAULT_COMBOS
 
         names += DEFAULT_COMBOS
     if seeds is None:
@@ -125,7 +124,7 @@ class SSEChaosProxy:
 
     def stream_url(self, dialect: str = "openai") -> str:
         """The streaming endpoint of ``dialect`` (openai, responses, anthropic, text)."""
-        from proxy.harness import DIALECT_PATHS
+        from proxy.names import DIALECT_PATHS
 
         if dialect not in DIALECT_PATHS:
             raise ValueError(f"dialect must be one of {', '.join(DIALECT_PATHS)}")
@@ -133,7 +132,7 @@ class SSEChaosProxy:
 
     def stream_body(self, dialect: str = "openai") -> dict[str, Any]:
         """A JSON request body that makes :meth:`stream_url` stream."""
-        from proxy.harness import DIALECT_BODIES
+        from proxy.names import DIALECT_BODIES
 
         return dict(DIALECT_BODIES[dialect])
 
@@ -145,8 +144,10 @@ class SSEChaosProxy:
 
     def chaos_header(self, strategy: str, seed: int | None = None) -> dict[str, str]:
         """Headers that switch one request to another strategy (and seed)."""
+        from proxy.names import CHAOS_HEADER
+
         value = f"strategy={strategy}" + (f"; seed={seed}" if seed is not None else "")
-        return {"X-SSE-Proxy-Chaos": value}
+        return {CHAOS_HEADER: value}
 
 
 class _ServerThread:
@@ -156,39 +157,26 @@ class _ServerThread:
         self.spec = spec
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._runners: list[tuple[web.AppRunner, bool]] = []
+        self._stack: Stack | None = None
 
     async def _up(self) -> tuple[str, str]:
-        from proxy.config import Config
-        from proxy.mock_upstream import start_mock_upstream
-        from proxy.server.run import start_proxy
+        from proxy.stack import start_stack
 
-        mock, upstream = await start_mock_upstream(seed=self.spec.seed)
-        self._runners.append((mock, False))
-        cfg = Config(
-            upstream=upstream,
-            port=0,
+        self._stack = await start_stack(
+            mock_seed=self.spec.seed,
             mode="chaos",
             chaos=self.spec.strategy,
             seed=self.spec.seed,
             chaos_k=self.spec.k,
             delay_ms=self.spec.delay_ms,
             allow_chaos_header=True,
-            shutdown_grace=1.0,
         )
-        proxy, url = await start_proxy(cfg)
-        self._runners.append((proxy, True))
-        return url, upstream
+        return self._stack.url, self._stack.upstream_url
 
     async def _down(self) -> None:
-        from proxy.server.run import stop_proxy
-
-        for runner, is_proxy in reversed(self._runners):
-            if is_proxy:
-                await stop_proxy(runner)
-            else:
-                await runner.cleanup()
-        self._runners.clear()
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.stop()
 
     def start(self) -> tuple[str, str]:
         ready: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()

@@ -31,6 +31,7 @@ __all__ = [
     "encode_header",
     "encode_read",
     "is_recording",
+    "load_capture",
     "load_recording",
 ]
 
@@ -108,4 +109,33 @@ def load_recording(path: str | Path) -> Recording:
         reads=tuple(reads),
         end=end,
         meta={k: v for k, v in head.items() if k not in ("request", "response")},
+    )
+
+
+def load_capture(path: str | Path) -> Recording:
+    """A recording, or a raw capture (``curl -N URL > file``) as a one-read recording.
+
+    An empty file, or one that is not an event stream (a JSON or HTML body, binary), is a
+    :class:`UsageError` that says what it looks like.
+    """
+    from proxy.sniff import looks_like
+
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if is_recording(data[:256]) or data.lstrip().startswith(b'{"format"'):
+        return load_recording(path)  # a recording, or a broken one: its own error
+    if not data.strip():
+        raise UsageError(f"{name!r} is empty: there is no stream to serve")
+    what = looks_like(data)
+    if what is not None:
+        raise UsageError(f"{name!r} is not an SSE stream: it looks like {what}")
+    return Recording(
+        request={},
+        response={"status": 200, "headers": {"Content-Type": "text/event-stream"}},
+        reads=((0.0, data),),
+        end="upstream_eof",
+        meta={"raw_capture": True},
     )

@@ -23,14 +23,14 @@ from aiohttp import web
 
 from proxy.core import StreamReassembler, dialect_for_path
 from proxy.errors import ChaosSpecError, UsageError
+from proxy.names import SEED_HEADER
 from proxy.rechunk.planner import ChaosPlanner, Write
 from proxy.rechunk.spec import ChaosSpec
-from proxy.recording import Recording, load_recording
+from proxy.recording import Recording, load_capture
 from proxy.server.headers import HOP_BY_HOP
 
 __all__ = ["ReplayPlan", "plan_replay", "run_replay", "start_replay"]
 
-SEED_HEADER = "X-SSE-Proxy-Chaos-Seed"
 # Hop-by-hop headers, and those the replaying server sets itself for the re-framed body.
 _DROP_HEADERS = HOP_BY_HOP | {"content-length", "date", "server"}
 
@@ -189,7 +189,7 @@ async def _serve(
     timing: bool,
     speed: float,
 ) -> int:
-    recording = load_recording(path)
+    recording = load_capture(path)
     spec = _spec(chaos, seed)
     runner, url = await start_replay(
         recording, host=host, port=port, chaos=spec, timing=timing, speed=speed

@@ -88,3 +88,18 @@ def openai_stream(tokens: Sequence[str], newline: str = "\n", done: bool = True)
 
 def raw_text_stream(tokens: Sequence[str], newline: str = "\n") -> bytes:
     return "".join(f"data: {t}{newline}{newline}" for t in tokens).encode()
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of the Prometheus samples of ``name`` that carry these labels (0 if none)."""
+    import re
+
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(re.escape(name) + r"(?:\{(.*)\})? (\S+)(?: #.*)?$", line)
+        if match is None:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(match.group(2))
+    return total

@@ -88,12 +88,26 @@ def hostile_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return files
 
 
+NOT_SSE = {"random_bytes", "all_256_byte_values", "nul_filled", "bom_then_garbage"}
+"""Inputs with no SSE field at all: named as binary, not parsed into thousands of alerts."""
+
+
 @pytest.mark.parametrize("name", HOSTILE)
 def test_check_survives_hostile_input(name: str, hostile_files: dict[str, Path]) -> None:
     path = hostile_files[name]
     proc = check(str(path))
     logs = assert_survived(proc)
-    assert logs[-1]["bytes"] == path.stat().st_size
+    events = [line["event"] for line in logs]
+    if name in NOT_SSE:
+        assert proc.returncode == 1
+        assert events == ["check.not_sse", "stream.summary"]
+        assert str(logs[0]["looks_like"]).startswith("binary data")
+    elif name == "empty":
+        assert proc.returncode == 1
+        assert events == ["sse.empty_stream", "stream.summary"]
+    else:
+        assert "check.not_sse" not in events
+        assert logs[-1]["bytes"] == path.stat().st_size
     for line in proc.stdout.decode("utf-8").splitlines():
         json.loads(line)  # one JSON object per event, valid UTF-8
 

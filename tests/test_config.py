@@ -40,10 +40,15 @@ def test_documented_file_lists_every_setting() -> None:
     table = tomllib.loads(DOCUMENTED.read_text(encoding="utf-8"))["sse-proxy"]
     text = DOCUMENTED.read_text(encoding="utf-8")
     missing = [name for name in FIELDS if name not in table]
-    assert missing == ["seed"]
+    assert missing == ["seed", "routes"]
+    assert "# [routes]" in text
     assert "# seed = " in text
     assert set(table) <= set(FIELDS)
     for name, value in table.items():
+        if name == "upstream_headers":  # a table in the file, pairs in Config
+            assert value == {}
+            assert Config().upstream_headers == ()
+            continue
         assert value == getattr(Config(), name), name
 
 
@@ -145,6 +150,9 @@ BAD_FLAGS: list[tuple[dict[str, Any], list[str]]] = [
     ({"max_line_bytes": -5}, ["max_line_bytes", "at least 1"]),
     ({"max_request_body_bytes": 0}, ["max_request_body_bytes"]),
     ({"max_alerts_per_kind": 0}, ["max_alerts_per_kind"]),
+    ({"max_decompressed_ratio": 0.5}, ["max_decompressed_ratio", "at least 1"]),
+    ({"max_decompressed_ratio": "nan"}, ["max_decompressed_ratio", "at least 1"]),
+    ({"max_decompressed_bytes": 0}, ["max_decompressed_bytes", "at least 1"]),
     ({"workers": 0}, ["workers"]),
     ({"idle_timeout": -1}, ["idle_timeout", "negative"]),
     ({"connect_timeout": "soon"}, ["--connect-timeout", "a number", "soon"]),
@@ -186,6 +194,7 @@ def test_credentials_never_echoed() -> None:
         ({"SSE_PROXY_IDLE_TIMEOUT": "forever"}, ["SSE_PROXY_IDLE_TIMEOUT", "forever"]),
         ({"SSE_PROXY_MODE": "fast"}, ["mode", "fast"]),
         ({"SSE_PROXY_MAX_FRAME_BYTES": "0"}, ["max_frame_bytes"]),
+        ({"SSE_PROXY_MAX_DECOMPRESSED_RATIO": "lots"}, ["MAX_DECOMPRESSED_RATIO", "a number"]),
     ],
 )
 def test_bad_env_values(env: dict[str, str], words: list[str]) -> None:

@@ -20,9 +20,20 @@ def test_demo_runs_shows_exact_text_and_every_fault_and_exits_0(mode: str) -> No
     )
     out = proc.stdout.decode()
     assert proc.returncode == 0, out + proc.stderr.decode()
-    assert out.count("exact ✓") == 4
+    assert out.count("exact ✓") == 5
+    assert "Google Gemini" in out
     assert "The quick brown fox 🦊" in out
     for fault in fixtures.FAULTS:
         assert f"{fault}" in out
     assert "every fault detected" in out
+    # the failing stream found from the app's request id in logs, metrics and the trace
+    logs = next(line for line in out.splitlines() if line.startswith("  logs:"))
+    assert "verdict=broken" in logs
+    assert "trace_id=0af7651916cd43dd8448eb211c80319c" in logs
+    metrics = next(line for line in out.splitlines() if line.startswith("  metrics:"))
+    assert 'request_id="demo-app-req-42"' in metrics
+    assert 'verdict="broken"' in metrics
+    trace = next(line for line in out.splitlines() if line.startswith("  trace:"))
+    assert "trace_id=0af7651916cd43dd8448eb211c80319c" in trace
+    assert "sse.truncated" in trace
     assert "Traceback" not in proc.stderr.decode()

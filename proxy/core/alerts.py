@@ -18,6 +18,8 @@ __all__ = [
     "Level",
     "OversizedFrame",
     "ReplacementChar",
+    "Stall",
+    "StallEnd",
     "Truncated",
     "UnterminatedFrame",
 ]
@@ -109,6 +111,9 @@ class Truncated(Alert):
 
     NO_TERMINAL_MARKER: ClassVar[str] = "no_terminal_marker"
     UPSTREAM_CLOSED: ClassVar[str] = "upstream_closed"
+    # The proxy cut the stream itself (set by the shell, which knows why it stopped).
+    IDLE_TIMEOUT: ClassVar[str] = "idle_timeout"
+    TOTAL_TIMEOUT: ClassVar[str] = "total_timeout"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,3 +136,30 @@ class ErrorEvent(Alert):
     event_index: int
     error_type: str
     message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stall(Alert):
+    """No event for ``stall_threshold`` while the stream is open: the user sees nothing.
+
+    Raised by the shell's timer (the core has no clock), while the stall is going on;
+    ``gap_ms`` is the silence so far, ``after_event`` how many events came before it.
+    """
+
+    name: ClassVar[str] = "sse.stall"
+    gap_ms: float
+    threshold_ms: float
+    after_event: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StallEnd(Alert):
+    """Events resumed after a stall; ``gap_ms`` is the whole silence."""
+
+    name: ClassVar[str] = "sse.stall_end"
+    gap_ms: float
+    after_event: int
+
+    @property
+    def level(self) -> Level:
+        return Level.INFO

@@ -123,6 +123,20 @@ _CR_RUNS = _Runs(b"\r")
 _CRLF_RUNS = _Runs(b"\r\n")
 
 
+def _byte_index(raw: bytes, text: str, j: int) -> int:
+    """Where character ``j`` of ``text`` (``raw`` decoded with replacement) starts in ``raw``."""
+    if REPLACEMENT not in text[:j]:
+        return len(text[:j].encode())
+    lo, hi = 0, len(raw)  # the largest b whose decoded prefix is j characters long
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if len(raw[:mid].decode("utf-8", "replace")) <= j:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class EventStreamParser:
     """Incremental event-stream parser; ``feed`` bytes, get callbacks and ``alerts``.
 
@@ -138,6 +152,7 @@ class EventStreamParser:
         "_bom_buf",
         "_counts",
         "_data",
+        "_data_map",
         "_data_off",
         "_event_type",
         "_events",
@@ -157,6 +172,7 @@ class EventStreamParser:
         "_track_frames",
         "alerts",
         "event_count",
+        "last_data",
         "tentative_end",
     )
 
@@ -194,6 +210,11 @@ class EventStreamParser:
         # block state
         self._data: list[str] = []
         self._data_off = 0
+        # where each data value came from: (stream offset, raw bytes, run separator or b"")
+        self._data_map: list[tuple[int, bytes, bytes]] = []
+        # the last dispatched event's values and their origins, when the general path
+        # dispatched it (see data_offset); None after a fast path's clean one-line data
+        self.last_data: tuple[list[str], list[tuple[int, bytes, bytes]]] | None = None
         self._event_type = ""
         self._retry: int | None = None
         self._last_id: str | None = None
@@ -228,7 +249,49 @@ class EventStreamParser:
             self._frame_ends = []
         return ends
 
+    def data_offset(self, data: str, offset: int, i: int) -> int:
+        """The stream offset of character ``i`` of the last dispatched event's ``data``
+        (which starts at ``offset``): across the LF that joins data lines (it stands for a
+        line ending and a ``data:`` prefix) and U+FFFD that stand for invalid bytes.
+
+        For a dialect that must point at something inside a payload (a JSON escape). Not
+        on the hot path: it walks the event's values, and decodes raw bytes only where a
+        U+FFFD makes characters and bytes disagree.
+        """
+        last = self.last_data
+        if last is None:
+            return offset + len(data[:i].encode())
+        start = 0
+        for value, (at, raw, sep) in zip(*last, strict=True):
+            if i <= start + len(value):
+                j = i - start
+                if not sep:
+                    return at + _byte_index(raw, value, j)
+                pos = at  # a run of data lines taken whole: find the line
+                for line in raw.split(sep)[:-1]:
+                    skip = 6 if line[5:6] == b" " else 5
+                    text = line[skip:].decode()  # the run is clean UTF-8
+                    if j <= len(text):
+                        return pos + skip + len(text[:j].encode())
+                    j -= len(text) + 1
+                    pos += len(line) + len(sep)
+                return pos
+            start += len(value) + 1
+        return offset + len(data[:i].encode())
+
     def feed(self, chunk: bytes) -> None:
+        if (
+            # One `data: X` frame, LF-ended, in a read of its own and nothing pending: how
+            # tokens arrive. Handled whole when the field rules would take it as it is.
+            chunk[-2:] == b"\n\n"
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.startswith(b"data: ")
+            and self._block_start == self._offset
+            and not (self._pending or self._after_cr or self._skipping or self._bom_buf is not None)
+            and b"\r" not in chunk
+            and self._single_frame(chunk)
+        ):
+            return
         if self._bom_buf is not None:  # START
             chunk = self._bom_buf + chunk
             if len(chunk) < 3 and _BOM.startswith(chunk):
@@ -404,6 +467,7 @@ class EventStreamParser:
     def _drop_block(self) -> None:
         self._block_dropped = True
         self._data = []
+        self._data_map = []
 
     def _run(self, lines: list[bytes], pos: int, buf: bytes, runs: _Runs) -> int:
         """Complete ``lines`` of ``buf`` (which starts at the stream offset ``pos``), each
@@ -508,6 +572,7 @@ class EventStreamParser:
             self._data_off = pos + (6 if buf[start + 5 : start + 6] == b" " else 5)
         values = runs.data_prefix.sub("", text)[: -runs.seplen]
         self._data.append(values if runs.sep == b"\n" else values.replace(runs.sep_str, "\n"))
+        self._data_map.append((pos, buf[start:end], runs.sep))
         return pos + end - start, j
 
     def _frames(
@@ -551,6 +616,7 @@ class EventStreamParser:
             return self._lines_frames(lines, i, pairs, pos, seplen)
         if REPLACEMENT in text:
             return self._lines_frames(lines, i, pairs, pos, seplen)
+        self.last_data = None
         index = self.event_count
         extra = 6 + 2 * seplen
         last_id = self._last_id
@@ -651,6 +717,7 @@ class EventStreamParser:
                 )
             )
         # (a dialect detected on the first event swaps the callbacks; the old one forwards)
+        self.last_data = None
         on_data = self._on_data
         skip = seplen + 6
         for start, head, etype, data in zip(starts, heads, types, datas, strict=False):
@@ -662,6 +729,34 @@ class EventStreamParser:
         if self._track_frames:
             self._frame_ends.extend(islice(starts, 1, None))
         return pos, j
+
+    def _single_frame(self, chunk: bytes) -> bool:
+        """The one-frame read of :meth:`feed`, if clean; else False and nothing changed."""
+        payload = chunk[6:-2]
+        if len(chunk) - 2 > self._limit:
+            return False
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError:
+            return False
+        if REPLACEMENT in text:
+            return False
+        pos = self._offset
+        index = self.event_count
+        self.event_count = index + 1
+        self.last_data = None
+        self._counts[0] += 2
+        end = pos + len(chunk)
+        self._offset = self._block_start = end
+        self._head = b""
+        if self._events is not None:
+            self._events.append(SSEEvent("message", text, self._last_id, None, index, pos))
+        if self._track_frames:
+            self._frame_ends.append(end)
+        on_batch = self._on_batch
+        if on_batch is None or not on_batch([payload], index, pos, 8):
+            self._on_data("message", text, index, pos + 6)
+        return True
 
     def _lines_frames(
         self, lines: list[bytes], i: int, pairs: int, pos: int, seplen: int
@@ -693,7 +788,9 @@ class EventStreamParser:
                                 etype, text, self._last_id, self._retry, index, self._block_start
                             )
                         )
+                    self.last_data = (data, self._data_map)
                     self._data = []
+                    self._data_map = []
                     self._on_data(etype, text, index, self._data_off)
                 self._reset_block()
                 self._block_start = end
@@ -741,6 +838,8 @@ class EventStreamParser:
                 # "data" is ASCII, so the str index of the value is its byte index too
                 self._data_off = pos + (len(line) if colon < 0 else colon + skip)
             self._data.append(value)
+            start = len(line) if colon < 0 else colon + skip
+            self._data_map.append((pos + start, line[start:], b""))
         elif name == "event":
             self._event_type = value
         elif name == "id":

@@ -101,6 +101,7 @@ class StreamReassembler:
             max_line=limits.max_line,
             max_frame=limits.max_frame,
         )
+        self._acc.locate = self._parser.data_offset
         self._closed = False
         self._bytes = 0
         self._feeds = 0
@@ -133,6 +134,7 @@ class StreamReassembler:
         parser.close(report=not abandoned)
         if not self._decided and self._hint is not None:
             self._acc = make_accumulator(self._hint, self._alerts, keep_text=self._keep_text)
+            self._acc.locate = parser.data_offset
         acc = self._acc
         if not abandoned:
             acc.finish()
@@ -226,6 +228,7 @@ class StreamReassembler:
             if name is not None:
                 self._decided = True
                 self._acc = make_accumulator(name, self._alerts, keep_text=self._keep_text)
+                self._acc.locate = self._parser.data_offset
                 self._parser.set_callbacks(self._acc.accept, self._acc.accept_batch)
         self._acc.accept(etype, data, index, data_off)
 

@@ -19,25 +19,37 @@ from aiohttp import web
 from yarl import URL
 
 from proxy.config import Config
-from proxy.core import Limits, StreamReassembler, dialect_for_path, normalize_dialect
+from proxy.core import Limits, StreamReassembler, Truncated, dialect_for_path, normalize_dialect
 from proxy.errors import ChaosSpecError
-from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url
+from proxy.inspect.web import add_ui_routes, open_stream, registry_for
+from proxy.logsink import AlertSink, get_logger, new_stream_id, redact_url, scrub_held
 from proxy.metrics import Metrics
+from proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
 from proxy.rechunk.planner import Planner, make_planner
 from proxy.rechunk.spec import ChaosSpec, parse_chaos_header
-from proxy.server.decompress import DecodeFailed, make_observer_decoder
+from proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
 from proxy.server.headers import (
     is_event_stream,
     request_headers_for_upstream,
     response_headers_for_client,
 )
+from proxy.server.network import Network, tls_reason
+from proxy.server.observe import RequestContext, StreamObserver
 from proxy.server.recorder import Recorder
+from proxy.server.routes import Route, RouteTable
+from proxy.server.tracing import TRACING, RequestSpan, Tracing
+from proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
-__all__ = ["CONFIG", "METRICS", "SESSION", "STATE", "ProxyState", "make_app"]
-
-CHAOS_HEADER = "X-SSE-Proxy-Chaos"
-SEED_HEADER = "X-SSE-Proxy-Chaos-Seed"
-STREAM_ID_HEADER = "X-SSE-Proxy-Stream-Id"
+__all__ = [
+    "CONFIG",
+    "METRICS",
+    "ROUTES",
+    "SESSION",
+    "STATE",
+    "TRACING",
+    "ProxyState",
+    "make_app",
+]
 
 
 @dataclass
@@ -52,6 +64,8 @@ CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 STATE = web.AppKey("state", ProxyState)
+ROUTES = web.AppKey("routes", RouteTable)
+NETWORK = web.AppKey("network", Network)
 
 
 class _ClientGone(Exception):
@@ -73,15 +87,19 @@ def _json_error(status: int, kind: str, message: str, stream_id: str) -> web.Res
 async def _health(request: web.Request) -> web.Response:
     state = request.app[STATE]
     status = "shutting_down" if state.shutting_down else "ok"
+    routes = [
+        {k: v for k, v in r.items() if k in ("route", "prefix", "upstream", "dialect")}
+        for r in request.app[ROUTES].describe()
+    ]
     return web.json_response(
-        {"status": status, "active_streams": len(state.active)},
+        {"status": status, "active_streams": len(state.active), "routes": routes},
         status=503 if state.shutting_down else 200,
     )
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    body = request.app[METRICS].render()
-    return web.Response(body=body, content_type="text/plain", charset="utf-8")
+    body, content_type = request.app[METRICS].render_for(request.headers.get("Accept"))
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 async def _not_found(request: web.Request) -> web.Response:
@@ -171,9 +189,28 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             stream_id,
         )
 
-    url = URL(cfg.upstream_base + raw_target, encoded=True)
-    headers = request_headers_for_upstream(request.headers)
+    matched = request.app[ROUTES].match(raw_target)
+    if matched is None:
+        prefixes = ", ".join(r.prefix for r in request.app[ROUTES].routes)
+        return _json_error(
+            404, "no_route", f"no route for this path (routes: {prefixes})", stream_id
+        )
+    route, rest = matched
+    upstream_url = route.url_for(route.strip_auth_query(rest))
+    log = log.bind(route=route.name, upstream_url=redact_url(upstream_url))
+    metrics.route_requests.labels(route=route.name).inc()
+    url = URL(upstream_url, encoded=True)
+    headers = route.upstream_headers(request_headers_for_upstream(request.headers))
+    if is_websocket_upgrade(request):
+        return await _websocket(request, route, url, headers, log, metrics, stream_id)
+    ctx = RequestContext.from_headers(request.headers, route.name)
     data = _body(request, cfg.max_request_body_bytes) if request.body_exists else None
+    if data is not None and "json" in request.headers.get("Content-Type", ""):
+        data = ctx.peek(data)
+    span = request.app[TRACING].start(request, ctx, stream_id)
+    log = log.bind(**ctx.fields())
+    if cfg.log_level == "debug":
+        log.debug("upstream.request", url=redact_url(str(url)), headers=_plain(headers))
     # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every read:
     # waiting for the headers has its own deadline below, the body an _IdleWatch.
     timeout = aiohttp.ClientTimeout(
@@ -182,6 +219,7 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
         sock_connect=cfg.connect_timeout or None,
     )
     started = time.monotonic()
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(url)
     try:
         upstream_cm = request.app[SESSION].request(
             request.method,
@@ -190,12 +228,17 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             data=data,
             allow_redirects=False,
             timeout=timeout,
+            proxy=proxy,
+            proxy_headers=proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
+            trace_request_ctx={"log": log},
         )
         async with contextlib.AsyncExitStack() as stack:
             async with asyncio.timeout(cfg.idle_timeout or None):
                 upstream = await stack.enter_async_context(upstream_cm)
-            return await _respond(request, upstream, cfg, metrics, spec, stream_id, started)
+            return await _respond(
+                request, upstream, cfg, metrics, spec, stream_id, started, ctx, span, route, url
+            )
     except _RequestTooLarge:
         return _json_error(
             413,
@@ -204,9 +247,29 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
             stream_id,
         )
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id)
+        log = log.bind(request_model=ctx.request_model)
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route, span)
+    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+        log = log.bind(request_model=ctx.request_model)
+        return _upstream_failed(
+            log,
+            metrics,
+            502,
+            "upstream_tls_error",
+            exc,
+            stream_id,
+            route,
+            span,
+            reason=tls_reason(exc),
+        )
+    except aiohttp.ClientProxyConnectionError as exc:
+        log = log.bind(request_model=ctx.request_model)
+        return _upstream_failed(log, metrics, 502, "proxy_unreachable", exc, stream_id, route, span)
     except aiohttp.ClientConnectorError as exc:
-        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id)
+        log = log.bind(request_model=ctx.request_model)
+        return _upstream_failed(
+            log, metrics, 502, "upstream_unreachable", exc, stream_id, route, span
+        )
     except (aiohttp.ClientError, OSError) as exc:
         if isinstance(exc.__cause__, _RequestTooLarge):  # raised inside aiohttp's body writer
             return _json_error(
@@ -215,15 +278,85 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
                 f"request body over {cfg.max_request_body_bytes} bytes",
                 stream_id,
             )
-        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id)
+        log = log.bind(request_model=ctx.request_model)
+        kind = (
+            "proxy_refused" if isinstance(exc, aiohttp.ClientHttpProxyError) else "upstream_failed"
+        )
+        return _upstream_failed(log, metrics, 502, kind, exc, stream_id, route, span)
+    finally:
+        if span is not None:
+            span.end()
+
+
+async def _websocket(
+    request: web.Request,
+    route: Route,
+    url: URL,
+    headers: Any,
+    log: Any,
+    metrics: Metrics,
+    stream_id: str,
+) -> web.StreamResponse:
+    """The WebSocket pass-through, with the same upstream error mapping as HTTP."""
+    cfg = request.app[CONFIG]
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(url)
+
+    def done(summary: dict[str, Any]) -> None:
+        metrics.ws_sessions.labels(route=route.name, close_code=str(summary["close_code"])).inc()
+        metrics.ws_messages.labels(route=route.name, direction="to_upstream").inc(
+            summary["messages_to_upstream"]
+        )
+        metrics.ws_messages.labels(route=route.name, direction="to_client").inc(
+            summary["messages_to_client"]
+        )
+
+    try:
+        return await relay_websocket(
+            request,
+            request.app[SESSION],
+            url,
+            headers,
+            proxy,
+            proxy_headers,
+            cfg.max_request_body_bytes,
+            log,
+            done,
+        )
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route)
+    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+        return _upstream_failed(
+            log, metrics, 502, "upstream_tls_error", exc, stream_id, route, reason=tls_reason(exc)
+        )
+    except aiohttp.ClientProxyConnectionError as exc:
+        return _upstream_failed(log, metrics, 502, "proxy_unreachable", exc, stream_id, route)
+    except aiohttp.ClientConnectorError as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_unreachable", exc, stream_id, route)
+    except (aiohttp.ClientError, OSError) as exc:
+        return _upstream_failed(log, metrics, 502, "upstream_failed", exc, stream_id, route)
 
 
 def _upstream_failed(
-    log: Any, metrics: Metrics, status: int, kind: str, exc: BaseException, stream_id: str
+    log: Any,
+    metrics: Metrics,
+    status: int,
+    kind: str,
+    exc: BaseException,
+    stream_id: str,
+    route: Route,
+    span: RequestSpan | None = None,
+    reason: str | None = None,
 ) -> web.Response:
     message = redact_url(str(exc) or type(exc).__name__)
-    log.warning("upstream.error", kind=kind, error=message, status=status)
+    extra = {"reason": reason} if reason else {}
+    log.warning("upstream.error", kind=kind, error=message, status=status, **extra)
     metrics.upstream_errors.labels(kind=kind).inc()
+    metrics.count_total("upstream_errors")
+    metrics.route_upstream_errors.labels(route=route.name, kind=kind).inc()
+    if span is not None:
+        span.failed(kind, status)
+    if reason:
+        message = f"{reason}: {message}"
     return _json_error(status, kind, message, stream_id)
 
 
@@ -235,14 +368,28 @@ async def _respond(
     spec: ChaosSpec | None,
     stream_id: str,
     started: float,
+    ctx: RequestContext,
+    span: RequestSpan | None,
+    route: Route,
+    url: URL,
 ) -> web.StreamResponse:
     sse = is_event_stream(upstream.headers.get("Content-Type"))
+    if span is not None:
+        span.response(upstream.status)
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     resp.headers.extend(response_headers_for_client(upstream.headers))
     resp.headers[STREAM_ID_HEADER] = stream_id
     metrics.requests.labels(kind="sse" if sse else "other").inc()
+    upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
+    if cfg.log_level == "debug":
+        get_logger(stream_id=stream_id).debug(
+            "upstream.response",
+            status=upstream.status,
+            upstream_request_id=upstream_request_id,
+            headers=_plain(upstream.headers),
+        )
     if not sse:
-        return await _relay_plain(request, resp, upstream, stream_id, started)
+        return await _relay_plain(request, resp, upstream, stream_id, started, ctx)
 
     resp.headers["X-Accel-Buffering"] = "no"
     resp.headers["Cache-Control"] = "no-cache"
@@ -256,12 +403,15 @@ async def _respond(
         method=request.method,
         path=request.path,
         upstream_status=upstream.status,
-        upstream_request_id=upstream.headers.get("x-request-id")
-        or upstream.headers.get("request-id"),
+        upstream_request_id=upstream_request_id,
         mode=mode,
         **({"chaos": spec.header_value()} if spec is not None else {}),
+        **ctx.fields(),
     )
-    relay = _SseRelay(request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id)
+    relay = _SseRelay(
+        request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id, route, url
+    )
+    relay.attach(ctx, span)
     return await relay.run()
 
 
@@ -300,8 +450,9 @@ async def _relay_plain(
     upstream: aiohttp.ClientResponse,
     stream_id: str,
     started: float,
+    ctx: RequestContext,
 ) -> web.StreamResponse:
-    log = get_logger(stream_id=stream_id, method=request.method, path=request.path)
+    log = get_logger(stream_id=stream_id, method=request.method, path=request.path, **ctx.fields())
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
@@ -315,7 +466,12 @@ async def _relay_plain(
         ended_by = "client_disconnect"
     except (TimeoutError, aiohttp.ClientError) as exc:
         ended_by = "timeout" if watch.expired else "upstream_error"
-        log.warning("upstream.error", kind="body_read_failed", error=redact_url(str(exc)))
+        log.warning(
+            "upstream.error",
+            kind="body_read_failed",
+            error=redact_url(str(exc)),
+            upstream_url=redact_url(str(upstream.url)),
+        )
     finally:
         watch.stop()
     log.info(
@@ -361,6 +517,8 @@ class _SseRelay:
         mode: str,
         started: float,
         stream_id: str,
+        route: Route,
+        url: URL,
     ) -> None:
         self.request = request
         self.resp = resp
@@ -371,22 +529,27 @@ class _SseRelay:
         self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
         self.started = started
         self.mode = mode
-        forced = normalize_dialect(cfg.dialect)
+        self.route_name = route.name
+        forced = normalize_dialect(route.dialect)
         self.reassembler = StreamReassembler(
             forced,
-            hint=dialect_for_path(request.path),
+            hint=dialect_for_path(url.raw_path) or dialect_for_path(request.path),
             limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=mode != "passthrough",  # only planners cut at frame ends
             keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
         )
-        self.decode = None
+        self.decode: ObserverDecoder | None = None
         encoding = upstream.headers.get("Content-Encoding")
         try:
-            self.decode = make_observer_decoder(encoding)
+            self.decode = make_observer_decoder(
+                encoding,
+                max_ratio=cfg.max_decompressed_ratio,
+                max_bytes=cfg.max_decompressed_bytes,
+            )
         except DecodeFailed as exc:
             self.observing = False
-            log.warning("stream.not_observed", reason=str(exc))
+            log.warning("stream.not_observed", reason=exc.reason, **exc.details)
         else:
             self.observing = True
         self.planner: Planner | None = None
@@ -403,6 +566,21 @@ class _SseRelay:
         self.recorder = Recorder.for_config(
             cfg.record_dir, stream_id, request, upstream, log, started
         )
+        self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
+        self.obs: StreamObserver | None = None
+        self.span: RequestSpan | None = None
+
+    def attach(self, ctx: RequestContext, span: RequestSpan | None) -> None:
+        """Request context, timing and the trace span of this stream."""
+        self.span = span
+        self.obs = StreamObserver(
+            self.reassembler,
+            self.sink,
+            ctx,
+            stall_threshold=self.cfg.stall_threshold,
+            now=time.monotonic,
+            on_alert=span.alert if span is not None else None,
+        )
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -414,34 +592,64 @@ class _SseRelay:
         first_byte: float | None = None
         received = 0
         watch = _IdleWatch(self.upstream, self.cfg.idle_timeout)
+        obs = self.obs
+        assert obs is not None
+        obs.start()
         try:
             await self.resp.prepare(self.request)
             async with contextlib.AsyncExitStack() as stack:
                 if self.cfg.total_timeout:
                     await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
+                # The per-read path, kept to a few calls: one event per read is how tokens
+                # arrive, and every coroutine layer costs about as much as the parsing.
+                observe = self._observe
+                write = self.resp.write
+                planner = self.planner
+                recorder = self.recorder
+                now = watch.now
                 async for chunk in self.upstream.content.iter_any():
-                    watch.last = watch.now()
+                    watch.last = at = now()
                     if first_byte is None:
-                        first_byte = time.monotonic()
+                        first_byte = at  # the same clock as the read stamps
                     received += len(chunk)
-                    if self.recorder is not None:
-                        self.recorder.read(chunk)
-                    frame_ends = self._observe(chunk)
-                    await self._forward(chunk, frame_ends)
+                    if recorder is not None:
+                        recorder.read(chunk)
+                    if self.decode is not None:  # compressed: the client's bytes go first
+                        await self._forward(chunk, ())
+                        await self._observe_decoded(self.decode, chunk, at)
+                    elif planner is None:
+                        observe(chunk, at)
+                        try:
+                            await write(chunk)
+                        except (
+                            ConnectionError,
+                            aiohttp.ClientConnectionError,
+                            RuntimeError,
+                        ) as exc:
+                            raise _ClientGone from exc
+                    else:
+                        await self._send(planner.plan(chunk, observe(chunk, at)))
                 if self.planner is not None:
                     await self._send(self.planner.flush())
         except _ClientGone:
             ended_by = "client_disconnect"
         except TimeoutError:
             ended_by = "timeout"
+            obs.timeout_kind = Truncated.TOTAL_TIMEOUT
         except (aiohttp.ClientError, OSError) as exc:
             if watch.expired:
                 ended_by = "timeout"
+                obs.timeout_kind = Truncated.IDLE_TIMEOUT
             else:
                 ended_by = "upstream_error"
                 self.log.warning(
-                    "upstream.error", kind="stream_read_failed", error=redact_url(str(exc))
+                    "upstream.error",
+                    kind="stream_read_failed",
+                    error=redact_url(str(exc)),
+                    upstream_url=redact_url(str(self.upstream.url)),
                 )
+                self.metrics.upstream_errors.labels(kind="stream_read_failed").inc()
+                self.metrics.count_total("upstream_errors")
         except asyncio.CancelledError:
             # aiohttp cancels the handler once the client's connection is lost; a shutdown
             # cancels it with the connection still there (a client may leave mid-drain too).
@@ -451,6 +659,7 @@ class _SseRelay:
             raise
         finally:
             watch.stop()
+            obs.stop()
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
@@ -462,21 +671,38 @@ class _SseRelay:
             await self.resp.write_eof()
         return self.resp
 
-    def _observe(self, chunk: bytes) -> tuple[int, ...]:
+    def _observe(self, chunk: bytes, now: float | None) -> tuple[int, ...]:
+        """Feed the observer; ``now``: when the read arrived (None: a piece of one whose
+        time is taken once its last piece is in)."""
         if not self.observing:
             return ()
-        observed = chunk
-        if self.decode is not None:
-            try:
-                observed = self.decode(chunk)
-            except DecodeFailed as exc:
-                self.observing = False
-                self.log.warning("stream.not_observed", reason=str(exc))
-                return ()
-        out = self.reassembler.feed(observed)
+        out = self.reassembler.feed(chunk)
+        obs = self.obs
+        assert obs is not None
+        if now is not None:
+            obs.tick(now)
         if out.alerts:
-            self.sink.emit_all(out.alerts)
+            obs.emit(out.alerts)
+        if self.inspect is not None:
+            self.inspect.read(chunk, out.alerts)
         return out.frame_ends
+
+    async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes, now: float) -> None:
+        """Feed the decompressed copy in bounded slices, letting other streams run between."""
+        if not self.observing:
+            return
+        first = True
+        try:
+            for piece in decode.feed(chunk):
+                if not first:
+                    await asyncio.sleep(0)
+                first = False
+                self._observe(piece, None)
+        except DecodeFailed as exc:
+            self.observing = False
+            self.log.warning("stream.not_observed", reason=exc.reason, **exc.details)
+        if self.observing and self.obs is not None:
+            self.obs.tick(now)
 
     async def _forward(self, chunk: bytes, frame_ends: tuple[int, ...]) -> None:
         if self.planner is None:
@@ -489,16 +715,24 @@ class _SseRelay:
             if w.delay:
                 await asyncio.sleep(w.delay)
             await _write(self.resp, w.data)
+            if self.inspect is not None:
+                self.inspect.wrote(w.data)
 
     def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
         upstream_error = ended_by in ("upstream_error", "timeout")
         reassembler = self.reassembler
+        obs = self.obs
+        assert obs is not None
         if not reassembler.closed:
             out = reassembler.close(
                 upstream_error=upstream_error,
-                abandoned=ended_by in ("client_disconnect", "shutdown"),
+                # a stream not read to its end gets no end-of-stream verdicts
+                abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
-            self.sink.emit_all(out.alerts)
+            closing = obs.closing_alerts(out.alerts)
+            obs.emit(closing)
+            if self.inspect is not None:
+                self.inspect.add_alerts(closing)
         now = time.monotonic()
         summary = reassembler.summary()
         summary.pop("alerts", None)
@@ -510,27 +744,34 @@ class _SseRelay:
             "duration_ms": round((now - self.started) * 1000, 3),
             "ttfb_ms": None if first_byte is None else round((first_byte - self.started) * 1000, 3),
             "observed": self.observing,
+            **obs.summary_fields(ended_by, self.started, now),
         }
         if self.cfg.log_text:
             fields["text"] = reassembler.text
-        self.sink.summary(**fields)
+        broken = fields["verdict"] != "ok"
+        self.sink.summary(level="warning" if self.sink.warned or broken else "info", **fields)
+        if self.span is not None:
+            self.span.stream(fields)
+        if self.inspect is not None:
+            self.inspect.finish({**fields, "alerts": dict(self.sink.counts)})
         if self.recorder is not None:
             self.recorder.finish(ended_by)
         m = self.metrics
-        m.streams.labels(ended_by=ended_by).inc()
         m.bytes.inc(received)
         m.events.inc(reassembler.events_dispatched)
         for name, count in self.sink.counts.items():
             m.alerts.labels(event=name).inc(count)
+        m.route_streams.labels(route=self.route_name, ended_by=ended_by).inc()
         if first_byte is not None:
             m.ttfb.observe(first_byte - self.started)
-        m.duration.observe(now - self.started)
+        m.record_stream(fields, obs.gaps, duration=now - self.started, alerts=self.sink.counts)
 
 
 async def _session_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    connector = app[NETWORK].connector()
     async with aiohttp.ClientSession(
+        trace_configs=[_connection_trace()] if cfg.log_level == "debug" else None,
         connector=connector,
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),
@@ -551,12 +792,49 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
         },
     )
     app[CONFIG] = config
-    app[METRICS] = metrics or Metrics()
+    app[METRICS] = metrics or Metrics(
+        models=config.metrics_models, max_models=config.metrics_max_models
+    )
+    app[TRACING] = Tracing.for_config(config)
+    app.on_cleanup.append(app[TRACING].close)
     app[STATE] = ProxyState()
+    app[ROUTES] = RouteTable.from_config(config)
+    app[NETWORK] = Network(config)
     app.cleanup_ctx.append(_session_ctx)
     prefix = config.admin_prefix
     app.router.add_get(f"{prefix}/health", _health)
     app.router.add_get(f"{prefix}/metrics", _metrics)
+    registry = registry_for(config)
+    if registry is not None:
+        add_ui_routes(app, config, registry)
     app.router.add_route("*", prefix + "{tail:(/.*)?}", _not_found)
     app.router.add_route("*", "/{tail:.*}", _proxy)
     return app
+
+
+def _connection_trace() -> aiohttp.TraceConfig:
+    """Debug lines for upstream connections: a new one, or one reused from the pool."""
+    trace = aiohttp.TraceConfig()
+
+    async def created(_s: Any, ctx: Any, params: Any) -> None:
+        _log_of(ctx).debug("upstream.connection", reused=False)
+
+    async def reused(_s: Any, ctx: Any, params: Any) -> None:
+        _log_of(ctx).debug("upstream.connection", reused=True)
+
+    trace.on_connection_create_end.append(created)
+    trace.on_connection_reuseconn.append(reused)
+    return trace
+
+
+def _log_of(ctx: Any) -> Any:
+    request_ctx = getattr(ctx, "trace_request_ctx", None)
+    if isinstance(request_ctx, dict) and "log" in request_ctx:
+        return request_ctx["log"]
+    return get_logger()
+
+
+def _plain(headers: Any) -> dict[str, str]:
+    """Headers as a plain dict for a debug line (the log sink redacts secret values);
+    values the proxy holds (route keys) never enter it at all."""
+    return {str(k): scrub_held(str(v)) for k, v in headers.items()}

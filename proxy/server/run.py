@@ -15,16 +15,22 @@ import shutil
 import signal
 import socket
 import tempfile
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from proxy.config import Config
+from proxy.config import Config, StartupNote
 from proxy.errors import ChaosSpecError, ConfigError, UsageError
+from proxy.inspect.web import close_feeds
 from proxy.logsink import configure_logging, get_logger, redact_url
 from proxy.rechunk.spec import ChaosSpec
-from proxy.server.app import CONFIG, STATE, ProxyState, make_app
+from proxy.server.app import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState, make_app
+from proxy.server.network import Network
+from proxy.server.protocol import ProxyAppRunner
+from proxy.server.routes import RouteTable
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
 
@@ -42,15 +48,31 @@ def _validate_chaos(cfg: Config) -> None:
             raise ConfigError(f"chaos: {exc}") from None
 
 
+def _prepare_record_dir(cfg: Config) -> None:
+    """``--record DIR``: create it now, or refuse to start, instead of failing every stream."""
+    if not cfg.record_dir:
+        return
+    where = Path(cfg.record_dir)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"record_dir: cannot create or write {str(where)!r}: {exc.strerror or exc}"
+        ) from None
+
+
 async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.AppRunner, str]:
     """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL."""
-    if not cfg.upstream:
+    if not cfg.upstream and not cfg.routes:
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
     _validate_chaos(cfg)
+    _prepare_record_dir(cfg)
     app = make_app(cfg)
     app[_IN_FLIGHT] = set()
     app.middlewares.append(_track_in_flight)
-    runner = web.AppRunner(
+    runner = ProxyAppRunner(
         app,
         handler_cancellation=True,
         access_log=None,
@@ -75,6 +97,7 @@ async def stop_proxy(runner: web.AppRunner) -> None:
     """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
     state = runner.app[STATE]
     state.shutting_down = True
+    close_feeds(runner.app)  # the inspector's live feeds must not hold the grace
     for site in list(runner.sites):
         await site.stop()
     await asyncio.sleep(0)  # requests accepted just before are under way
@@ -128,59 +151,106 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-async def _serve(cfg: Config, reuse_port: bool) -> None:
+def loop_factory(choice: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
+    """The event loop a ``loop`` setting asks for: its name and factory (None: asyncio's).
+
+    uvloop by default where it installs: the proxy's per-event cost is mostly the event
+    loop's and aiohttp's own (bench/proxy_README.md), and uvloop's is the lower.
+    """
+    if choice == "asyncio":
+        return "asyncio", None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ConfigError("loop: uvloop is not installed (pip install uvloop)") from None
+        return "asyncio", None
+    return "uvloop", uvloop.new_event_loop
+
+
+def run_loop(cfg: Config, main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on the event loop the configuration chose."""
+    _, factory = loop_factory(cfg.loop)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
+
+
+async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = ()) -> None:
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    # Signal handlers before the startup line: whoever reads it may signal at once.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    implied = [n for n in notes if n.event == "config.mode_implied"]
+    routes = runner.app[ROUTES].describe()
+    network = runner.app[NETWORK].describe()
     log.info(
         "proxy.started",
         listen=url,
         upstream=redact_url(cfg.upstream),
+        mapping=routes[-1]["example"] if len(routes) == 1 else None,
+        routes=routes,
+        network=network,
         mode=cfg.mode,
+        loop=loop_factory(cfg.loop)[0],
+        **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
         health=f"{url}{cfg.admin_prefix}/health",
         metrics=f"{url}{cfg.admin_prefix}/metrics",
+        **({"inspector": f"{url}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
     )
+    for note in notes:
+        if note.event != "config.mode_implied":
+            getattr(log, note.level)(note.event, **note.fields)
     if not _is_loopback(cfg.host):
         log.warning(
             "proxy.exposed",
             host=cfg.host,
             notice="listening beyond loopback: whoever reaches this port can use your upstream",
         )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("proxy.stopping", grace_s=cfg.shutdown_grace, active=len(runner.app[STATE].active))
     await stop_proxy(runner)
+    # What this process relayed, in one line: streams by verdict, alerts by kind, bytes.
+    log.info("proxy.totals", **runner.app[METRICS].shutdown_fields())
     log.info("proxy.stopped")
 
 
-def _worker(cfg: Config) -> None:  # pragma: no cover - runs in a child process
+def _worker(
+    cfg: Config, notes: Sequence[StartupNote]
+) -> None:  # pragma: no cover - runs in a child process
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
     # Every line a worker logs (stream.summary included) says which worker it came from.
     structlog.contextvars.bind_contextvars(pid=os.getpid())
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(cfg, reuse_port=True))
+        run_loop(cfg, _serve(cfg, reuse_port=True, notes=notes))
 
 
-def serve_forever(cfg: Config) -> int:
+def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
     if cfg.workers <= 1:
-        asyncio.run(_serve(cfg, reuse_port=False))
+        loop_factory(cfg.loop)  # an unavailable loop is a startup error, before anything runs
+        run_loop(cfg, _serve(cfg, reuse_port=False, notes=notes))
         return 0
     if not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
     if cfg.port == 0:
         raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
     _validate_chaos(cfg)
+    loop_factory(cfg.loop)
+    _prepare_record_dir(cfg)
+    RouteTable.from_config(cfg)  # a missing key or bad route fails here, not in each worker
+    Network(cfg)
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     ctx = multiprocessing.get_context("spawn")
     procs: list[Any] = [
-        ctx.Process(target=_worker, args=(cfg,), daemon=False) for _ in range(cfg.workers)
+        ctx.Process(target=_worker, args=(cfg, tuple(notes)), daemon=False)
+        for _ in range(cfg.workers)
     ]
     for proc in procs:
         proc.start()

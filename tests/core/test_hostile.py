@@ -31,7 +31,15 @@ from proxy.core import (
 )
 from tests.helpers import Result, bytewise, every_cut, run
 
-DIALECTS: tuple[str | None, ...] = (None, "openai", "responses", "anthropic", "text", "none")
+DIALECTS: tuple[str | None, ...] = (
+    None,
+    "openai",
+    "responses",
+    "anthropic",
+    "gemini",
+    "text",
+    "none",
+)
 HINTS = ("openai", "responses", "anthropic", "text")
 FFFD = "\ufffd"
 MIB = 1 << 20

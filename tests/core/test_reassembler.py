@@ -96,7 +96,7 @@ def test_any_split_of_any_generated_stream_gives_the_same_result(
     bounds = [0, *sorted(cuts), len(wire)]
     pieces = [wire[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     whole = run([wire])
-    assert whole.text == "".join(tokens).replace("\ufffd", "\ufffd")
+    assert whole.text == "".join(tokens)  # a literal U+FFFD in a token stays as sent
     assert same(run(pieces), whole)
 
 

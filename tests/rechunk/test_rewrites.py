@@ -1,8 +1,8 @@
-"""Rewrites change bytes but never events: checked with a reference parser and the core.
+"""Rewrites change bytes but never events: checked with the reference parser and the core.
 
-The reference parser below is a literal reading of the WHATWG "interpreting an event
-stream" rules, kept tiny so it can be audited against the spec line by line. It is
-independent of the core on purpose: two parsers agreeing is the evidence.
+The reference parser is the suite's one oracle, :mod:`tests.oracle`: a literal reading of
+the WHATWG "interpreting an event stream" rules, independent of the core on purpose: two
+parsers agreeing is the evidence.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from proxy.errors import ChaosSpecError
 from proxy.rechunk.rewrites import BOM, apply_rewrites, is_complete_frame, rewrite_frame
 from proxy.rechunk.spec import LINE_ENDING_REWRITES, REWRITES
+from tests import oracle
 
 Event = tuple[str, str, "str | None", "int | None"]  # type, data, last event id, retry
 
@@ -28,48 +29,15 @@ MESSAGE = "café 🙂 日本語 naïve"
 
 def parse(stream: bytes) -> list[Event]:
     """WHATWG event-stream parsing: (type, data, lastEventId, this block's retry) per event."""
-    text = stream.decode("utf-8", "replace")
-    text = text.removeprefix("\ufeff")
-    parts = re.split(r"(\r\n|\r|\n)", text)
-    lines = parts[0:-1:2]  # parts[-1] is an unterminated line: discarded at end of stream
-    events: list[Event] = []
-    data, etype, id_buffer, last_id, retry = "", "", None, None, None
-    for line in lines:
-        if line == "":
-            last_id = id_buffer
-            if data:
-                events.append((etype or "message", data.removesuffix("\n"), last_id, retry))
-            data, etype, retry = "", "", None
-            continue
-        if line.startswith(":"):
-            continue
-        field, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data += value + "\n"
-        elif field == "event":
-            etype = value
-        elif field == "id":
-            if "\0" not in value:
-                id_buffer = value
-        elif field == "retry" and value.isascii() and value.isdigit():
-            retry = int(value)
-    return events
+    return [(e.type, e.data, e.id, e.retry) for e in oracle.parse(stream).events]
 
 
 def frame_ends(stream: bytes, *, split_crlf: bool = False) -> list[int]:
     """Offsets just after each blank line; ``split_crlf`` ends a CRLF blank line after its
     CR, as a reassembler does when a read ends there (the LF then starts the next frame)."""
-    start = len(BOM) if stream.startswith(BOM) else 0
-    ends: list[int] = []
-    line_start = start
-    for m in _LINE.finditer(stream, start):
-        if m.start() == line_start:
-            crlf = m.end() - m.start() == 2
-            ends.append(m.start() + 1 if split_crlf and crlf else m.end())
-        line_start = m.end()
-    return ends
+    parsed = oracle.parse(stream)
+    crlf = set(parsed.crlf_frame_ends) if split_crlf else set()
+    return [e - 1 if e in crlf else e for e in parsed.frame_ends]
 
 
 def rewrite_stream(

@@ -16,8 +16,9 @@ import aiohttp
 import pytest
 
 from proxy.server.app import STATE
+from tests.timing import assert_fired_on_time
 
-from .conftest import STREAM_ID, UpstreamConn, eventually, free_port, named, wait_logged
+from .conftest import STREAM_ID, Behaviour, UpstreamConn, eventually, free_port, named, wait_logged
 
 pytestmark = pytest.mark.asyncio
 
@@ -74,7 +75,8 @@ async def _read_until(reader: asyncio.StreamReader, marker: bytes) -> bytes:
 
 @pytest.mark.parametrize("phase", ["before_headers", "before_first_byte", "after_first_byte"])
 async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, logs):
-    """A client that hangs up makes the proxy close its upstream connection within a second."""
+    """A client that hangs up makes the proxy close its upstream connection at once: well
+    before the 30 s idle timeout could (the hard timeout guards the wait)."""
     behaviour = {
         "before_headers": _silent,
         "before_first_byte": _head_then_silent,
@@ -85,18 +87,14 @@ async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, log
     async with asyncio.timeout(HARD_TIMEOUT):
         reader, writer = await _raw_get(url)
         if phase == "before_headers":
-            await upstream.accepted.wait()
-            await asyncio.sleep(0.05)  # the request is upstream and the proxy is waiting
+            await upstream.accepted.wait()  # the request is upstream; the proxy waits
             head = b""
         else:
             head = await _read_until(reader, b"\r\n\r\n")
             if phase == "after_first_byte":
                 head += await _read_until(reader, b"data:")
         writer.close()
-        hung_up = time.monotonic()
         await upstream.conn.closed.wait()
-        latency = upstream.conn.closed_at - hung_up
-        assert latency < 1.0, f"upstream closed {latency:.3f}s after the client left"
         if phase != "before_headers":
             stream_id = next(
                 line.split(b":", 1)[1].strip().decode()
@@ -109,36 +107,40 @@ async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, log
         assert await eventually(lambda: not runner.app[STATE].active)
 
 
-async def _clean_close_mid_stream(conn: UpstreamConn) -> None:
-    """Two events, then a FIN without the chunked body's last chunk."""
-    await conn.send_head()
-    await conn.send_event(0)
-    await conn.send_event(1)
-    await asyncio.sleep(0.1)
-    conn.mark_closed("upstream_closed")
-    conn.writer.close()
+def _dies_mid_stream(how: str, delivered: asyncio.Event) -> Behaviour:
+    """Two events, then (once the client has both) a FIN without the chunked body's last
+    chunk, or a TCP RST (which would discard them if they were still unread)."""
+
+    async def behaviour(conn: UpstreamConn) -> None:
+        await conn.send_head()
+        await conn.send_event(0)
+        await conn.send_event(1)
+        await delivered.wait()
+        if how == "clean_close":
+            conn.mark_closed("upstream_closed")
+            conn.writer.close()
+        else:
+            conn.mark_closed("upstream_reset")
+            conn.reset()
+
+    return behaviour
 
 
-async def _reset_mid_stream(conn: UpstreamConn) -> None:
-    """Two events, then a TCP RST."""
-    await conn.send_head()
-    await conn.send_event(0)
-    await conn.send_event(1)
-    await asyncio.sleep(0.1)
-    conn.mark_closed("upstream_reset")
-    conn.reset()
-
-
-async def _collect(resp: aiohttp.ClientResponse, into: list[bytes]) -> None:
+async def _collect(
+    resp: aiohttp.ClientResponse, into: list[bytes], delivered: asyncio.Event
+) -> None:
     async for piece in resp.content.iter_any():
         into.append(piece)
+        if b"".join(into).count(b"data:") == 2:
+            delivered.set()
 
 
 @pytest.mark.parametrize("how", ["clean_close", "tcp_reset"])
 async def test_upstream_dies_mid_stream(how, raw_upstream, proxy, logs):
-    """An upstream that dies mid-stream ends the client's stream promptly with an error."""
-    behaviour = _clean_close_mid_stream if how == "clean_close" else _reset_mid_stream
-    upstream = await raw_upstream(behaviour)
+    """An upstream that dies mid-stream ends the client's stream with an error (not at the
+    30 s idle timeout: the hard timeout guards the wait)."""
+    delivered = asyncio.Event()
+    upstream = await raw_upstream(_dies_mid_stream(how, delivered))
     runner, url = await proxy(upstream.url, idle_timeout=30.0)
     received: list[bytes] = []
     async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
@@ -146,11 +148,8 @@ async def test_upstream_dies_mid_stream(how, raw_upstream, proxy, logs):
             assert resp.status == 200
             stream_id = resp.headers[STREAM_ID]
             with pytest.raises(aiohttp.ClientPayloadError):
-                await _collect(resp, received)
-            failed = time.monotonic()
-        died = upstream.conn.closed_at
-        assert died is not None
-        assert failed - died < 1.0, f"client noticed {failed - died:.3f}s after upstream died"
+                await _collect(resp, received, delivered)
+        assert upstream.conn.closed_at is not None
         assert b"".join(received).count(b"data:") == 2
         summary = await wait_logged(logs, "stream.summary", stream_id)
     assert summary["ended_by"] == "upstream_error"
@@ -172,8 +171,7 @@ async def test_upstream_stalls_after_headers(raw_upstream, proxy, logs):
             stream_id = resp.headers[STREAM_ID]
             with pytest.raises(aiohttp.ClientPayloadError):
                 await resp.read()
-        elapsed = time.monotonic() - started
-        assert 0.4 < elapsed < 2.0, f"stream ended after {elapsed:.3f}s"
+        assert_fired_on_time(time.monotonic() - started, 0.5, "idle timeout after headers")
         summary = await wait_logged(logs, "stream.summary", stream_id)
         await upstream.conn.closed.wait()  # and the stalled upstream is let go
     assert summary["ended_by"] == "timeout"
@@ -191,8 +189,7 @@ async def test_total_timeout_cuts_an_endless_stream(raw_upstream, proxy, logs):
             stream_id = resp.headers[STREAM_ID]
             with pytest.raises(aiohttp.ClientPayloadError):
                 await resp.read()
-        elapsed = time.monotonic() - started
-        assert 0.9 < elapsed < 2.0, f"stream ended after {elapsed:.3f}s"
+        assert_fired_on_time(time.monotonic() - started, 1.0, "total timeout")
         summary = await wait_logged(logs, "stream.summary", stream_id)
         await upstream.conn.closed.wait()
     assert summary["ended_by"] == "timeout"
@@ -218,10 +215,9 @@ async def test_upstream_never_answers_is_504(where, raw_upstream, proxy, logs):
             started = time.monotonic()
             async with client.get(url + PATH) as resp:
                 body = await resp.json()
-            elapsed = time.monotonic() - started
+            assert_fired_on_time(time.monotonic() - started, 0.5, "504 on an upstream timeout")
             assert resp.status == 504
             assert body["error"]["type"] == "upstream_timeout"
-            assert elapsed < 2.0, f"504 after {elapsed:.3f}s"
             if where == "reads_request_never_answers":
                 await upstream.conn.closed.wait()  # the proxy let the connection go
         [error] = named(logs, "upstream.error", resp.headers[STREAM_ID])
@@ -232,13 +228,15 @@ async def test_upstream_never_answers_is_504(where, raw_upstream, proxy, logs):
 
 
 async def test_upstream_port_closed_is_502(proxy, logs):
-    """An upstream port with nothing listening gives a prompt 502."""
+    """An upstream port with nothing listening gives a 502 at once: a refused connection,
+    not a 504 after the connect timeout."""
     _runner, url = await proxy(f"http://127.0.0.1:{free_port()}", connect_timeout=2.0)
-    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
-        started = time.monotonic()
-        async with client.get(url + PATH) as resp:
-            body = await resp.json()
-        assert time.monotonic() - started < 1.0
+    async with (
+        asyncio.timeout(HARD_TIMEOUT),
+        aiohttp.ClientSession() as client,
+        client.get(url + PATH) as resp,
+    ):
+        body = await resp.json()
     assert resp.status == 502
     assert body["error"]["type"] == "upstream_unreachable"
     [error] = named(logs, "upstream.error", resp.headers[STREAM_ID])

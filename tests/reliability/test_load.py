@@ -18,6 +18,7 @@ from proxy.config import Config
 from proxy.mock_upstream import start_mock_upstream
 from proxy.server.app import STATE
 from proxy.server.run import start_proxy, stop_proxy
+from tests.helpers import metric_sum
 
 from .conftest import LogEntries, eventually
 
@@ -133,7 +134,8 @@ async def test_hundreds_of_streams_byte_identical_and_no_leaks(mode):
     assert result.peak_active >= STREAMS // 2, f"only {result.peak_active} ever ran at once"
     assert result.active_after == 0, "relay tasks still registered after every stream ended"
     assert _metric(result.metrics, "sse_proxy_streams_active") == 0.0
-    assert _metric(result.metrics, 'sse_proxy_streams_total{ended_by="upstream_eof"}') == STREAMS
+    streams = metric_sum(result.metrics, "sse_proxy_streams_total", ended_by="upstream_eof")
+    assert streams == STREAMS
     ended = [e["ended_by"] for e in result.logs if e["event"] == "stream.summary"]
     assert ended == ["upstream_eof"] * STREAMS
     assert fds_after - fds_before <= FD_TOLERANCE, (fds_before, fds_after)

@@ -159,15 +159,17 @@ async def test_serve_subprocess_logs_no_secret_even_in_tracebacks() -> None:
             await asyncio.to_thread(serve.wait_for, "stream.summary", 2)
         text = serve.stop()
     assert statuses[:2] == [200, 502], statuses
-    assert all(s == 400 for s in statuses[4:]), statuses
+    # an oversized header line or request line is a 431, the other parse errors a 400
+    assert statuses[4:6] == [431, 431], statuses
+    assert all(s == 400 for s in statuses[6:]), statuses
     lines = _assert_clean(text)
     events = {e["event"] for e in lines}
-    assert {"proxy.started", "stream.summary", "upstream.error"} <= events
-    # The parse errors were logged by aiohttp, with their traceback, as redacted JSON.
-    tracebacks = [e for e in lines if e.get("logger") == "aiohttp.server" and "exception" in e]
-    assert len(tracebacks) >= 3, events
-    assert all("Traceback" in e["exception"] for e in tracebacks)
-    assert any("LineTooLong" in e["exception"] for e in tracebacks)
+    assert {"proxy.started", "stream.summary", "upstream.error", "upstream.request"} <= events
+    # The parse errors are one warning line each, without a traceback or the raw bytes.
+    bad = [e for e in lines if e["event"] == "http.bad_request"]
+    assert [e["status"] for e in bad] == [431, 431, 400, 400], bad
+    assert bad[0]["error"] == "LineTooLong"
+    assert not [e for e in lines if "exception" in e or e.get("level") == "error"]
     # Message text is not logged by default.
     assert WORD not in text
 
@@ -363,12 +365,14 @@ def test_redact_text_scrubs_free_text(text: str, kept: str) -> None:
     assert kept in out
 
 
-def test_redact_text_is_linear_on_hostile_input() -> None:
-    """A long key-like word does not make the scrubber quadratic (bounded repeats)."""
+def test_redact_text_scrubs_hostile_input() -> None:
+    """A long key-like word before a long secret: the secret goes, the word stays. (That
+    the scrubber stays linear on such input is measured by bench/bench_redaction.py; a
+    quadratic one would trip the suite's per-test timeout here.)"""
     text = ("k" * 200_000) + " token=" + ("a" * 200_000)
-    started = time.perf_counter()
-    redact_text(text)
-    assert time.perf_counter() - started < 1.0
+    out = redact_text(text)
+    assert out.startswith("k" * 200_000 + " token=")
+    assert "aaaa" not in out
 
 
 def test_format_exception_redacted_withholds_parser_messages() -> None:

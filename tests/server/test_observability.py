@@ -38,14 +38,16 @@ SECRET_MARKERS = [v.split()[-1].split("=")[-1] for v in SECRETS.values()]
 
 
 def _metric(text: str, name: str, **labels: str) -> float:
-    """One sample's value from Prometheus exposition text (0 when absent)."""
-    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if labels else "") + r" (\S+)$"
+    """The sum of the samples of ``name`` that have these labels (0 when absent)."""
+    total = 0.0
     for line in text.splitlines():
-        match = re.match(pattern, line)
-        if match:
-            return float(match.group(1))
-    return 0.0
+        match = re.match(re.escape(name) + r"(?:\{(.*)\})? (\S+)$", line)
+        if match is None:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
 
 
 async def _get_text(session: aiohttp.ClientSession, url: str) -> tuple[int, str, str]:
@@ -58,12 +60,15 @@ async def test_health(proxy_url: str, session: aiohttp.ClientSession) -> None:
     """The health endpoint answers 200 with status ok and the active stream count."""
     async with session.get(f"{proxy_url}/_sse-proxy/health") as resp:
         assert resp.status == 200
-        assert json.loads(await resp.read()) == {"status": "ok", "active_streams": 0}
+        health = json.loads(await resp.read())
+        assert health["status"] == "ok"
+        assert health["active_streams"] == 0
+        assert [r["route"] for r in health["routes"]] == ["default"]
 
 
 @pytest.mark.asyncio
 async def test_metrics_count_streams_alerts_bytes_and_errors(
-    mock_url: str, start: StartProxy, session: aiohttp.ClientSession
+    mock_url: str, start: StartProxy, session: aiohttp.ClientSession, logs: LogEntries
 ) -> None:
     """After clean, faulty, cut and failed requests the metrics hold the exact counts."""
     url = await start(mock_url)
@@ -77,11 +82,14 @@ async def test_metrics_count_streams_alerts_bytes_and_errors(
     ) as resp:
         faulty = await resp.read()
     async with session.post(f"{url}/sse/raw?close_early=1", data=clean) as resp:
+        cut_sid = resp.headers[STREAM_ID]
         with pytest.raises(aiohttp.ClientPayloadError):
             await resp.read()
     async with session.get(f"{url}/bytes/1000") as resp:
         await resp.read()
-    await asyncio.sleep(0.1)  # the cut stream's summary may land just after the client
+    # The cut stream's summary (and its metrics, counted in the same step) may land just
+    # after the client saw the cut.
+    await wait_for(logs, "stream.summary", cut_sid)
     status, ctype, text = await _get_text(session, f"{url}/_sse-proxy/metrics")
     assert status == 200
     assert ctype.startswith("text/plain")
@@ -204,6 +212,7 @@ async def _secret_traffic(url: str) -> list[str]:
         async with client.post(
             f"{url}/sse/raw?close_early=1", data=fixtures.clean_stream(), headers=SECRETS
         ) as resp:
+            sids.append(resp.headers[STREAM_ID])
             with pytest.raises(aiohttp.ClientPayloadError):
                 await resp.read()
     return sids
@@ -246,7 +255,8 @@ async def test_json_log_lines_carry_no_secrets(
         client.get(f"{down}/x", headers=SECRETS) as resp,
     ):
         assert resp.status == 502
-    await asyncio.sleep(0.1)
+    # The cut stream's summary may land just after the client saw the cut.
+    await _rendered(json_log, "stream.summary", sids[3])
     text = json_log.getvalue()
     lines = [json.loads(line) for line in text.splitlines()]
     assert len(lines) >= 6
@@ -264,6 +274,17 @@ async def test_json_log_lines_carry_no_secrets(
     assert alerts
     assert all(a["level"] == "warning" and a["stream_id"] == sids[1] for a in alerts)
     assert by_event["upstream.error"][0]["level"] == "warning"
+
+
+async def _rendered(buffer: io.StringIO, event: str, stream_id: str) -> None:
+    """Wait until the JSON log in ``buffer`` holds ``event`` for ``stream_id`` (a buffer
+    has no event to await: poll it, up to 5 s)."""
+    for _ in range(500):
+        lines = map(json.loads, buffer.getvalue().splitlines())
+        if any(e["event"] == event and e.get("stream_id") == stream_id for e in lines):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{event} of {stream_id} not logged")
 
 
 def test_redaction_of_fields_that_look_secret(json_log: io.StringIO) -> None:
@@ -301,8 +322,8 @@ async def test_recordings_carry_no_secrets(
     """With record_dir set, each SSE stream is recorded with its secret headers redacted."""
     url = await start(mock_url, record_dir=str(tmp_path))
     sids = await _secret_traffic(url)
-    await wait_for(logs, "stream.summary", sids[1])
-    await asyncio.sleep(0.1)
+    for sid in (sids[0], sids[1], sids[3]):  # a recording is finished with its summary
+        await wait_for(logs, "stream.summary", sid)
     files = sorted(tmp_path.glob("*.ssrec"))  # noqa: ASYNC240 - a tiny local directory
     assert len(files) == 3  # the three SSE streams; the plain echo is not recorded
     for path in files:

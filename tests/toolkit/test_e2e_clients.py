@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -15,6 +18,7 @@ import pytest
 
 from proxy import fixtures
 from proxy.rechunk.spec import REWRITES, STRATEGIES
+from tests.timing import assert_fired_on_time
 from tests.toolkit._util import CLIENTS, ROOT, cli_env, write_recording
 
 CLI = [sys.executable, "-m", "proxy"]
@@ -69,25 +73,40 @@ def test_a_correct_client_passes_every_case_including_every_cut(tmp_path: Path) 
     assert "cases, " in run.stdout
     assert " 0 failed" in run.stdout
     assert "test-client: utf8: all passed" in run.stderr  # plain progress lines off a TTY
+    assert run.outcomes("faults") == {"pass": 1}  # text: the reset, reported
+    progress = [
+        line.split(": ")[1]
+        for line in run.stderr.splitlines()
+        if line.startswith("test-client: ") and line.endswith(("all passed", "failed"))
+    ]
+    assert progress == list(run.report["summary"])  # in plan order, though run in parallel
 
 
-def test_openai_sdk_passes_every_rechunking_strategy_and_fails_only_dataless(
+def test_openai_sdk_passes_every_rechunking_strategy_and_fails_dataless_and_bom(
     tmp_path: Path,
 ) -> None:
-    """The official openai SDK survives every cut; of the rewrites only data-less blocks break it.
+    """The official openai SDK survives every cut; data-less blocks and a BOM break it.
 
     Observed with openai 3.57.0: a ``retry:``- or ``event:``-only block reaches
-    ``json.loads("")`` and raises; a leading BOM costs it the first event, which in Chat
-    Completions is the role chunk with empty content, so the text is still right.
+    ``json.loads("")`` and raises inside the SDK (the crash is attributed to it, with its
+    version); a leading BOM costs it the first event, and since the rewrites serve a
+    stream whose first event carries text, that text is missing.
     """
     run = run_test_client(tmp_path, client("openai_chat"), "--only", ALL_SINGLE, "--seeds", "1")
     for group in ["baseline", *STRATEGIES]:
         assert run.outcomes(group) == {"pass": 1}, (group, run.stdout)
+    failing = {"dataless": {"crash": 1}, "bom": {"wrong": 1}}
     for group in REWRITES:
-        expected = {"crash": 1} if group == "dataless" else {"pass": 1}
-        assert run.outcomes(group) == expected, (group, run.stdout)
+        assert run.outcomes(group) == failing.get(group, {"pass": 1}), (group, run.stdout)
     assert run.families("dataless") == {"parser (crash)"}
+    assert run.families("bom") == {"spec conformance (bom)"}
+    assert run.cases("bom")[0]["first_difference"].startswith("at character 0")
     assert "JSONDecodeError" in run.cases("dataless")[0]["stderr_tail"]
+    site = run.cases("dataless")[0]["diagnosis"]["crash_site"]
+    assert (site["package"], site["version"]) == ("openai", importlib.metadata.version("openai"))
+    assert site["file"].startswith("openai/")
+    assert f"crash inside openai {site['version']}, {site['file']}:{site['line']}" in run.stdout
+    assert "spec rule: dataless: blocks with only retry:" in run.stdout
     assert run.code == 1
 
 
@@ -127,9 +146,10 @@ def test_httpx_sse_passes_every_rechunking_strategy_and_its_rewrite_verdicts(
     run = run_test_client(
         tmp_path, client("httpx_sse_client"), "--only", ALL_SINGLE, "--seeds", "1"
     )
-    for group in ["baseline", *STRATEGIES, *(r for r in REWRITES if r != "dataless")]:
+    for group in ["baseline", *STRATEGIES, *(r for r in REWRITES if r not in ("dataless", "bom"))]:
         assert run.outcomes(group) == {"pass": 1}, (group, run.stdout)
     assert run.outcomes("dataless") == {"crash": 1}
+    assert run.families("bom") == {"spec conformance (bom)"}  # the first event carries text
     text = run_test_client(
         tmp_path,
         client("httpx_sse_client"),
@@ -157,7 +177,7 @@ def test_decoding_each_read_alone_is_diagnosed_as_a_character_boundary_bug(
     assert run.families("utf8") == {"character boundary"}
     assert "== utf8: 1 of 1 failed" in run.stdout
     assert "reproduce: sse-proxy test-client --dialect openai --only utf8 --seed 1 --" in run.stdout
-    assert "sse-proxy serve --upstream http://127.0.0.1:8788" in run.stdout
+    assert "by hand:   sse-proxy mock-upstream --port " in run.stdout
 
 
 def test_every_cut_inside_a_character_and_only_those_break_a_per_read_decoder(
@@ -198,6 +218,7 @@ def test_trimming_data_values_is_diagnosed_as_whitespace_trimming(tmp_path: Path
         "baseline,random",
         "--seeds",
         "1",
+        "--keep-going",
     )
     assert run.code == 1
     assert run.families("baseline") == run.families("random") == {"whitespace trimming"}
@@ -234,7 +255,8 @@ def test_a_hanging_client_is_killed_at_the_timeout_and_reported(tmp_path: Path) 
     )
     assert run.code == 1
     assert run.outcomes("baseline") == {"hang": 1}
-    assert run.cases("baseline")[0]["duration_s"] < 10
+    waited = run.cases("baseline")[0]["duration_s"]
+    assert_fired_on_time(waited, 1.0, "the hanging client was killed at --timeout", before=10)
     assert "parser (hang)" in run.stdout
 
 
@@ -329,3 +351,132 @@ def test_a_node_client_using_eventsource_parser(
     assert text.outcomes("crlf") == {"pass": 1}
     assert text.families("cr") == {"spec conformance (cr)"}
     assert text.cases("cr")[0]["first_difference"].endswith('got ..."nd of answer"')
+
+
+@pytest.mark.parametrize(
+    ("name", "combo", "family", "parts"),
+    [
+        ("lf_only", "boundaries+cr", "spec conformance (cr)", {"boundaries": None}),
+        ("no_cr", "utf8+crlf", "spec conformance (crlf)", {"utf8": None}),
+        (
+            "space_required",
+            "coalesce+bom+nospace",
+            "spec conformance (nospace)",
+            {"coalesce": None, "bom": None},
+        ),
+    ],
+)
+def test_a_combination_is_blamed_on_the_part_the_client_gets_wrong(
+    tmp_path: Path, name: str, combo: str, family: str, parts: dict[str, None]
+) -> None:
+    """A client that buffers correctly but mishandles CR, CRLF or a missing space fails the
+    combination for that reason, not as a "frame boundary ... buffer across reads" bug: its
+    parts are run alone and the one that fails alone is named."""
+    run = run_test_client(tmp_path, client(name), "--only", combo, "--seeds", "1")
+    assert run.code == 1
+    assert run.families(combo) == {family}, run.stdout
+    case = run.cases(combo)[0]
+    bad = family.split("(")[1].rstrip(")")
+    assert case["parts"] == {**parts, bad: family}
+    assert "buffer across reads" not in case["diagnosis"]["reason"]
+    assert case["diagnosis"]["rule"].startswith(f"{bad}: ")
+
+
+def test_faults_pass_a_careful_client_and_catch_a_silent_one(tmp_path: Path) -> None:
+    """The faults group: the reference client reports every broken stream (exit != 0); a
+    client that prints whatever arrived and exits 0 is flagged as silent truncation, except
+    on a reset, which its HTTP library raises on."""
+    careful = run_test_client(tmp_path, client("reference"), "--only", "faults")
+    assert careful.code == 0, careful.stdout
+    assert careful.outcomes("faults") == {"pass": 4}
+    assert "ok: reported failure" in careful.stdout
+    silent = run_test_client(tmp_path, client("lf_only"), "--only", "faults")
+    assert silent.code == 1
+    outcomes = {c["fault"]: c["outcome"] for c in silent.cases("faults")}
+    assert outcomes == {
+        "truncated": "silent",
+        "no_terminal": "silent",
+        "error_event": "silent",
+        "reset": "pass",
+    }
+    assert silent.families("faults") == {"silent truncation"}
+    assert "FAIL: silent truncation" in silent.stdout
+    truncated = silent.cases("faults")[0]
+    assert 0 < len(truncated["output"]) < len(fixtures.MESSAGE)
+    assert fixtures.MESSAGE.startswith(truncated["output"])
+
+
+def test_a_failing_baseline_stops_the_run_at_once(tmp_path: Path) -> None:
+    """A client that never ends (an EventSource-style reconnect) hangs in the baseline; the
+    run stops there instead of timing out in every other case."""
+    hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+    run = run_test_client(tmp_path, hang, "--timeout", "1", "--seeds", "1", timeout=60)
+    assert run.code == 1
+    assert set(run.report["summary"]) == {"baseline"}
+    assert run.outcomes("baseline") == {"hang": 1}
+    assert run.report["cases_not_run"] > 10
+    assert "--keep-going runs them anyway" in run.stdout
+    assert "the baseline failed; stopping" in run.stderr
+    skipped = run_test_client(
+        tmp_path, client("reference"), "--only", "baseline,dataless,bom", "--skip", "dataless,bom"
+    )
+    assert set(skipped.report["summary"]) == {"baseline"}
+    assert skipped.code == 0
+
+
+def test_a_raw_capture_is_a_fixture_too(tmp_path: Path) -> None:
+    """`--fixture` takes a raw `curl -N` capture: served as one read, dialect detected."""
+    capture = tmp_path / "capture.sse"
+    capture.write_bytes(fixtures.clean_stream("text", fixtures.SHORT_TOKENS))
+    run = run_test_client(
+        tmp_path, client("reference"), "--fixture", str(capture), "--only", "baseline,bom,utf8"
+    )
+    assert run.code == 0, run.stdout
+    assert run.report["dialect"] == "text"
+    assert run.report["expected_text"] == fixtures.SHORT_MESSAGE
+    assert f"raw capture {capture}" in run.stdout
+    notsse = tmp_path / "error.json"
+    notsse.write_text('{"error": {"message": "Incorrect API key provided"}}')
+    bad = subprocess.run(
+        [*CLI, "test-client", "--fixture", str(notsse), "--", "true"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+        env=cli_env(),
+        cwd=ROOT,
+    )
+    assert bad.returncode == 2
+    assert "is not an SSE stream: it looks like a JSON body" in bad.stderr.decode()
+
+
+def test_the_by_hand_command_reproduces_the_failure_when_pasted_into_a_shell(
+    tmp_path: Path,
+) -> None:
+    """The printed `by hand` line, run as is by `sh -c`, shows the same U+FFFD (the mock
+    serving the first-event-text stream, as the case did)."""
+    run = run_test_client(tmp_path, client("decode_each_read"), "--only", "utf8+bom", "--seed", "2")
+    line = run.cases("utf8+bom")[0]["by_hand"]
+    assert line.count("\n") == 0
+    assert " --first-text " in line
+    for name in ("SSE_PROXY_STREAM_URL", "SSE_PROXY_STREAM_BODY", "OPENAI_API_KEY"):
+        assert f"{name}=" in line
+    env = cli_env()
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SSE_PROXY_STREAM_URL"):
+        env.pop(key, None)
+    proc = subprocess.Popen(
+        ["sh", "-c", line],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "\ufffd" in out.decode("utf-8", "replace"), err.decode()[-2000:]
+    assert out.decode("utf-8", "replace") != fixtures.MESSAGE

@@ -18,6 +18,7 @@ from proxy import fixtures
 from proxy.rechunk.spec import STRATEGIES, ChaosSpec
 from proxy.recording import load_recording
 from proxy.replay import plan_replay, start_replay
+from tests.timing import assert_fired_on_time
 from tests.toolkit._util import cli_env, raw_chunks, record_stream, write_recording
 
 CLI = [sys.executable, "-m", "proxy"]
@@ -64,20 +65,22 @@ async def test_replay_keeps_status_and_headers_but_not_hop_by_hop_ones(tmp_path:
 
 @pytest.mark.asyncio
 async def test_replay_keeps_the_recorded_timing_scaled_by_speed(tmp_path: Path) -> None:
-    """Reads recorded 0.3 s apart arrive 0.3 s apart, or 0.1 s apart at speed 3."""
+    """Reads recorded 1.2 s apart arrive 1.2 s apart, or 0.3 s apart at speed 4. The gap is
+    a timer, checked like a timeout: never early, and at speed 4 before twice its scaled
+    gap (0.6 s), which the unscaled 1.2 s gap would miss."""
     rec = load_recording(
-        write_recording(tmp_path / "r.ssrec", [(0.0, b"data: a\n\n"), (0.3, b"data: b\n\n")])
+        write_recording(tmp_path / "r.ssrec", [(0.0, b"data: a\n\n"), (1.2, b"data: b\n\n")])
     )
-    for speed, low, high in ((1.0, 0.28, 1.0), (3.0, 0.08, 0.28)):
+    for speed, before in ((1.0, None), (4.0, 0.6)):
         runner, url = await start_replay(rec, speed=speed)
         try:
             started = time.monotonic()
             _, chunks = await raw_chunks(url)
-            elapsed = time.monotonic() - started
+            waited = time.monotonic() - started
         finally:
             await runner.cleanup()
         assert chunks == [b"data: a\n\n", b"data: b\n\n"]
-        assert low <= elapsed < high, (speed, elapsed)
+        assert_fired_on_time(waited, 1.2 / speed, f"replay gap at speed {speed}", before=before)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

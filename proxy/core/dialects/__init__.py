@@ -1,7 +1,8 @@
 """Dialects: how a stream's events make up a message, and how to tell them apart.
 
-Detection looks at the first event that carries data (its event type, then its JSON shape);
-it can be overridden by name, and the proxy passes a hint from the request path.
+Detection looks at the first event that carries data (its JSON shape, or its event type
+when the data is a JSON object that agrees with it); it can be overridden by name, and the
+proxy passes a hint from the request path.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from proxy.core.alerts import Alert
 from proxy.core.dialects.anthropic import AnthropicAccumulator
 from proxy.core.dialects.base import Accumulator, JsonAccumulator, json_loads
+from proxy.core.dialects.gemini import GeminiAccumulator
 from proxy.core.dialects.openai_chat import OpenAIChatAccumulator
 from proxy.core.dialects.openai_responses import OpenAIResponsesAccumulator
 from proxy.core.dialects.raw_text import RawTextAccumulator
@@ -23,6 +25,7 @@ __all__ = [
     "dialect_for_path",
     "make_accumulator",
     "normalize_dialect",
+    "reasoning_of",
 ]
 
 
@@ -37,6 +40,7 @@ DIALECTS: dict[str, type[Accumulator]] = {
     "openai": OpenAIChatAccumulator,
     "responses": OpenAIResponsesAccumulator,
     "anthropic": AnthropicAccumulator,
+    "gemini": GeminiAccumulator,
     "text": RawTextAccumulator,
     "none": FramingOnly,
 }
@@ -51,6 +55,10 @@ _ALIASES = {
     "openai-responses": "responses",
     "anthropic": "anthropic",
     "messages": "anthropic",
+    "gemini": "gemini",
+    "google": "gemini",
+    "vertex": "gemini",
+    "vertexai": "gemini",
     "text": "text",
     "raw": "text",
     "raw_text": "text",
@@ -88,6 +96,8 @@ def dialect_for_path(path: str) -> str | None:
         return "responses"
     if path.endswith("/messages"):
         return "anthropic"
+    if path.endswith((":streamGenerateContent", ":generateContent")):
+        return "gemini"  # Generative Language API and Vertex AI alike
     return None
 
 
@@ -100,15 +110,19 @@ def _shape(obj: dict[str, Any]) -> str | None:
             return "anthropic"
     if "choices" in obj or obj.get("object") == "chat.completion.chunk":
         return "openai"
+    if "candidates" in obj or "usageMetadata" in obj or "promptFeedback" in obj:
+        return "gemini"
     return None
 
 
 def detect(etype: str, data: str) -> str | None:
-    """The dialect this first data event belongs to, or ``None`` if it cannot tell yet."""
-    if etype in _ANTHROPIC_TYPES:
-        return "anthropic"
-    if etype.startswith("response."):
-        return "responses"
+    """The dialect this first data event belongs to, or ``None`` if it cannot tell yet.
+
+    A JSON dialect is chosen only on evidence that the data is that dialect's JSON: its
+    shape, or a JSON object whose ``type`` (if any) agrees with an event type of that
+    dialect. An event type alone never decides: ``event: ping`` with plain-text data is a
+    generic stream (``text``), not Anthropic.
+    """
     if data == "[DONE]":
         return "openai"
     if not data.lstrip(" \t\n").startswith("{"):
@@ -117,7 +131,29 @@ def detect(etype: str, data: str) -> str | None:
         obj = json_loads(data)
     except ValueError:
         return None
-    return _shape(obj) if type(obj) is dict else None
+    if type(obj) is not dict:
+        return None
+    shape = _shape(obj)
+    if shape is not None:
+        return shape
+    kind = obj.get("type")
+    if kind is None or kind == etype:
+        if etype in _ANTHROPIC_TYPES:
+            return "anthropic"
+        if etype.startswith("response."):
+            return "responses"
+    return None
+
+
+def reasoning_of(acc: Accumulator) -> tuple[str, int]:
+    """(reasoning text, its length) of a dialect that streams reasoning apart from text.
+
+    OpenAI-compatible ``reasoning_content``, Anthropic ``thinking_delta``, Responses
+    reasoning summaries and Gemini thought parts; ("", 0) for the others.
+    """
+    text = getattr(acc, "reasoning", "")
+    length = getattr(acc, "reasoning_length", len(text))
+    return (text if isinstance(text, str) else ""), (length if isinstance(length, int) else 0)
 
 
 def make_accumulator(name: str, alerts: list[Alert], *, keep_text: bool = True) -> Accumulator:

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from proxy.core.alerts import Alert
 from proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
+from proxy.core.streammeta import StreamMeta, anthropic_usage
 
 __all__ = ["AnthropicAccumulator"]
 
@@ -35,6 +36,7 @@ class AnthropicAccumulator(JsonAccumulator):
         self._stop_reason: str | None = None
         self._last_offset = 0
         self._last_index = 0
+        self._meta = StreamMeta()
 
     def _block(self, idx: int, kind: str = "text") -> _Block:
         block = self._blocks.get(idx)
@@ -93,11 +95,22 @@ class AnthropicAccumulator(JsonAccumulator):
             delta = obj.get("delta")
             if type(delta) is dict and delta.get("stop_reason"):
                 self._stop_reason = text_of(delta["stop_reason"])
+            anthropic_usage(self._meta, obj.get("usage"))
+        elif kind == "message_start":
+            message = obj.get("message")
+            if type(message) is dict:
+                self._meta.head(message)
+                anthropic_usage(self._meta, message.get("usage"))
         elif kind == "message_stop":
             self.terminal_seen = True
         elif kind == "error":
             self.error_event(obj, index, offset)
             self.terminal_seen = True
+
+    def stream_meta(self) -> StreamMeta:
+        """One finish reason: the message's ``stop_reason``."""
+        self._meta.finish_reasons = [self._stop_reason[:200]] if self._stop_reason else []
+        return self._meta
 
     def finish(self) -> None:
         calls = [b.tool for _, b in sorted(self._blocks.items()) if b.tool is not None]
@@ -107,9 +120,19 @@ class AnthropicAccumulator(JsonAccumulator):
     def text(self) -> str:
         return "".join("".join(b.text) for _, b in sorted(self._blocks.items()) if b.text)
 
+    @property
+    def reasoning(self) -> str:
+        """``thinking_delta`` text of every block in index order, apart from :attr:`text`."""
+        return "".join("".join(b.thinking) for _, b in sorted(self._blocks.items()))
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
+
     def details(self) -> dict[str, Any]:
         return {
             "stop_reason": self._stop_reason,
+            "reasoning": self.reasoning,
             "blocks": [
                 {
                     "index": idx,

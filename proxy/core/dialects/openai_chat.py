@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 import msgspec
 
 from proxy.core.alerts import Alert
-from proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
+from proxy.core.dialects.base import JsonAccumulator, ToolCall, json_loads, text_of
+from proxy.core.streammeta import StreamMeta, openai_usage
 
 __all__ = ["OpenAIChatAccumulator"]
 
@@ -57,6 +58,8 @@ class OpenAIChatAccumulator(JsonAccumulator):
         self._choices: dict[int, _Choice] = {}
         self._last_offset = 0
         self._last_index = 0
+        self._meta = StreamMeta()
+        self._head_seen = False  # model and id are read from the first chunk only
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         if data == "[DONE]":
@@ -65,6 +68,9 @@ class OpenAIChatAccumulator(JsonAccumulator):
         obj = self.parse(data, index, offset)
         if obj is None:
             return
+        if not self._head_seen:
+            self._head_seen = True
+            self._meta.head(obj)
         try:  # the common chunk: one choice, index 0, a delta holding only content
             (choice,) = obj["choices"]
             delta = choice["delta"]
@@ -76,6 +82,9 @@ class OpenAIChatAccumulator(JsonAccumulator):
         except (TypeError, KeyError, ValueError, AttributeError):
             pass
         self._last_offset, self._last_index = offset, index
+        usage = obj.get("usage")
+        if usage:  # the last chunk with stream_options.include_usage (choices empty)
+            openai_usage(self._meta, usage)
         choices = obj.get("choices")
         if not choices:
             if "error" in obj:
@@ -138,6 +147,11 @@ class OpenAIChatAccumulator(JsonAccumulator):
         if "\ufffd" in text:
             return False  # a JSON escape: the general path attributes it
         self._choice(0).content.append(text)
+        if not self._head_seen:
+            self._head_seen = True
+            head = json_loads(payloads[0])
+            if type(head) is dict:
+                self._meta.head(head)
         return True
 
     def _choice(self, idx: int) -> _Choice:
@@ -169,6 +183,13 @@ class OpenAIChatAccumulator(JsonAccumulator):
                     call.parts.append(args)
                     self._fffd(args, data, index, offset)
 
+    def stream_meta(self) -> StreamMeta:
+        """Model, id and usage as sent; one finish reason per choice that gave one."""
+        self._meta.finish_reasons = [
+            c.finish_reason[:200] for _, c in sorted(self._choices.items()) if c.finish_reason
+        ]
+        return self._meta
+
     def finish(self) -> None:
         for state in self._choices.values():
             self.check_tool_calls(
@@ -190,8 +211,20 @@ class OpenAIChatAccumulator(JsonAccumulator):
         content = self._choices[min(self._choices)].content
         return getattr(content, "chars", 0) + sum(map(len, content))
 
+    @property
+    def reasoning(self) -> str:
+        """``reasoning_content`` of the lowest choice, kept apart from :attr:`text`."""
+        if not self._choices:
+            return ""
+        return "".join(self._choices[min(self._choices)].reasoning)
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
+
     def details(self) -> dict[str, Any]:
         return {
+            "reasoning": self.reasoning,
             "choices": [
                 {
                     "index": idx,
@@ -204,5 +237,5 @@ class OpenAIChatAccumulator(JsonAccumulator):
                     ],
                 }
                 for idx, c in sorted(self._choices.items())
-            ]
+            ],
         }

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from proxy.core.alerts import Alert
 from proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
+from proxy.core.streammeta import StreamMeta, openai_usage, short_str
 
 __all__ = ["OpenAIResponsesAccumulator"]
 
@@ -30,6 +31,8 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         self._status: str | None = None
         self._last_offset = 0
         self._last_index = 0
+        self._meta = StreamMeta()
+        self._incomplete: str | None = None
 
     def _call(self, key: str) -> ToolCall:
         call = self._calls.get(key)
@@ -73,11 +76,31 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         elif type(kind) is str and kind in _TERMINAL:  # a list type is unhashable
             self.terminal_seen = True
             resp = obj.get("response")
-            if type(resp) is dict and resp.get("status"):
-                self._status = text_of(resp["status"])
+            if type(resp) is dict:
+                if resp.get("status"):
+                    self._status = text_of(resp["status"])
+                self._response(resp)
+        elif kind in ("response.created", "response.in_progress"):
+            resp = obj.get("response")
+            if type(resp) is dict:
+                self._meta.head(resp)
         elif kind == "error":
             self.error_event(obj, index, offset)
             self.terminal_seen = True
+
+    def _response(self, resp: dict[str, Any]) -> None:
+        """The final response object: model, id, usage, why it is incomplete."""
+        self._meta.head(resp)
+        openai_usage(self._meta, resp.get("usage"))
+        details = resp.get("incomplete_details")
+        if type(details) is dict:
+            self._incomplete = short_str(details.get("reason"))
+
+    def stream_meta(self) -> StreamMeta:
+        """The finish reason is the response status, or why it is incomplete."""
+        reason = self._incomplete or self._status
+        self._meta.finish_reasons = [reason] if reason else []
+        return self._meta
 
     def finish(self) -> None:
         self.check_tool_calls(list(self._calls.values()), self._last_offset, self._last_index)
@@ -86,10 +109,19 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
     def text(self) -> str:
         return "".join("".join(parts) for _, parts in sorted(self._text.items()))
 
+    @property
+    def reasoning(self) -> str:
+        """Reasoning summary (and reasoning text) deltas, apart from :attr:`text`."""
+        return "".join(self._reasoning)
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
+
     def details(self) -> dict[str, Any]:
         return {
             "status": self._status,
-            "reasoning": "".join(self._reasoning),
+            "reasoning": self.reasoning,
             "function_calls": [
                 {"item": k, "call_id": c.id, "name": c.name, "arguments": c.arguments}
                 for k, c in self._calls.items()

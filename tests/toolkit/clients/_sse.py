@@ -120,12 +120,48 @@ def emit(text: str) -> None:
     sys.stdout.buffer.flush()
 
 
-def run(make_parser: Callable[[Dispatch], object], decode_each_read: bool = False) -> None:
-    """Stream, parse with ``make_parser(dispatch)``'s ``feed``, print the joined text."""
+_TERMINAL = {"openai": "[DONE]", "anthropic": "message_stop", "responses": "response.completed"}
+
+
+def failure(dialect: str, event: str, data: str) -> str | None:
+    """Why this event means the answer failed (an error event), else None."""
+    if event == "error":
+        return f"error event: {data[:200]}"
+    if dialect != "text" and data.startswith("{"):
+        obj = json.loads(data)
+        if isinstance(obj, dict) and (obj.get("type") == "error" or "error" in obj):
+            return f"error event: {data[:200]}"
+    return None
+
+
+def is_terminal(dialect: str, data: str) -> bool:
+    marker = _TERMINAL.get(dialect)
+    return marker is not None and (data == marker or f'"type": "{marker}"' in data)
+
+
+def run(
+    make_parser: Callable[[Dispatch], object],
+    decode_each_read: bool = False,
+    *,
+    report_faults: bool = False,
+) -> None:
+    """Stream, parse with ``make_parser(dispatch)``'s ``feed``, print the joined text.
+
+    ``report_faults``: exit non-zero on an error event, on a stream without its terminal
+    marker, or one that ends inside a frame, as a careful client does.
+    """
     dialect = os.environ.get("SSE_PROXY_DIALECT", "openai")
     parts: list[str] = []
+    ended = False
 
     def dispatch(event: str, data: str) -> None:
+        nonlocal ended
+        if report_faults:
+            why = failure(dialect, event, data)
+            if why:
+                emit("".join(parts))
+                sys.exit(why)
+            ended = ended or is_terminal(dialect, data)
         parts.append(delta_text(dialect, event, data))
 
     parser = make_parser(dispatch)
@@ -135,3 +171,5 @@ def run(make_parser: Callable[[Dispatch], object], decode_each_read: bool = Fals
         parser.feed(text)  # type: ignore[attr-defined]
     parser.feed(decoder.decode(b"", final=True))  # type: ignore[attr-defined]
     emit("".join(parts))
+    if report_faults and dialect in _TERMINAL and not ended:
+        sys.exit("the stream ended without its terminal marker: the answer is incomplete")

@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from proxy import fixtures
+from proxy.core import StreamReassembler
 from proxy.errors import UsageError
-from proxy.harness import (
-    CUT_BUDGET,
-    DEFAULT_COMBOS,
-    Case,
-    CaseResult,
-    HarnessOptions,
+from proxy.rechunk.spec import REWRITES, STRATEGIES
+from proxy.testclient.diagnose import (
     describe_cut,
     diagnose,
     first_difference,
     normalize_output,
-    plan_cases,
-    report_junit,
     short_diff,
 )
-from proxy.rechunk.spec import REWRITES, STRATEGIES
+from proxy.testclient.fixture import load_fixture
+from proxy.testclient.plan import (
+    CUT_BUDGET,
+    DEFAULT_COMBOS,
+    Case,
+    HarnessOptions,
+    fault_kinds,
+    plan_cases,
+)
+from proxy.testclient.report import by_hand, report_junit
+from proxy.testclient.run import CaseResult
 
 EXPECTED = fixtures.MESSAGE
 
@@ -31,8 +37,16 @@ def test_default_plan_covers_baseline_strategies_rewrites_combos_and_seeds() -> 
     """Without --only every strategy, every rewrite and the combos run once per seed."""
     cases = plan_cases(only=None, seeds=[1, 2], cut_points=3434, exhaustive=None)
     groups = list(dict.fromkeys(c.group for c in cases))
-    assert groups == ["baseline", *STRATEGIES, *REWRITES, *DEFAULT_COMBOS]
-    assert all(sorted(c.seed for c in cases if c.group == g) == [1, 2] for g in groups)
+    assert groups == ["baseline", *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, "faults"]
+    assert all(
+        sorted(c.seed for c in cases if c.group == g) == [1, 2] for g in groups if g != "faults"
+    )
+    assert [c.fault for c in cases if c.group == "faults"] == [
+        "truncated",
+        "no_terminal",
+        "error_event",
+        "reset",
+    ]
 
 
 def test_every_cut_pass_is_automatic_only_for_a_short_fixture() -> None:
@@ -182,3 +196,88 @@ def test_junit_report_is_valid_xml_with_one_testcase_per_case() -> None:
     assert failure is not None
     assert failure.get("type") == "spec conformance (bom)"
     assert "sse-proxy test-client" in (failure.text or "")
+
+
+def test_skip_drops_groups_and_bang_items_in_only_skip_too() -> None:
+    """--skip dataless keeps the other 17+ groups; --only '!dataless' means the same."""
+    full = plan_cases(only=None, seeds=[1], cut_points=5000, exhaustive=None)
+    skipped = plan_cases(
+        only=None, skip=["dataless", "faults"], seeds=[1], cut_points=5000, exhaustive=None
+    )
+    assert {c.group for c in full} - {c.group for c in skipped} == {"dataless", "faults"}
+    bang = plan_cases(only=["!dataless", "!faults"], seeds=[1], cut_points=5000, exhaustive=None)
+    assert bang == skipped
+    one_fault = plan_cases(
+        only=None, skip=["faults:reset", "cut"], seeds=[1], cut_points=10, exhaustive=None
+    )
+    assert [c.fault for c in one_fault if c.fault] == ["truncated", "no_terminal", "error_event"]
+    assert not [c for c in one_fault if c.cut]
+    with pytest.raises(UsageError, match="--skip: unknown chaos strategy"):
+        plan_cases(only=None, skip=["bogus"], seeds=[1], cut_points=5, exhaustive=None)
+    with pytest.raises(UsageError, match="nothing selected"):
+        plan_cases(only=["utf8"], skip=["utf8"], seeds=[1], cut_points=5, exhaustive=None)
+
+
+def test_faults_that_cannot_be_noticed_are_not_planned_for_raw_text() -> None:
+    """Raw text has no terminal marker, a partial last frame is dropped silently by spec,
+    and there is no standard error event: only a reset is a fault a text client must see."""
+    cases = plan_cases(
+        only=["faults"], seeds=[1], cut_points=5, exhaustive=None, faults=fault_kinds("text")
+    )
+    assert [c.fault for c in cases] == ["reset"]
+    with pytest.raises(UsageError, match="does not apply"):
+        plan_cases(
+            only=["faults:no_terminal"],
+            seeds=[1],
+            cut_points=5,
+            exhaustive=None,
+            faults=fault_kinds("text"),
+        )
+
+
+@pytest.mark.parametrize("dialect", ["openai", "responses", "anthropic", "text"])
+def test_fault_streams_break_after_some_text_and_carry_less_than_the_whole(dialect: str) -> None:
+    """Each fault keeps some text (so silent truncation shows as partial text) but not all."""
+    fixture = load_fixture(dialect, None)
+    for kind in fault_kinds(dialect):
+        broken = fixture.fault(kind)
+        assert 0 < len(broken.text) <= len(fixture.expected), (dialect, kind)
+        assert fixture.expected.startswith(broken.text), (dialect, kind)
+        if kind != "no_terminal":
+            assert len(broken.text) < len(fixture.expected), (dialect, kind)
+        assert broken.reset is (kind == "reset")
+
+
+def test_the_first_text_fixture_carries_text_in_its_first_event() -> None:
+    """OpenAI Chat: the role chunk carries the first token; the whole text is unchanged."""
+    body = fixtures.clean_stream("openai", first_text=True)
+    first = json.loads(body.split(b"\n\n", 1)[0].removeprefix(b"data: "))
+    assert first["choices"][0]["delta"]["content"] == fixtures.TOKENS[0]
+    reassembler = StreamReassembler("openai", emit_events=False)
+    reassembler.feed(body)
+    reassembler.close()
+    assert reassembler.text == fixtures.MESSAGE
+
+
+def test_by_hand_is_one_line_with_every_variable_and_the_first_text_mock() -> None:
+    """The by-hand command sets what the harness sets, dummy keys included, on one line."""
+    fixture = load_fixture("openai", None)
+    options = HarnessOptions(command=("python", "stream.py"))
+    line = by_hand(options, fixture, Case("bom", "bom", 3), ports=(18001, 18002))
+    assert line is not None
+    assert "\n" not in line
+    assert line.startswith("sse-proxy mock-upstream --port 18001 --seed 3 --first-text ")
+    assert "--mode chaos --chaos bom --seed 3" in line
+    for name in (
+        "SSE_PROXY_URL=http://127.0.0.1:18002",
+        "OPENAI_BASE_URL=http://127.0.0.1:18002/v1",
+        "SSE_PROXY_STREAM_URL=http://127.0.0.1:18002/v1/chat/completions",
+        "SSE_PROXY_STREAM_BODY=",
+        "SSE_PROXY_DIALECT=openai",
+        'OPENAI_API_KEY="${OPENAI_API_KEY:-sk-',
+        'ANTHROPIC_API_KEY="${ANTHROPIC_API_KEY:-',
+    ):
+        assert name in line
+    assert line.endswith("python stream.py; status=$?; kill $px $up; (exit $status)")
+    assert by_hand(options, fixture, Case("cut", None, 0, cut=3)) is None
+    assert by_hand(options, fixture, Case("faults", None, 1, fault="reset")) is None

@@ -1,0 +1,352 @@
+"""Per-stream context and timing: which request, which model, what the user saw, and when.
+
+The relay calls three things here: :class:`RequestContext` (what the client's request
+says: its request id, its trace, the model it asked for), :class:`StreamObserver` (time to
+first token, inter-event gaps, stalls, the verdict) and :func:`verdict`. The hot path adds
+one counter comparison per upstream read; everything else happens at an alert, at a
+timer, or once at the end of the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from proxy.core import StreamReassembler
+from proxy.core.alerts import Alert, Level, Stall, StallEnd, Truncated
+from proxy.core.streammeta import StreamMeta, has_text, meta_of, short_str
+from proxy.logsink import AlertSink
+from proxy.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
+
+__all__ = [
+    "GAP_BOUNDS",
+    "MODEL_BODY_LIMIT",
+    "PROM_GAP_BUCKETS",
+    "RequestContext",
+    "StreamObserver",
+    "verdict",
+]
+
+MODEL_BODY_LIMIT = 256 << 10
+"""Request bodies up to this size (JSON only) are read for their ``model``; larger ones are
+streamed through unread."""
+
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_PRINTABLE = re.compile(r"[^\x21-\x7e]")
+
+# The per-stream gap histogram is finer than the Prometheus one (12 % steps) and contains
+# its bounds, so each fine bucket falls in exactly one Prometheus bucket.
+GAP_BOUNDS: tuple[float, ...] = tuple(
+    sorted({round(1e-4 * 10 ** (i / 20), 7) for i in range(121)} | set(PROM_GAP_BUCKETS))
+)
+_PROM_INDEX = tuple(bisect_left(PROM_GAP_BUCKETS, b) for b in (*GAP_BOUNDS, float("inf")))
+
+
+def _header_value(value: str | None, limit: int = 200) -> str | None:
+    """A client header value as it may be logged: printable ASCII, bounded."""
+    if not value:
+        return None
+    value = _PRINTABLE.sub("?", value.strip())[:limit]
+    return value or None
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What the client's request says about itself, logged with every line of its stream."""
+
+    route: str
+    client_request_id: str | None = None
+    traceparent: str | None = None
+    trace_id: str | None = None
+    parent_span_id: str | None = None
+    request_model: str | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str], route: str) -> RequestContext:
+        """X-Request-ID (or X-Client-Request-Id) and a W3C ``traceparent``, if valid."""
+        rid = headers.get("X-Request-ID") or headers.get("X-Client-Request-Id")
+        tp = _header_value(headers.get("traceparent"), 128)
+        trace_id = span_id = None
+        if tp is not None:
+            m = _TRACEPARENT.match(tp.lower())
+            if m and m.group(1) != "ff" and set(m.group(2)) != {"0"} and set(m.group(3)) != {"0"}:
+                trace_id, span_id = m.group(2), m.group(3)
+        return cls(
+            route=route,
+            client_request_id=_header_value(rid),
+            traceparent=tp,
+            trace_id=trace_id,
+            parent_span_id=span_id,
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """The request's own log fields (the response's come from :class:`StreamMeta`)."""
+        return {
+            "client_request_id": self.client_request_id,
+            "trace_id": self.trace_id,
+            "traceparent": self.traceparent,
+            "route": self.route,
+            "request_model": self.request_model,
+        }
+
+    async def peek(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """Forward ``body`` unchanged; if it is small JSON, read its ``model`` at the end.
+
+        Nothing is held back from the upstream: the first :data:`MODEL_BODY_LIMIT` bytes
+        are copied on the way, and dropped as soon as the body outgrows them.
+        """
+        kept: list[bytes] | None = []
+        size = 0
+        async for chunk in body:
+            if kept is not None:
+                size += len(chunk)
+                if size > MODEL_BODY_LIMIT:
+                    kept = None
+                else:
+                    kept.append(chunk)
+            yield chunk
+        if kept:
+            try:
+                obj = orjson.loads(b"".join(kept))
+            except orjson.JSONDecodeError:
+                return
+            if type(obj) is dict:
+                self.request_model = short_str(obj.get("model"))
+
+
+class _GapHistogram:
+    """Inter-event gaps in fixed log buckets: bounded memory, percentiles within 12%."""
+
+    __slots__ = ("count", "counts", "max", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(GAP_BOUNDS) + 1)
+        self.count = 0
+        self.sum = 0.0
+        self.max = 0.0
+
+    def add(self, gap: float) -> None:
+        self.counts[bisect_left(GAP_BOUNDS, gap)] += 1
+        self.count += 1
+        self.sum += gap
+        self.max = max(self.max, gap)
+
+    def settle(self, total: float, largest: float) -> None:
+        """Count, sum and max after the hot path filled only ``counts`` (see ``tick``)."""
+        self.count = sum(self.counts)
+        self.sum = total
+        self.max = largest
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound of the bucket holding the q-quantile (capped at the max seen)."""
+        if not self.count:
+            return None
+        rank = q * self.count
+        seen = 0
+        for i, n in enumerate(self.counts):
+            seen += n
+            if n and seen >= rank:
+                return min(GAP_BOUNDS[i] if i < len(GAP_BOUNDS) else self.max, self.max)
+        return self.max  # pragma: no cover - the loop always reaches the rank
+
+    def prometheus_buckets(self) -> list[int]:
+        """Counts per Prometheus gap bucket (:data:`PROM_GAP_BUCKETS` plus +Inf)."""
+        out = [0] * (len(PROM_GAP_BUCKETS) + 1)
+        for i, n in enumerate(self.counts):
+            if n:
+                out[_PROM_INDEX[i]] += n
+        return out
+
+
+def verdict(
+    ended_by: str, counts: Mapping[str, int], first_warning: str | None
+) -> tuple[str, str | None]:
+    """``ok``, ``degraded`` (warnings, but complete) or ``broken``, and the main reason.
+
+    The reason of a degraded stream is its first warning alert.
+    """
+    if ended_by in ("upstream_error", "shutdown"):
+        return "broken", ended_by
+    if ended_by == "timeout":
+        return "broken", "timeout"
+    if counts.get(Truncated.name):
+        return "broken", "truncated"
+    if counts.get("sse.error_event"):
+        return "broken", "error_event"
+    if first_warning is not None:
+        return "degraded", first_warning
+    return "ok", None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+class StreamObserver:
+    """Timing and context of one SSE stream, between the reassembler and the log sink.
+
+    ``tick`` runs after every upstream read (cheap unless events were dispatched); a timer
+    task logs ``sse.stall`` while a stall goes on, and the read that ends it logs
+    ``sse.stall_end``. ``on_alert`` (traces) sees every alert of the stream.
+    """
+
+    def __init__(
+        self,
+        reassembler: StreamReassembler,
+        sink: AlertSink,
+        ctx: RequestContext,
+        *,
+        stall_threshold: float,
+        now: Callable[[], float],
+        on_alert: Callable[[Alert], None] | None = None,
+    ) -> None:
+        self.reassembler = reassembler
+        self.sink = sink
+        self.base_log = sink.log
+        self.ctx = ctx
+        self.threshold = stall_threshold
+        self.now = now
+        self.on_alert = on_alert
+        self.opened = now()
+        self.events = 0
+        self.last_event = self.opened
+        self.first_event: float | None = None
+        self.first_text: float | None = None
+        self.gaps = _GapHistogram()
+        self._gap_counts = self.gaps.counts
+        self._gap_max = 0.0
+        self.stalled_since: float | None = None
+        self.stalls = 0
+        self._bound: tuple[str | None, str | None] = (None, None)
+        self._task: asyncio.Task[None] | None = None
+        self.timeout_kind: str | None = None
+        self.first_warning: str | None = None
+
+    # -- hot path ----------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """After a read at ``now``: if it completed events, time them (gap, first text,
+        stall end). Only the bucket count and the max are kept per gap; the sum is the
+        time from the first to the last event-carrying read (the gaps telescope)."""
+        n = self.reassembler.events_dispatched
+        if n == self.events:
+            return
+        if self.events:
+            gap = now - self.last_event
+            self._gap_counts[bisect_left(GAP_BOUNDS, gap)] += 1
+            if gap > self._gap_max:  # noqa: PLR1730 - a compare, not a max() call, per gap
+                self._gap_max = gap
+        else:
+            self.first_event = now
+        if self.stalled_since is not None:
+            self._stall_end(now)
+        self.events = n
+        self.last_event = now
+        if self.first_text is None and has_text(self.reassembler):
+            self.first_text = now
+
+    # -- alerts ------------------------------------------------------------------------
+
+    def emit(self, alerts: tuple[Alert, ...]) -> None:
+        """Log alerts bound with the current context; hand them to the trace too."""
+        meta = meta_of(self.reassembler)
+        key = (self.ctx.request_model, meta.response_model)
+        if key != self._bound:
+            self._bound = key
+            self.sink.log = self.base_log.bind(
+                model=key[0] or key[1], response_model=key[1], response_id=meta.response_id
+            )
+        self.sink.emit_all(alerts)
+        if self.first_warning is None:
+            self.first_warning = next((a.name for a in alerts if a.level is Level.WARNING), None)
+        if self.on_alert is not None:
+            for alert in alerts:
+                self.on_alert(alert)
+
+    # -- stall timer -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.threshold > 0:
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _watch(self) -> None:
+        while True:
+            left = self.last_event + self.threshold - self.now()
+            if left > 0:
+                await asyncio.sleep(left)
+                continue
+            if self.stalled_since is None:
+                self.stalled_since = self.last_event
+                self.stalls += 1
+                gap = self.now() - self.last_event
+                self.emit(
+                    (
+                        Stall(
+                            gap_ms=_ms(gap) or 0.0,
+                            threshold_ms=_ms(self.threshold) or 0.0,
+                            after_event=self.events,
+                        ),
+                    )
+                )
+            await asyncio.sleep(self.threshold)  # nothing new to say until events resume
+
+    def _stall_end(self, now: float) -> None:
+        since = self.stalled_since
+        self.stalled_since = None
+        if since is not None:
+            self.emit((StallEnd(gap_ms=_ms(now - since) or 0.0, after_event=self.events),))
+
+    # -- end of stream -----------------------------------------------------------------
+
+    def closing_alerts(self, alerts: tuple[Alert, ...]) -> tuple[Alert, ...]:
+        """A truncation the proxy caused (a timeout) is the proxy's, not the upstream's."""
+        if self.timeout_kind is None:
+            return alerts
+        return tuple(
+            replace(a, reason=self.timeout_kind)
+            if type(a) is Truncated and a.reason == Truncated.UPSTREAM_CLOSED
+            else a
+            for a in alerts
+        )
+
+    def summary_fields(self, ended_by: str, started: float, end: float) -> dict[str, Any]:
+        """Context, usage, timing and verdict for ``stream.summary`` (and the metrics)."""
+        meta: StreamMeta = meta_of(self.reassembler)
+        gaps = self.gaps
+        if self.first_event is not None:
+            gaps.settle(self.last_event - self.first_event, self._gap_max)
+        kind, reason = verdict(ended_by, self.sink.counts, self.first_warning)
+        if ended_by == "timeout" and self.timeout_kind is not None:
+            reason = self.timeout_kind
+        tps = None
+        if meta.output_tokens is not None:
+            begin = self.first_text or self.first_event
+            span = (self.last_event - begin) if begin is not None else 0.0
+            if span > 0:
+                tps = round(meta.output_tokens / span, 2)
+        return {
+            "verdict": kind,
+            "verdict_reason": reason,
+            "client_request_id": self.ctx.client_request_id,
+            "trace_id": self.ctx.trace_id,
+            "model": self.ctx.request_model or meta.response_model,
+            "request_model": self.ctx.request_model,
+            **meta.fields(),
+            "ttft_ms": _ms(None if self.first_text is None else self.first_text - started),
+            "gap_p50_ms": _ms(gaps.quantile(0.5)),
+            "gap_p99_ms": _ms(gaps.quantile(0.99)),
+            "gap_max_ms": _ms(gaps.max) if gaps.count else None,
+            "output_tokens_per_s": tps,
+            "stalls": self.stalls,
+        }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# System packages the test suite needs besides Python ones, installed when missing:
+# promtool (Debian's prometheus package) for the alerting rules' unit tests in deploy/,
+# Chromium and its driver for the browser tests in tests/inspect/. A missing one is
+# installed with apt-get (as root, or with sudo); when that is impossible this fails
+# loudly: the tests that need them are never skipped.
+set -euo pipefail
+apt_install() {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "system-deps: apt-get is not available; install $* by hand, then run again" >&2
+        exit 1
+    fi
+    echo "system-deps: installing $* (apt-get)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends "$@"; } >&2; then
+        echo "system-deps: apt-get could not install $*; failing" >&2
+        exit 1
+    fi
+}
+command -v promtool >/dev/null 2>&1 || apt_install prometheus
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    apt_install chromium chromium-driver
+fi
+command -v promtool >/dev/null 2>&1 || { echo "system-deps: promtool still missing" >&2; exit 1; }
+command -v chromedriver >/dev/null 2>&1 || { echo "system-deps: chromedriver still missing" >&2; exit 1; }

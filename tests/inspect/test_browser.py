@@ -1,0 +1,240 @@
+"""End to end in a real headless browser (Debian's Chromium and chromedriver, via Selenium).
+
+The inspector: faulty streams from the mock upstream run through a proxy started with
+``--ui`` while the page is open; their rows appear live, filter by alert, and a stream's
+page has its alert marker at the byte the core reports. The report: ``test-client
+--html`` on a client that decodes each read alone; the first difference is highlighted.
+
+A missing browser fails these tests (``.ci/run`` installs it); they never skip. Set
+``SSE_PROXY_SCREENSHOTS=DIR`` to save the screenshots the README shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from proxy import fixtures
+from proxy.config import Config
+from proxy.core import StreamReassembler
+from proxy.core.alerts import ReplacementChar
+from proxy.inspect.report import first_difference_at
+from proxy.mock_upstream import start_mock_upstream
+from proxy.server.run import start_proxy, stop_proxy
+from tests.toolkit._util import CLIENTS, ROOT, cli_env
+
+T = TypeVar("T")
+WAIT = 20.0  # an upper bound on each wait; waits end as soon as the element is there
+UI = "/_sse-proxy/ui"
+
+
+def _find(*names: str) -> str:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise AssertionError(
+        f"no {' or '.join(names)} on PATH: install Debian's chromium and chromium-driver "
+        "(.ci/run does: apt-get install -y chromium chromium-driver)"
+    )
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[webdriver.Chrome]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = _find("chromium", "chromium-browser")
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1400",
+        "--no-proxy-server",
+    ):
+        options.add_argument(arg)
+    service = Service(executable_path=_find("chromedriver"))
+    browser = webdriver.Chrome(options=options, service=service)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+class _Loop:
+    """An event loop in a thread: the proxy runs there while Selenium blocks here."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(WAIT)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(WAIT)
+        self.loop.close()
+
+
+@pytest.fixture
+def loop() -> Iterator[_Loop]:
+    lp = _Loop()
+    try:
+        yield lp
+    finally:
+        lp.close()
+
+
+def _shots() -> Path | None:
+    where = os.environ.get("SSE_PROXY_SCREENSHOTS")
+    return Path(where) if where else None
+
+
+def _shoot(browser: webdriver.Chrome, name: str) -> None:
+    where = _shots()
+    if where is not None:
+        where.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(where / name))
+
+
+async def _stream(url: str, fault: str | None, path: str = "/v1/chat/completions") -> str:
+    headers = {"X-Mock-Fault": fault} if fault else {}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(url + path, json={"stream": True}, headers=headers) as resp,
+    ):
+        await resp.read()
+        return resp.headers["X-SSE-Proxy-Stream-Id"]
+
+
+def _offsets(fault: str) -> list[int]:
+    r = StreamReassembler()
+    data = fixtures.faulty_stream(fault, "openai")
+    alerts = r.feed(data).alerts + r.close().alerts
+    return sorted(a.byte_offset for a in alerts if isinstance(a, ReplacementChar))
+
+
+def test_inspector_live(driver: webdriver.Chrome, loop: _Loop) -> None:
+    upstream, up_url = loop.run(start_mock_upstream(seed=7))
+    runner, url = loop.run(
+        start_proxy(
+            Config(
+                upstream=up_url,
+                port=0,
+                ui=True,
+                ui_text=True,
+                shutdown_grace=0.5,
+                log_level="error",
+            )
+        )
+    )
+    try:
+        wait = WebDriverWait(driver, WAIT)
+        driver.get(url + UI)
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '#live[data-state="live"]')))
+        ids = {f: loop.run(_stream(url, f)) for f in ("invalid_utf8", "crlf", "unterminated")}
+        ids["clean"] = loop.run(_stream(url, None, "/v1/messages"))
+        for fault, sid in ids.items():  # each row arrives over the feed, no reload
+            row = wait.until(ec.presence_of_element_located((By.ID, f"row-{sid}")))
+            if fault == "invalid_utf8":  # its alerts are in the row once it ends
+                wait.until(
+                    ec.text_to_be_present_in_element((By.ID, f"row-{sid}"), "replacement_char×2")
+                )
+            assert row.get_attribute("id") == f"row-{sid}"
+        _shoot(driver, "inspector-list.png")
+        Select(driver.find_element(By.ID, "f-alert")).select_by_value("sse.replacement_char")
+        wait.until(ec.invisibility_of_element_located((By.ID, f"row-{ids['crlf']}")))
+        assert driver.find_element(By.ID, f"row-{ids['invalid_utf8']}").is_displayed()
+        assert not driver.find_element(By.ID, f"row-{ids['clean']}").is_displayed()
+        # by verdict (the summary's, from production monitoring): the broken stream only
+        Select(driver.find_element(By.ID, "f-alert")).select_by_value("")
+        broken = driver.find_element(By.ID, f"row-{ids['unterminated']}")
+        assert broken.get_attribute("data-verdict") == "broken"
+        Select(driver.find_element(By.ID, "f-verdict")).select_by_value("broken")
+        wait.until(ec.invisibility_of_element_located((By.ID, f"row-{ids['invalid_utf8']}")))
+        assert broken.is_displayed()
+        Select(driver.find_element(By.ID, "f-verdict")).select_by_value("")
+        wait.until(ec.visibility_of_element_located((By.ID, f"row-{ids['invalid_utf8']}")))
+        # keyboard: focus the stream's link and press Enter
+        link = driver.find_element(By.CSS_SELECTOR, f"#row-{ids['invalid_utf8']} a")
+        link.send_keys(Keys.ENTER)
+        marks = wait.until(
+            ec.presence_of_all_elements_located(
+                (By.CSS_SELECTOR, 'a.m.alert[data-name="sse.replacement_char"]')
+            )
+        )
+        expected = _offsets("invalid_utf8")
+        assert sorted(int(m.get_attribute("data-off") or -1) for m in marks) == expected
+        # the marker sits right before the byte it names
+        after = driver.execute_script(
+            "return arguments[0].nextElementSibling.dataset.off;", marks[0]
+        )
+        assert int(after) == int(marks[0].get_attribute("data-off") or -1)
+        marks[0].send_keys(Keys.ENTER)
+        assert driver.current_url.endswith("#alert-0")
+        href = driver.find_element(By.ID, "download").get_attribute("href") or ""
+        assert href.endswith(f"{ids['invalid_utf8']}.ssrec")
+        driver.execute_script("window.scrollTo(0, 0)")
+        _shoot(driver, "inspector-stream.png")
+    finally:
+        loop.run(stop_proxy(runner))
+        loop.run(upstream.cleanup())
+
+
+def test_report_first_difference(driver: webdriver.Chrome, tmp_path: Path) -> None:
+    data = fixtures.clean_stream("text", fixtures.SHORT_TOKENS)
+    cut = data.index("🦊".encode()) + 2
+    report = tmp_path / "report.html"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxy",
+            "test-client",
+            "--dialect",
+            "text",
+            "--only",
+            f"cut:{cut}",
+            "--html",
+            str(report),
+            "--",
+            sys.executable,
+            "-m",
+            f"{CLIENTS}.decode_each_read",
+        ],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr.decode()
+    driver.get(report.as_uri())
+    wait = WebDriverWait(driver, WAIT)
+    got = wait.until(ec.visibility_of_element_located((By.ID, "case-0-got")))
+    received = driver.find_element(By.CSS_SELECTOR, "#case-0 .diff pre:nth-of-type(2)").text
+    at = first_difference_at(fixtures.SHORT_MESSAGE, received)
+    assert at is not None
+    assert got.text == received[at]
+    assert got.text == "\ufffd"
+    assert f"character {at}" in (got.get_attribute("title") or "")
+    cut_el = driver.find_element(By.CSS_SELECTOR, "#case-0 .strip .cut")
+    assert cut_el.get_attribute("data-boundary") == str(cut)
+    _shoot(driver, "report.png")

@@ -1,0 +1,224 @@
+"""The inspector through a real proxy on loopback: routes, bounds, secrets, the live feed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from proxy.config import Config
+from proxy.inspect.registry import Registry
+from proxy.mock_upstream import start_mock_upstream
+from proxy.recording import load_recording
+from proxy.server.run import start_proxy, stop_proxy
+
+UI = "/_sse-proxy/ui"
+SECRET = "sk-test-SECRET-0123456789abcdef"
+
+
+@pytest_asyncio.fixture
+async def mock_url() -> AsyncIterator[str]:
+    runner, url = await start_mock_upstream(seed=5)
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def proxies() -> AsyncIterator[list[web.AppRunner]]:
+    runners: list[web.AppRunner] = []
+    try:
+        yield runners
+    finally:
+        for r in runners:
+            await stop_proxy(r)
+
+
+async def _proxy(runners: list[web.AppRunner], upstream: str, **kw: Any) -> str:
+    runner, url = await start_proxy(
+        Config(upstream=upstream, port=0, shutdown_grace=0.5, log_level="error", **kw)
+    )
+    runners.append(runner)
+    return url
+
+
+async def _stream(url: str, fault: str | None = None, path: str = "/v1/chat/completions") -> str:
+    headers = {"Authorization": f"Bearer {SECRET}"}
+    if fault:
+        headers["X-Mock-Fault"] = fault
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(url + path, json={"stream": True}, headers=headers) as resp,
+    ):
+        await resp.read()
+        return resp.headers["X-SSE-Proxy-Stream-Id"]
+
+
+@pytest.mark.asyncio
+async def test_ui_is_off_by_default(mock_url: str, proxies: list[web.AppRunner]) -> None:
+    url = await _proxy(proxies, mock_url)
+    async with aiohttp.ClientSession() as s, s.get(url + UI) as resp:
+        assert resp.status == 404
+
+
+@pytest.mark.asyncio
+async def test_stream_page_and_recording(
+    mock_url: str, proxies: list[web.AppRunner], tmp_path
+) -> None:
+    url = await _proxy(proxies, mock_url, ui=True, ui_text=True)
+    sid = await _stream(url, "invalid_utf8")
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{url}{UI}/streams.json") as resp:
+            rows = (await resp.json())["streams"]
+        (row,) = rows
+        assert row["id"] == sid
+        assert row["alerts"] == {"sse.replacement_char": 2}
+        assert row["model"] == "-" or isinstance(row["model"], str)
+        async with s.get(f"{url}{UI}/stream/{sid}") as resp:
+            page = await resp.text()
+        async with s.get(f"{url}{UI}/stream/{sid}.ssrec") as resp:
+            assert resp.status == 200
+            (tmp_path / "s.ssrec").write_bytes(await resp.read())
+    assert 'class="m alert"' in page
+    assert "sse.replacement_char" in page
+    assert SECRET not in page
+    rec = load_recording(tmp_path / "s.ssrec")
+    from proxy import fixtures
+
+    assert rec.body == fixtures.faulty_stream("invalid_utf8", "openai")
+    assert rec.end == "upstream_eof"
+    assert SECRET not in (tmp_path / "s.ssrec").read_text()
+
+
+@pytest.mark.asyncio
+async def test_text_hidden_without_ui_text(mock_url: str, proxies: list[web.AppRunner]) -> None:
+    url = await _proxy(proxies, mock_url, ui=True)
+    sid = await _stream(url, path="/v1/text")
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{url}{UI}/stream/{sid}") as resp:
+            page = await resp.text()
+        async with s.get(f"{url}{UI}/stream/{sid}.ssrec") as resp:
+            assert resp.status == 403
+    from proxy import fixtures
+
+    for word in fixtures.MESSAGE.split()[:5]:
+        if len(word) > 3:
+            assert word not in page
+
+
+@pytest.mark.asyncio
+async def test_memory_is_bounded(mock_url: str, proxies: list[web.AppRunner]) -> None:
+    url = await _proxy(proxies, mock_url, ui=True, ui_text=True, ui_streams=3, ui_stream_bytes=500)
+    ids = [await _stream(url) for _ in range(5)]
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{url}{UI}/streams.json") as resp:
+            rows = (await resp.json())["streams"]
+        assert [r["id"] for r in rows] == ids[:1:-1]  # the last three, newest first
+        async with s.get(f"{url}{UI}/stream/{ids[0]}") as resp:
+            assert resp.status == 404
+        async with s.get(f"{url}{UI}/stream/{ids[-1]}.ssrec") as resp:
+            body = await resp.read()
+    lines = [json.loads(x) for x in body.splitlines()]
+    assert lines[-1]["end"] == "inspector_cap"
+    assert lines[-1]["bytes"] == 500
+
+
+@pytest.mark.asyncio
+async def test_feed_announces_streams_live(mock_url: str, proxies: list[web.AppRunner]) -> None:
+    url = await _proxy(proxies, mock_url, ui=True)
+    async with aiohttp.ClientSession() as s, s.get(f"{url}{UI}/events") as feed:
+        assert feed.headers["Content-Type"].startswith("text/event-stream")
+        await feed.content.readuntil(b"\n\n")  # the greeting: subscribed from here on
+        task = asyncio.ensure_future(_stream(url, "crlf"))
+        seen: dict[str, Any] = {}
+        while seen.get("row", {}).get("ended_by", "-") == "-":
+            block = await feed.content.readuntil(b"\n\n")
+            if block.startswith(b"event: stream"):
+                seen = json.loads(block.split(b"data: ", 1)[1])
+        sid = await task
+    assert seen["row"]["id"] == sid
+    assert seen["row"]["alerts"] == {"sse.crlf_framing": 1}
+    assert f'id="row-{sid}"' in seen["html"]
+
+
+def test_registry_bounds_bytes_and_reads() -> None:
+    reg = Registry(max_streams=2, max_bytes=10, max_reads=3)
+    rec = reg.open(
+        "a",
+        method="GET",
+        path="/x",
+        status=200,
+        mode="passthrough",
+        hint=None,
+        request={},
+        response={},
+        started=0.0,
+    )
+    for _ in range(5):
+        rec.read(b"0123456")
+    assert rec.kept == 10
+    assert rec.body == b"0123456012"
+    assert rec.received == 35
+    assert len(rec.reads) == 3
+    assert rec.reads_dropped == 2
+    for name in ("b", "c"):
+        reg.open(
+            name,
+            method="GET",
+            path="/x",
+            status=200,
+            mode="passthrough",
+            hint=None,
+            request={},
+            response={},
+            started=0.0,
+        )
+    assert list(reg.streams) == ["b", "c"]
+
+
+def test_ui_flags_reach_the_config() -> None:
+    from proxy.cli import _SERVE_FLAGS, build_parser
+    from proxy.config import load_config
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--upstream",
+            "http://127.0.0.1:1",
+            "--ui",
+            "--ui-text",
+            "--ui-allow-remote",
+            "--ui-streams",
+            "7",
+            "--ui-stream-bytes",
+            "4096",
+        ]
+    )
+    cfg = load_config(flags={n: getattr(args, n, None) for n in _SERVE_FLAGS}, env={})
+    assert (cfg.ui, cfg.ui_text, cfg.ui_allow_remote) == (True, True, True)
+    assert (cfg.ui_streams, cfg.ui_stream_bytes) == (7, 4096)
+    default = load_config(flags={}, env={})
+    assert (default.ui, default.ui_text, default.ui_allow_remote) == (False, False, False)
+
+
+@pytest.mark.asyncio
+async def test_foreign_host_name_is_refused(mock_url: str, proxies: list[web.AppRunner]) -> None:
+    """A page on another site that rebinds its name to 127.0.0.1 must not read the inspector."""
+    url = await _proxy(proxies, mock_url, ui=True)
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url + UI, headers={"Host": "evil.example"}) as resp:
+            assert resp.status == 403
+        port = url.rsplit(":", 1)[1]
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+            async with s.get(url + UI, headers={"Host": host}) as resp:
+                assert resp.status == 200, host
+    url2 = await _proxy(proxies, mock_url, ui=True, ui_allow_remote=True)
+    async with aiohttp.ClientSession() as s, s.get(url2 + UI, headers={"Host": "a.example"}) as r:
+        assert r.status == 200

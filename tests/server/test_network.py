@@ -1,0 +1,194 @@
+"""The network around the sidecar: a real forward proxy, a private CA, mutual TLS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from proxy import fixtures
+from proxy.config import Config
+from proxy.errors import ConfigError
+from proxy.server.network import Network
+from proxy.server.run import start_proxy
+from tests.security import free_port
+from tests.server.conftest import LogEntries, StartProxy, named
+from tests.server.net_helpers import forward_proxy, private_ca, tls_mock_upstream
+
+CHAT = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sets the proxy variables it means; none leak in from the machine."""
+    for name in _PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+async def _stream(session: aiohttp.ClientSession, proxy: str) -> tuple[int, bytes]:
+    async with session.post(f"{proxy}/v1/chat/completions", json=CHAT) as resp:
+        return resp.status, await resp.read()
+
+
+@pytest.mark.asyncio
+async def test_http_upstream_goes_through_the_forward_proxy(
+    mock_url: str,
+    start: StartProxy,
+    session: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = mock_url.removeprefix("http://")
+    with forward_proxy() as fp:
+        monkeypatch.setenv("HTTP_PROXY", fp.url)
+        proxy = await start(mock_url)
+        status, body = await _stream(session, proxy)
+        assert status == 200
+        assert body == fixtures.clean_stream("openai")
+        assert fp.wait_tunnelled(target) >= 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["no_proxy", "trust_env_off"])
+async def test_no_proxy_and_trust_env_off_go_direct(
+    mock_url: str,
+    start: StartProxy,
+    session: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    target = mock_url.removeprefix("http://")
+    with forward_proxy() as fp:
+        monkeypatch.setenv("http_proxy", fp.url)
+        if how == "no_proxy":
+            monkeypatch.setenv("NO_PROXY", "example.com,127.0.0.1")
+            proxy = await start(mock_url)
+        else:
+            proxy = await start(mock_url, trust_env=False)
+        status, body = await _stream(session, proxy)
+        assert status == 200
+        assert body == fixtures.clean_stream("openai")
+        # a control request through the forward proxy shows it prints what it tunnels
+        async with (
+            aiohttp.ClientSession() as direct,
+            direct.get(f"{mock_url}/healthz", proxy=fp.url) as resp,
+        ):
+            assert resp.status == 200
+        assert fp.wait_tunnelled(target) == 1
+
+
+@pytest.mark.asyncio
+async def test_private_ca_upstream_through_the_forward_proxy(
+    tmp_path: Path,
+    start: StartProxy,
+    session: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pki = private_ca(tmp_path)
+    async with tls_mock_upstream(pki.server_ctx) as upstream:
+        with forward_proxy() as fp:
+            monkeypatch.setenv("HTTPS_PROXY", fp.url)
+            proxy = await start(upstream + "/v1", upstream_ca=str(pki.ca_file))
+            status, body = await _stream(session, proxy)
+            assert status == 200
+            assert body == fixtures.clean_stream("openai")
+            assert fp.wait_tunnelled(upstream.removeprefix("https://")) >= 1
+
+
+@pytest.mark.asyncio
+async def test_tls_failure_is_upstream_tls_error_with_the_reason(
+    tmp_path: Path, start: StartProxy, session: aiohttp.ClientSession, logs: LogEntries
+) -> None:
+    pki = private_ca(tmp_path)
+    async with tls_mock_upstream(pki.server_ctx) as upstream:
+        proxy = await start(upstream)  # the private CA is not trusted
+        async with session.post(f"{proxy}/v1/chat/completions", json=CHAT) as resp:
+            assert resp.status == 502
+            error = (await resp.json())["error"]
+        assert error["type"] == "upstream_tls_error"
+        assert "certificate verify failed" in error["message"]
+        line = named(logs, "upstream.error")[0]
+        assert line["kind"] == "upstream_tls_error"
+        assert "certificate verify failed" in line["reason"]
+        assert line["upstream_url"] == upstream + "/v1/chat/completions"
+        # hostname checks apply too: the certificate does not name 127.0.0.2
+        proxy2 = await start(
+            upstream.replace("127.0.0.1", "127.0.0.2"), upstream_ca=str(pki.ca_file)
+        )
+        async with session.post(f"{proxy2}/v1/chat/completions", json=CHAT) as resp:
+            assert resp.status in (502, 504)
+
+
+@pytest.mark.asyncio
+async def test_mutual_tls_with_a_client_certificate(
+    tmp_path: Path, start: StartProxy, session: aiohttp.ClientSession
+) -> None:
+    pki = private_ca(tmp_path, require_client_cert=True)
+    async with tls_mock_upstream(pki.server_ctx) as upstream:
+        proxy = await start(
+            upstream, upstream_ca=str(pki.ca_file), client_cert=str(pki.client_cert_file)
+        )
+        status, body = await _stream(session, proxy)
+        assert status == 200
+        assert body == fixtures.clean_stream("openai")
+        without = await start(upstream, upstream_ca=str(pki.ca_file))
+        status, _ = await _stream(session, without)
+        assert status == 502
+
+
+@pytest.mark.asyncio
+async def test_unreachable_forward_proxy_is_named(
+    mock_url: str,
+    start: StartProxy,
+    session: aiohttp.ClientSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", f"http://user:pw@127.0.0.1:{free_port()}")
+    proxy = await start(mock_url)
+    async with session.post(f"{proxy}/v1/chat/completions", json=CHAT) as resp:
+        assert resp.status == 502
+        error = (await resp.json())["error"]
+    assert error["type"] == "proxy_unreachable"
+    assert "pw" not in error["message"]
+
+
+@pytest.mark.asyncio
+async def test_bad_tls_files_fail_at_startup(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pem"
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    cases: tuple[tuple[dict[str, Any], str], ...] = (
+        ({"upstream_ca": str(missing)}, "upstream_ca"),
+        ({"upstream_ca": str(junk)}, "upstream_ca"),
+        ({"client_cert": str(junk)}, "client_cert"),
+    )
+    for settings, word in cases:
+        with pytest.raises(ConfigError, match=word):
+            await start_proxy(Config(upstream="https://127.0.0.1:9", port=0, **settings))
+
+
+def test_proxy_env_is_read_like_curl() -> None:
+    cfg = Config(upstream="https://x")
+    net = Network(
+        cfg,
+        env={
+            "https_proxy": "http://lower:1",
+            "HTTPS_PROXY": "http://upper:2",
+            "HTTP_PROXY": "proxy.corp:3128",
+            "NO_PROXY": ".internal,10.0.0.1",
+        },
+    )
+    from yarl import URL
+
+    assert net.proxy_for(URL("https://api.openai.com/v1"))[0] == URL("http://lower:1")
+    assert net.proxy_for(URL("http://api.example/v1"))[0] == URL("http://proxy.corp:3128")
+    assert net.proxy_for(URL("https://llm.internal/v1")) == (None, None)
+    assert net.proxy_for(URL("http://10.0.0.1:8080/v1")) == (None, None)
+    assert Network(
+        Config(upstream="https://x", trust_env=False), env={"HTTPS_PROXY": "http://p:1"}
+    ).proxy_for(URL("https://api.openai.com")) == (None, None)
+    with pytest.raises(ConfigError, match="HTTPS_PROXY"):
+        Network(cfg, env={"HTTPS_PROXY": "socks5://p:1"})

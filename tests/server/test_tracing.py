@@ -1,0 +1,130 @@
+"""Traces: one OTLP/HTTP span per proxied request, checked by a real receiver on loopback.
+
+The receiver is a plain aiohttp server that decodes what the proxy's exporter posts with
+the official ``opentelemetry-proto`` messages; nothing in the exporter is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from proxy.config import Config
+from proxy.errors import ConfigError
+from proxy.server.run import start_proxy, stop_proxy
+from tests.server.conftest import STREAM_ID, LogEntries, StartApp, wait_for
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver: every span posted to /v1/traces, decoded."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+        self.content_types: list[str] = []
+        self.arrived = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.content_types.append(request.headers.get("Content-Type", ""))
+        msg = ExportTraceServiceRequest()
+        msg.ParseFromString(await request.read())
+        for rs in msg.resource_spans:
+            for ss in rs.scope_spans:
+                self.spans.extend(ss.spans)
+        self.arrived.set()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/traces", self.handle)
+        return app
+
+
+def _value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    assert kind is not None
+    return getattr(v, kind)
+
+
+def _attrs(items: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in items}
+
+
+@pytest.mark.asyncio
+async def test_one_span_per_request_continuing_the_clients_trace(
+    start_app: StartApp, mock_url: str, logs: LogEntries
+) -> None:
+    """GenAI attributes, the verdict, alerts as events; the client's trace is continued."""
+    receiver = Receiver()
+    endpoint = await start_app(receiver.app())
+    runner, url = await start_proxy(Config(upstream=mock_url, port=0, otlp_endpoint=endpoint))
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(
+                url + "/v1/chat/completions",
+                json={"model": "gpt-test", "stream": True},
+                headers={
+                    "X-Mock-Fault": "truncated",
+                    "X-Request-ID": "app-trace-1",
+                    "traceparent": f"00-{TRACE_ID}-{PARENT}-01",
+                },
+            ) as resp:
+                await resp.read()
+                broken_sid = resp.headers[STREAM_ID]
+            async with session.post(
+                url + "/v1/messages", json={"model": "claude-test", "stream": True}
+            ) as resp:
+                await resp.read()
+                clean_sid = resp.headers[STREAM_ID]
+        clean_line = await wait_for(logs, "stream.summary", clean_sid)
+    finally:
+        await stop_proxy(runner)  # flushes the batch
+    async with asyncio.timeout(10):
+        while len(receiver.spans) < 2:
+            receiver.arrived.clear()
+            await receiver.arrived.wait()
+    assert all(ct == "application/x-protobuf" for ct in receiver.content_types)
+    by_sid = {_attrs(s.attributes)["sse_proxy.stream_id"]: s for s in receiver.spans}
+    broken = by_sid[broken_sid]
+    assert broken.trace_id.hex() == TRACE_ID
+    assert broken.parent_span_id.hex() == PARENT
+    attrs = _attrs(broken.attributes)
+    assert attrs["gen_ai.provider.name"] == "openai"
+    assert attrs["gen_ai.request.model"] == "gpt-test"
+    assert attrs["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+    assert attrs["gen_ai.response.finish_reasons"] == ["stop"]
+    assert attrs["sse_proxy.client_request_id"] == "app-trace-1"
+    assert attrs["sse_proxy.verdict"] == "broken"
+    assert attrs["http.response.status_code"] == 200
+    assert broken.name == "chat gpt-test"
+    assert broken.status.code == 2  # STATUS_CODE_ERROR
+    events = {e.name: _attrs(e.attributes) for e in broken.events}
+    assert events["sse.truncated"]["reason"] == "no_terminal_marker"
+
+    clean = by_sid[clean_sid]
+    assert clean.trace_id.hex() == clean_line["trace_id"], "a new trace, logged too"
+    assert not clean.parent_span_id
+    attrs = _attrs(clean.attributes)
+    assert attrs["gen_ai.provider.name"] == "anthropic"
+    assert attrs["gen_ai.usage.input_tokens"] == 12
+    assert attrs["gen_ai.usage.output_tokens"] > 0
+    assert attrs["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert attrs["sse_proxy.verdict"] == "ok"
+    assert clean.status.code != 2
+    assert not clean.events
+
+
+def test_bad_otlp_endpoint_is_a_config_error() -> None:
+    """A malformed endpoint is one clear configuration error."""
+    with pytest.raises(ConfigError, match="otlp_endpoint"):
+        Config(upstream="http://127.0.0.1:1", otlp_endpoint="localhost:4318")
