@@ -1787,6 +1787,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for n, note in skipped.items():
             print(f"{n} skipped: {note}")
+        if (
+            not args.peers
+            and {"bare-aiohttp", "sse-passthrough"} <= set(names)
+            and sse_proxy_has_loop_flag()
+        ):
+            print(
+                "note: bare-aiohttp runs on asyncio, sse-passthrough on sse-proxy's default loop "
+                "(--loop auto: uvloop where installed); --peers compares them loop by loop"
+            )
         if args.peers:
             print(_peer_versions(names))
         started = time.monotonic()
