@@ -4,6 +4,7 @@ Not a test: run it by hand and read the figures (``bench/proxy_README.md`` says 
 
     .venv/bin/python -m bench.bench_proxy [--quick] [--levels 1,50,500] [--events N]
     .venv/bin/python -m bench.bench_proxy --profile 10     # py-spy of sse-proxy at 50 streams
+    .venv/bin/python -m bench.bench_proxy --peers [--quick] [--repeat 3]   # issue 9 (below)
 
 Contenders, measured side by side in one run against the same upstream:
 
@@ -16,6 +17,12 @@ Contenders, measured side by side in one run against the same upstream:
 * ``sse-baseline``    with ``--baseline-src DIR``: passthrough run from another source tree
                       (e.g. ``git archive main``), so a change's cost is measured side by
                       side in one run; the targets section prints the CPU/event ratio.
+
+``--peers`` (issue 9) runs 50 streams, saturated and paced at 20 ms, through ``bare-asyncio``,
+``bare-uvloop``, ``sse-asyncio``, ``sse-uvloop`` (passthrough with ``--loop``, where sse-proxy
+has the flag), ``mitmproxy`` (reverse mode, a streaming addon) and ``litellm`` (its proxy, an
+openai-compatible model_list entry, offline), the last two from bench/.peers-venv/ (made by
+bench/setup_peers.sh), and prints the issue's ratios as PASS/MISSED.
 
 Every piece runs in its own process: the upstream (an aiohttp server writing OpenAI-style
 ``chat.completion.chunk`` events with multilingual content, one event per write), each proxy,
@@ -38,6 +45,7 @@ import resource
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -108,6 +116,7 @@ _FINAL_TAIL = _tail({}, "stop")
 _DONE = b"data: [DONE]\n\n"
 _TS_RE = re.compile(rb'"t":\d{%d}' % TS_DIGITS)
 _TS_ZERO = b'"t":' + b"0" * TS_DIGITS
+TS_MARK = b"~T"  # send time in the content text, for proxies that rebuild each chunk
 
 
 def event(i: int, ts: int) -> bytes:
@@ -140,13 +149,39 @@ def expected_stream(n: int) -> bytes:
 # -- role: upstream --------------------------------------------------------------------------
 
 
+def event_ts_in_content(i: int, ts: int) -> bytes:
+    """Event ``i`` with its send time also in the content (``~T<ns>``).
+
+    For proxies that re-serialise every chunk (LiteLLM) and may drop the unknown ``"t"``
+    field: the content text survives any re-encoding.
+    """
+    tok = TOKENS[i % len(TOKENS)] + f"{TS_MARK.decode()}{ts}"
+    return _HEAD + b"%d" % ts + _tail({"content": tok}, None)
+
+
+def _bench_params(body: bytes) -> dict[str, str]:
+    """``n``/``pace_ms``/``tsc`` carried in the body's ``user`` field as ``bench:k=v:k=v``.
+
+    A proxy that builds its own upstream request (LiteLLM) drops the query string but passes
+    the OpenAI ``user`` parameter on.
+    """
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        user = json.loads(body).get("user", "")
+        if isinstance(user, str) and user.startswith("bench:"):
+            return dict(kv.split("=", 1) for kv in user.split(":")[1:] if "=" in kv)
+    return {}
+
+
 async def _upstream_handler(request: Any) -> Any:
     from aiohttp import web
 
-    q = request.query
+    q: Any = request.query
+    body = await request.read()
+    if "n" not in q:
+        q = _bench_params(body)
     n = int(q.get("n", "100"))
     pace = float(q.get("pace_ms", "0")) / 1000
-    await request.read()
+    make = event_ts_in_content if q.get("tsc") == "1" else event
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream; charset=utf-8",
@@ -161,16 +196,39 @@ async def _upstream_handler(request: Any) -> Any:
             for i in range(n):
                 if i:
                     await asyncio.sleep(pace)
-                await write(event(i, time.time_ns()))
+                await write(make(i, time.time_ns()))
             await asyncio.sleep(pace)
         else:
             for i in range(n):
-                await write(event(i, time.time_ns()))
+                await write(make(i, time.time_ns()))
         await write(final_events(time.time_ns()))
         await resp.write_eof()
     except (ConnectionError, RuntimeError):
         pass  # the client (a proxy) went away
     return resp
+
+
+LOOPS = ("asyncio", "uvloop")
+
+
+def uvloop_note() -> str | None:
+    """None if uvloop can be imported here, else why not."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError as exc:
+        return f"uvloop is not installed in this venv ({exc})"
+    return None
+
+
+def run_on(loop: str, main: Any) -> None:
+    """Run coroutine ``main`` on ``loop`` (``asyncio`` or ``uvloop``)."""
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main)
+    else:
+        asyncio.run(main)
 
 
 async def _serve(app: Any, port: int, backlog: int) -> None:
@@ -231,6 +289,7 @@ def _role_bare(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="bench_proxy _bare")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--upstream", required=True)
+    ap.add_argument("--loop", choices=LOOPS, default="asyncio")
     args = ap.parse_args(argv)
     base = args.upstream.rstrip("/")
     session_key = web.AppKey("session", aiohttp.ClientSession)
@@ -269,7 +328,7 @@ def _role_bare(argv: Sequence[str]) -> int:
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
     app.router.add_route("*", "/{tail:.*}", handler)
-    asyncio.run(_serve(app, args.port, backlog=128))  # aiohttp's default, as sse-proxy's
+    run_on(args.loop, _serve(app, args.port, backlog=128))  # aiohttp's default, as sse-proxy's
     return 0
 
 
@@ -308,18 +367,29 @@ async def _one_stream(
     latency: bool,
     verify: bool,
     tally: _Tally,
+    lenient: bool = False,
 ) -> None:
+    """One stream; ``lenient`` for a proxy that rebuilds every chunk (LiteLLM).
+
+    Lenient: the parameters also travel in the body's ``user`` field, the upstream puts the
+    send time in the content too, and the check is "at least ``n`` events", not exact bytes.
+    """
     import aiohttp
 
     if delay:
         await asyncio.sleep(delay)
     frames = got = 0
-    keep: list[bytes] | None = [] if verify else None
+    keep: list[bytes] | None = [] if verify and not lenient else None
+    body = _REQUEST_BODY
+    if lenient:
+        body = json.dumps(
+            {**json.loads(_REQUEST_BODY), "user": f"bench:n={n}:pace_ms={pace_ms:g}:tsc=1"}
+        ).encode()
     try:
         async with session.post(
             url,
             params={"n": str(n), "pace_ms": str(pace_ms)},
-            data=_REQUEST_BODY,
+            data=body,
             headers=_REQUEST_HEADERS,
         ) as resp:
             ctype = resp.headers.get("Content-Type", "")
@@ -343,6 +413,8 @@ async def _one_stream(
                         i = part.find(b'"t":')
                         if i >= 0:
                             lats.append(now - int(part[i + 4 : i + 4 + TS_DIGITS]))
+                        elif lenient and (i := part.find(TS_MARK)) >= 0:
+                            lats.append(now - int(part[i + 2 : i + 2 + TS_DIGITS]))
                 if buf:
                     tally.errors["bytes after the last blank line"] += 1
             else:
@@ -360,6 +432,12 @@ async def _one_stream(
         return
     tally.frames += frames
     tally.bytes += got
+    if lenient:
+        if frames < n:
+            tally.errors[f"short stream: {frames} events, expected at least {n}"] += 1
+        else:
+            tally.ok += 1
+        return
     if got != expected_len(n) or frames != frames_per_stream(n):
         tally.errors[
             f"wrong stream: {got} bytes/{frames} events, expected "
@@ -401,6 +479,7 @@ async def _phase(session: Any, url: str, spec: dict[str, Any]) -> dict[str, Any]
                 latency,
                 bool(spec.get("verify")) and i == 0 and rounds == 0,
                 tally,
+                bool(spec.get("lenient")),
             )
             for i in range(streams)
         ]
@@ -576,6 +655,7 @@ class Service:
         stop_signal: int = signal.SIGTERM,
         cwd: Path = ROOT,
         env: dict[str, str] | None = None,
+        wait_s: float = 20,
     ) -> None:
         self.name = name
         self.port = port
@@ -593,7 +673,7 @@ class Service:
         self.log_path = log
         self.pids = [self.proc.pid]
         try:
-            _wait_port(port, self.proc, name)
+            _wait_port(port, self.proc, name, wait_s)
         except BaseException:
             self.stop()
             raise
@@ -704,6 +784,126 @@ class LoadGen:
 
 CONTENDERS = ("direct", "bare-aiohttp", "nginx", "sse-passthrough", "sse-frames", "sse-baseline")
 TARGET_BASELINE_RATIO = 1.10  # a change may cost at most 10 % more CPU per event (paced)
+# --peers (issue 9): each loop explicit, and the proxies a user would pick instead
+PEER_CONTENDERS = (
+    "direct",
+    "bare-asyncio",
+    "sse-asyncio",
+    "bare-uvloop",
+    "sse-uvloop",
+    "mitmproxy",
+    "litellm",
+)
+ALL_CONTENDERS = tuple(dict.fromkeys((*CONTENDERS, *PEER_CONTENDERS)))
+# slow peers get this fraction of the saturated phase's events (at least 100 per stream)
+SLOW_DIVISOR = {"mitmproxy": 5, "litellm": 20}
+LENIENT = frozenset({"litellm"})  # rebuilds every chunk: count events, not bytes
+PEERS_VENV = Path(os.environ.get("BENCH_PEERS_VENV", Path(__file__).with_name(".peers-venv")))
+SETUP_PEERS = Path(__file__).with_name("setup_peers.sh")
+MITM_ADDON = """\
+# written by bench_proxy: stream every response body through as it arrives
+def responseheaders(flow):
+    flow.response.stream = True
+"""
+LITELLM_CONFIG = """\
+model_list:
+  - model_name: gpt-4o-mini
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {api_base}
+      api_key: sk-bench-not-a-real-key
+litellm_settings:
+  telemetry: false
+  set_verbose: false
+  drop_params: true
+  callbacks: []
+general_settings:
+  disable_spend_logs: true
+  disable_error_logs: true
+"""
+# everything LiteLLM would otherwise fetch or report over the network, off
+LITELLM_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    # it refuses to start without one; the load generator sends this bearer token
+    "LITELLM_MASTER_KEY": "sk-bench-not-a-real-key",
+    "LITELLM_TELEMETRY": "False",
+    "LITELLM_LOG": "ERROR",
+    "LITELLM_DONT_SHOW_FEEDBACK_BOX": "True",
+    "DISABLE_SCHEMA_UPDATE": "True",
+    "NO_DOCS": "True",
+    "HF_HUB_OFFLINE": "1",
+}
+
+
+def peer_exe(name: str) -> Path | None:
+    """``mitmdump``/``litellm`` from bench/.peers-venv/<peer>/ (setup_peers.sh), else PATH."""
+    venv = PEERS_VENV / {"mitmdump": "mitmproxy"}.get(name, name)
+    for cand in (venv / "bin" / name, PEERS_VENV / "bin" / name):
+        if cand.exists():
+            return cand
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def peer_version(exe: Path, module: str) -> str:
+    """The installed version of ``module`` in the venv of ``exe``, without importing it here."""
+    py = exe.with_name("python")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(
+            [
+                str(py if py.exists() else sys.executable),
+                "-c",
+                f"import importlib.metadata as m; print(m.version({module!r}))",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if out.returncode == 0:
+            return out.stdout.strip()
+    return "?"
+
+
+_SSE_LOOP_FLAG: bool | None = None
+
+
+def sse_proxy_has_loop_flag() -> bool:
+    """Whether ``sse-proxy serve`` under test takes ``--loop`` (asked once, via --help)."""
+    global _SSE_LOOP_FLAG  # noqa: PLW0603 - a cache for the run
+    if _SSE_LOOP_FLAG is None:
+        env = None if PROXY_SRC is None else {**os.environ, "PYTHONPATH": str(PROXY_SRC)}
+        try:
+            out = subprocess.run(
+                [*_sse_proxy_argv(), "serve", "--help"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=PROXY_SRC or ROOT,
+                env=env,
+            )
+            _SSE_LOOP_FLAG = "--loop" in out.stdout
+        except (OSError, subprocess.SubprocessError):
+            _SSE_LOOP_FLAG = False
+    return _SSE_LOOP_FLAG
+
+
+def contender_unavailable(name: str) -> str | None:
+    """None if ``name`` can run here, else why not (printed as a note; the row is skipped)."""
+    if name == "nginx":
+        return nginx_available()
+    if name.endswith("-uvloop"):
+        note = uvloop_note()
+        if note:
+            return note
+        if name.startswith("sse-") and not sse_proxy_has_loop_flag():
+            return "`sse-proxy serve` has no --loop option yet (its --help): no uvloop row"
+    if name == "mitmproxy" and peer_exe("mitmdump") is None:
+        return "mitmdump not found (bash bench/setup_peers.sh, or --setup-peers)"
+    if name == "litellm" and peer_exe("litellm") is None:
+        return "litellm not found (bash bench/setup_peers.sh, or --setup-peers)"
+    return None
 
 
 PROXY_SRC: Path | None = None  # --proxy-src: run sse-proxy from this source tree instead
@@ -723,9 +923,37 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         return None
     port = _free_port()
     log = workdir / f"{name}.log"
-    if name == "bare-aiohttp":
+    if name in ("bare-aiohttp", "bare-asyncio", "bare-uvloop"):
         argv = [sys.executable, "-m", "bench.bench_proxy", "_bare", "--port", str(port)]
-        return Service(name, [*argv, "--upstream", upstream.url], port, log=log)
+        loop = "uvloop" if name == "bare-uvloop" else "asyncio"
+        return Service(name, [*argv, "--upstream", upstream.url, "--loop", loop], port, log=log)
+    if name == "mitmproxy":
+        exe = peer_exe("mitmdump")
+        assert exe is not None
+        addon = workdir / "mitm_stream_addon.py"
+        addon.write_text(MITM_ADDON)
+        confdir = workdir / "mitmproxy"
+        confdir.mkdir(exist_ok=True)
+        argv = [
+            str(exe), "--mode", f"reverse:{upstream.url}", "--listen-host", "127.0.0.1",
+            "--listen-port", str(port), "-s", str(addon), "-q",
+            "--set", f"confdir={confdir}",
+            "--set", "connection_strategy=lazy",
+            "--set", "termlog_verbosity=error",
+            "--set", "flow_detail=0",
+        ]  # fmt: skip
+        return Service(name, argv, port, log=log, wait_s=90)
+    if name == "litellm":
+        exe = peer_exe("litellm")
+        assert exe is not None
+        cfg = workdir / "litellm.yaml"
+        cfg.write_text(LITELLM_CONFIG.format(api_base=upstream.url + "/v1"))
+        env = {**os.environ, **LITELLM_ENV, "HOME": str(workdir)}
+        argv = [str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--num_workers", "1"]
+        svc = Service(name, argv, port, log=log, env=env, cwd=workdir, wait_s=180)
+        svc.adopt_children()
+        return svc
     if name == "nginx":
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         prefix = workdir / "nginx"
@@ -746,8 +974,13 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         env = {**os.environ, "PYTHONPATH": str(BASELINE_SRC)}
         return Service(name, argv, port, log=log, cwd=BASELINE_SRC, env=env)
     mode = name.removeprefix("sse-")
+    sse_loop: str | None = None
+    if mode in LOOPS:  # sse-asyncio / sse-uvloop: passthrough on that loop
+        mode, sse_loop = "passthrough", mode
     argv = [*_sse_proxy_argv(), "serve", "--upstream", upstream.url, "--port", str(port)]
     argv += ["--mode", mode, "--log-level", "warning"]
+    if sse_loop is not None and sse_proxy_has_loop_flag():
+        argv += ["--loop", sse_loop]  # without the flag, sse-proxy runs on asyncio
     if PROXY_SRC is None:
         return Service(name, argv, port, log=log)
     env = {**os.environ, "PYTHONPATH": str(PROXY_SRC)}
@@ -781,6 +1014,7 @@ class Row:
     errors: int = 0
     error_text: list[str] = field(default_factory=list)
     note: str = ""
+    info: str = ""  # printed after the row, not a problem
 
 
 @dataclass(frozen=True)
@@ -790,10 +1024,18 @@ class Plan:
     paced_s: float  # length of each paced stream
     long_events: int
     timeout_s: float
+    pace_ms: float = PACE_MS  # gap between events of one paced stream (widened, see paced_ms)
 
 
-def paced_ms(level: int) -> float:
-    return max(PACE_MS, level * 1000 / PACED_RATE_CAP)
+def paced_ms(level: int, base: float = PACE_MS) -> float:
+    return max(base, level * 1000 / PACED_RATE_CAP)
+
+
+def fast_events(name: str, level: int, plan: Plan) -> int:
+    """Events per stream in the saturated phase (slow peers get fewer, see SLOW_DIVISOR)."""
+    n = max(1, plan.events // level)
+    div = SLOW_DIVISOR.get(name, 1)
+    return n if div == 1 else min(n, max(100, n // div))
 
 
 def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path) -> Row:
@@ -802,19 +1044,33 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
         svc = start_contender(name, upstream, workdir)
     except (RuntimeError, OSError) as exc:
         row.note = f"did not start: {exc}"
+        with contextlib.suppress(OSError):
+            lines = (workdir / f"{name}.log").read_text(errors="replace").strip().splitlines()
+            if lines:
+                row.error_text.append("log tail:\n" + "\n".join(lines[-8:]))
         return row
     url = svc.url if svc is not None else upstream.url
-    n_fast = max(1, plan.events // level)
-    pace = paced_ms(level)
+    n_fast = fast_events(name, level, plan)
+    if n_fast != max(1, plan.events // level):
+        row.info = f"saturated: {n_fast} events/stream"
+    lenient = name in LENIENT
+    pace = paced_ms(level, plan.pace_ms)
     n_paced = max(10, round(plan.paced_s * 1000 / pace))
     phases = [
-        {"name": "warmup", "streams": min(level, 20), "n": 200, "timeout_s": 60},
+        {
+            "name": "warmup",
+            "streams": min(level, 20),
+            "n": 200,
+            "timeout_s": 60,
+            "lenient": lenient,
+        },
         {
             "name": "fast",
             "streams": level,
             "n": n_fast,
             "verify": n_fast <= 300_000,
             "timeout_s": plan.timeout_s,
+            "lenient": lenient,
         },
         {
             "name": "paced",
@@ -823,6 +1079,7 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
             "pace_ms": pace,
             "latency": True,
             "timeout_s": plan.timeout_s,
+            "lenient": lenient,
         },
     ]
     load = LoadGen(url, phases)
@@ -882,6 +1139,36 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
     return row
 
 
+def median_row(rows: list[Row]) -> Row:
+    """Each numeric column's median over repeated rounds of one contender (NaNs left out)."""
+    if len(rows) == 1:
+        return rows[0]
+    out = Row(rows[0].contender)
+    for name in (
+        "events_per_s",
+        "cpu_us_per_event",
+        "cpu_pct",
+        "paced_cpu_us_per_event",
+        "lat_p50_ms",
+        "lat_p99_ms",
+        "peak_rss_mib",
+        "upstream_pct",
+        "load_pct",
+        "others_pct",
+        "paced_others_pct",
+    ):
+        vals = [v for r in rows if (v := getattr(r, name)) == v]
+        if vals:
+            setattr(out, name, statistics.median(vals))
+    out.errors = sum(r.errors for r in rows)
+    out.error_text = [t for r in rows for t in r.error_text]
+    out.note = "; ".join(dict.fromkeys(r.note for r in rows if r.note))
+    out.info = "; ".join(
+        dict.fromkeys([r.info for r in rows if r.info] + [f"median of {len(rows)}"])
+    )
+    return out
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -891,14 +1178,14 @@ def _f(value: float, fmt: str, width: int) -> str:
 
 HEADER = (
     f"{'contender':<16}{'events/s':>10}{'CPU µs/ev':>11}{'CPU %':>7}{'paced µs/ev':>13}"
-    f"{'lat p50':>9}{'lat p99':>9}{'added p50':>11}{'added p99':>11}{'peak RSS':>10}"
+    f"{'lat p50':>10}{'lat p99':>10}{'added p50':>11}{'added p99':>11}{'peak RSS':>10}"
     f"{'up %':>6}{'load %':>7}{'other %':>8}{'errors':>7}"
 )
 
 
 def print_table(level: int, plan: Plan, rows: list[Row]) -> None:
     n_fast = max(1, plan.events // level)
-    pace = paced_ms(level)
+    pace = paced_ms(level, plan.pace_ms)
     print(
         f"\n== {level} concurrent stream{'s' if level > 1 else ''}: throughput "
         f"{level} x {n_fast} events; latency {level} paced streams, one event per "
@@ -915,12 +1202,13 @@ def print_table(level: int, plan: Plan, rows: list[Row]) -> None:
             f"{r.contender:<16}{_f(r.events_per_s, ',.0f', 10)}"
             f"{_f(r.cpu_us_per_event, '.1f', 11)}{_f(r.cpu_pct, '.0f', 7)}"
             f"{_f(r.paced_cpu_us_per_event, '.1f', 13)}"
-            f"{_f(r.lat_p50_ms, '.3f', 9)}{_f(r.lat_p99_ms, '.3f', 9)}"
+            f"{_f(r.lat_p50_ms, '.3f', 10)}{_f(r.lat_p99_ms, '.3f', 10)}"
             f"{_f(add50, '+.3f', 11)}{_f(add99, '+.3f', 11)}"
             f"{_f(r.peak_rss_mib, '.1f', 10)}"
             f"{_f(r.upstream_pct, '.0f', 6)}{_f(r.load_pct, '.0f', 7)}"
             f"{_f(r.others_pct, '.0f', 5)}/{_f(r.paced_others_pct, '.0f', 2)}{r.errors:>7}"
             + (f"  {r.note}" if r.note else "")
+            + (f"  ({r.info})" if r.info else "")
         )
     for r in rows:
         for text in r.error_text:
@@ -981,6 +1269,95 @@ def ratio_lines(levels_rows: dict[int, list[Row]]) -> list[tuple[str, bool | Non
                     added <= TARGET_ADDED_P50_MS if added == added else None,
                 )
             )
+    return out
+
+
+# issue 9's targets, for the --peers run (sse-proxy passthrough vs bare aiohttp on the same loop)
+TARGET_PACED_CPU = 1.3  # CPU/event, paced, at most
+TARGET_SATURATED_CPU = 1.6  # CPU/event, saturated, at most
+TARGET_THROUGHPUT = 0.6  # saturated events/s, at least
+PEER_PACE_MS = 20.0
+
+
+def _ok(value: float, good: Callable[[float], bool]) -> bool | None:
+    return good(value) if value == value else None  # NaN (a row failed) -> n/a
+
+
+def peer_ratio_lines(rows: list[Row]) -> list[tuple[str, bool | None]]:
+    """Issue 9's ratios, all from this one run's rows (50 streams)."""
+    by = {r.contender: r for r in rows if not r.note.startswith(("did not start", "failed"))}
+    out: list[tuple[str, bool | None]] = []
+    direct = by.get("direct")
+    for loop in LOOPS:
+        sse, bare = by.get(f"sse-{loop}"), by.get(f"bare-{loop}")
+        if sse is None or bare is None:
+            continue
+        who = f"sse-{loop} / bare-{loop}"
+        paced = sse.paced_cpu_us_per_event / bare.paced_cpu_us_per_event
+        sat = sse.cpu_us_per_event / bare.cpu_us_per_event
+        thr = sse.events_per_s / bare.events_per_s
+        out.append(
+            (
+                f"{who}: CPU/event paced {paced:.2f}x ({sse.paced_cpu_us_per_event:.1f} vs "
+                f"{bare.paced_cpu_us_per_event:.1f} µs)  [target <= {TARGET_PACED_CPU}x]",
+                _ok(paced, lambda v: v <= TARGET_PACED_CPU),
+            )
+        )
+        out.append(
+            (
+                f"{who}: CPU/event saturated {sat:.2f}x ({sse.cpu_us_per_event:.1f} vs "
+                f"{bare.cpu_us_per_event:.1f} µs)  [target <= {TARGET_SATURATED_CPU}x]",
+                _ok(sat, lambda v: v <= TARGET_SATURATED_CPU),
+            )
+        )
+        out.append(
+            (
+                f"{who}: saturated throughput {thr:.2f}x ({sse.events_per_s:,.0f} vs "
+                f"{bare.events_per_s:,.0f} events/s)  [target >= {TARGET_THROUGHPUT}x]",
+                _ok(thr, lambda v: v >= TARGET_THROUGHPUT),
+            )
+        )
+    if direct is not None:
+        for loop in LOOPS:
+            sse = by.get(f"sse-{loop}")
+            if sse is None:
+                continue
+            added = sse.lat_p50_ms - direct.lat_p50_ms
+            bare = by.get(f"bare-{loop}")
+            bare_txt = (
+                f"; bare-{loop} adds {bare.lat_p50_ms - direct.lat_p50_ms:+.3f} ms"
+                if bare is not None
+                else ""
+            )
+            out.append(
+                (
+                    f"sse-{loop}: added latency p50 {added:+.3f} ms at 50 paced streams "
+                    f"(p99 {sse.lat_p99_ms - direct.lat_p99_ms:+.3f} ms){bare_txt}  "
+                    f"[target <= {TARGET_ADDED_P50_MS} ms]",
+                    _ok(added, lambda v: v <= TARGET_ADDED_P50_MS),
+                )
+            )
+    for peer in ("mitmproxy", "litellm"):
+        other = by.get(peer)
+        if other is None:
+            continue
+        for loop in LOOPS:
+            sse = by.get(f"sse-{loop}")
+            if sse is None:
+                continue
+            sat = sse.cpu_us_per_event / other.cpu_us_per_event
+            paced = sse.paced_cpu_us_per_event / other.paced_cpu_us_per_event
+            parts = [
+                f"CPU/event saturated {sat:.3g}x (1/{1 / sat:.3g})",
+                f"paced {paced:.3g}x (1/{1 / paced:.3g})",
+                f"throughput {sse.events_per_s / other.events_per_s:.3g}x",
+            ]
+            if direct is not None:
+                parts.append(
+                    f"added p50 {sse.lat_p50_ms - direct.lat_p50_ms:+.3f} vs "
+                    f"{other.lat_p50_ms - direct.lat_p50_ms:+.3f} ms"
+                )
+            out.append((f"sse-{loop} / {peer}: " + ", ".join(parts) + "  [comparison]", None))
     return out
 
 
@@ -1237,6 +1614,25 @@ def _versions() -> str:
     return ", ".join(parts)
 
 
+def _peer_versions(names: Sequence[str]) -> str:
+    parts = []
+    if any(n.endswith("-uvloop") for n in names):
+        from importlib.metadata import version
+
+        parts.append(f"uvloop {version('uvloop')}")
+    parts.append(
+        "sse-proxy serve --loop: " + ("yes" if sse_proxy_has_loop_flag() else "no (runs asyncio)")
+    )
+    for name, exe_name, module in (
+        ("mitmproxy", "mitmdump", "mitmproxy"),
+        ("litellm", "litellm", "litellm"),
+    ):
+        exe = peer_exe(exe_name)
+        if name in names and exe is not None:
+            parts.append(f"{name} {peer_version(exe, module)} ({exe})")
+    return "peers: " + "; ".join(parts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     roles = {"_upstream": _role_upstream, "_bare": _role_bare, "_load": _role_load}
@@ -1247,8 +1643,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m bench.bench_proxy",
         description="sse-proxy vs direct, a bare aiohttp proxy and nginx, over loopback.",
     )
-    ap.add_argument("--quick", action="store_true", help="fewer events: done in under a minute")
-    ap.add_argument("--levels", default="1,50,500", help="concurrent streams, comma-separated")
+    ap.add_argument(
+        "--quick", action="store_true", help="fewer events: under a minute (--peers: ~2 min)"
+    )
+    ap.add_argument(
+        "--peers",
+        action="store_true",
+        help="issue 9's run: 50 streams, saturated and paced (20 ms), bare aiohttp and sse-proxy "
+        "passthrough on asyncio and on uvloop, mitmproxy and LiteLLM where installed, and the "
+        "issue's ratios (--quick: ~2 min)",
+    )
+    ap.add_argument(
+        "--setup-peers",
+        action="store_true",
+        help="install mitmproxy and LiteLLM into bench/.peers-venv/ (bench/setup_peers.sh), exit",
+    )
+    ap.add_argument(
+        "--pace-ms", type=float, default=None, help="gap between paced events, ms (default 5)"
+    )
+    ap.add_argument("--levels", default=None, help="concurrent streams, comma-separated")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure every contender this many times, round-robin, and print each column's "
+        "median (on a shared machine, 3 steadies the ratios)",
+    )
     ap.add_argument("--events", type=int, default=None, help="events per level (throughput)")
     ap.add_argument("--paced-s", type=float, default=None, help="length of each paced stream, s")
     ap.add_argument(
@@ -1257,7 +1677,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--contenders",
         default=None,
-        help="which to run (default: all; sse-baseline only with --baseline-src)",
+        help=f"which to run, of: {', '.join(ALL_CONTENDERS)} (default: the first five, and "
+        "sse-baseline with --baseline-src; --peers: " + ", ".join(PEER_CONTENDERS) + ")",
     )
     ap.add_argument(
         "--baseline-src",
@@ -1294,7 +1715,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run sse-proxy from this source tree (e.g. a `git archive` snapshot)",
     )
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat: at least 1")
     global PROXY_SRC, BASELINE_SRC  # noqa: PLW0603 - one switch for the whole run
+    if args.setup_peers:
+        return subprocess.run(["bash", str(SETUP_PEERS)], check=False).returncode
     if args.nice is not None:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by every child
@@ -1304,7 +1729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         BASELINE_SRC = args.baseline_src.resolve()
         if not (BASELINE_SRC / "proxy" / "__init__.py").exists():
             ap.error(f"--baseline-src: no proxy/ package under {BASELINE_SRC}")
-    if args.contenders is None:
+    if args.contenders is None and not args.peers:
         args.contenders = ",".join(
             c for c in CONTENDERS if c != "sse-baseline" or BASELINE_SRC is not None
         )
@@ -1319,25 +1744,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             return profile(
                 args.profile, args.profile_mode, workdir, args.profile_out, args.profile_paced
             )
-        levels = tuple(int(x) for x in args.levels.split(",") if x.strip())
+        try:
+            levels = tuple(
+                int(x) for x in (args.levels or ("50" if args.peers else "1,50,500")).split(",")
+            )
+        except ValueError:
+            ap.error(f"--levels: comma-separated integers, not {args.levels!r}")
+        if args.peers:
+            long_default = 0
+            paced_default = 2.0 if args.quick else 6.0
+        else:
+            long_default = 300_000 if args.quick else 2_000_000
+            paced_default = 0.8 if args.quick else 3.0
         plan = Plan(
             levels=levels,
             events=args.events if args.events else (50_000 if args.quick else 300_000),
-            paced_s=args.paced_s or (0.8 if args.quick else 3.0),
-            long_events=(
-                args.long_events
-                if args.long_events is not None
-                else (300_000 if args.quick else 2_000_000)
-            ),
+            paced_s=args.paced_s or paced_default,
+            long_events=args.long_events if args.long_events is not None else long_default,
             timeout_s=120.0,
+            pace_ms=args.pace_ms or (PEER_PACE_MS if args.peers else PACE_MS),
         )
-        names = [c for c in args.contenders.split(",") if c]
-        unknown = set(names) - set(CONTENDERS)
+        default = PEER_CONTENDERS if args.peers else CONTENDERS
+        names = [c for c in (args.contenders or ",".join(default)).split(",") if c]
+        unknown = set(names) - set(ALL_CONTENDERS)
         if unknown:
             ap.error(f"unknown contenders: {', '.join(sorted(unknown))}")
-        skip_note = nginx_available() if "nginx" in names else None
-        if skip_note:
-            names.remove("nginx")
+        skipped = {n: note for n in names if (note := contender_unavailable(n))}
+        names = [n for n in names if n not in skipped]
         print(f"bench_proxy: {os.cpu_count()} CPUs ({_cpu_model()}); {_versions()}")
         print(f"sse-proxy under test: {_proxy_source()}")
         nice = os.getpriority(os.PRIO_PROCESS, 0)
@@ -1352,19 +1785,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             "other % = CPU used by everything else on the machine during the throughput/paced "
             "phases (should be ~0; if not, the run shared the CPUs)"
         )
-        if skip_note:
-            print(f"nginx skipped: {skip_note}")
+        for n, note in skipped.items():
+            print(f"{n} skipped: {note}")
+        if (
+            not args.peers
+            and {"bare-aiohttp", "sse-passthrough"} <= set(names)
+            and sse_proxy_has_loop_flag()
+        ):
+            print(
+                "note: bare-aiohttp runs on asyncio, sse-passthrough on sse-proxy's default loop "
+                "(--loop auto: uvloop where installed); --peers compares them loop by loop"
+            )
+        if args.peers:
+            print(_peer_versions(names))
         started = time.monotonic()
         upstream = _start_upstream(workdir)
         verdicts: list[tuple[str, bool | None]] = []
         try:
             all_rows: dict[int, list[Row]] = {}
             for level in levels:
-                rows = [measure(name, level, plan, upstream, workdir) for name in names]
+                rounds: list[list[Row]] = []
+                for i in range(args.repeat):  # round-robin, so slow drifts in load hit all
+                    if args.repeat > 1:
+                        print(f"   (level {level}: round {i + 1} of {args.repeat})", flush=True)
+                    rounds.append([measure(name, level, plan, upstream, workdir) for name in names])
+                rows = [median_row(list(same)) for same in zip(*rounds, strict=True)]
                 all_rows[level] = rows
                 print_table(level, plan, rows)
                 sys.stdout.flush()
             verdicts += ratio_lines(all_rows)
+            if args.peers:
+                for rows in all_rows.values():
+                    verdicts += peer_ratio_lines(rows)
             if "sse-passthrough" in names and plan.long_events > 0:
                 if "bare-aiohttp" in names:  # the reference: what aiohttp itself holds
                     text, _ = long_stream("bare-aiohttp", plan, upstream, workdir)
@@ -1374,8 +1826,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             upstream.stop()
         print("\n== targets ==")
         for text, ok in verdicts:
-            mark = "n/a " if ok is None else ("PASS" if ok else "MISS")
-            print(f"[{mark}] {text}")
+            mark = "n/a" if ok is None else ("PASS" if ok else "MISSED")
+            print(f"[{mark:<6}] {text}")
         print(f"\n(total {time.monotonic() - started:.0f} s; load average at end: {_loadavg()})")
         errors = any(r.errors for rows in all_rows.values() for r in rows)
     return 1 if errors else 0
