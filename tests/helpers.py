@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import random
@@ -103,3 +105,25 @@ def metric_sum(text: str, name: str, **labels: str) -> float:
         if all(have.get(k) == v for k, v in labels.items()):
             total += float(match.group(2))
     return total
+
+
+@contextlib.contextmanager
+def configured_logging(fmt: str) -> Iterator[io.StringIO]:
+    """``configure_logging(fmt=...)`` into a buffer; the previous logging setup restored."""
+    import logging
+
+    import structlog
+
+    from proxy.logsink import configure_logging
+
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    stream = io.StringIO()
+    configure_logging(fmt=fmt, stream=stream)
+    try:
+        yield stream
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        structlog.configure(**saved)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,7 +19,8 @@ import structlog
 from structlog.testing import capture_logs
 
 from proxy.core import Alert, CrlfFraming, InvalidJson, OversizedFrame, ReplacementChar
-from proxy.logsink import REDACTED, AlertSink, configure_logging, redact_headers, redact_url
+from proxy.logsink import REDACTED, AlertSink, redact_headers, redact_url
+from tests.helpers import configured_logging
 
 FFFD_NAME = "sse.replacement_char"
 
@@ -231,17 +231,8 @@ def test_redact_url_hides_userinfo_and_key_like_query_values(url: str, expected:
 @pytest.fixture
 def json_log() -> Iterator[io.StringIO]:
     """configure_logging(fmt="json") into a StringIO; the previous setup restored after."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    stream = io.StringIO()
-    configure_logging(fmt="json", stream=stream)
-    try:
+    with configured_logging("json") as stream:
         yield stream
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        structlog.configure(**saved)
 
 
 def test_alert_renders_as_one_json_object_per_line(json_log: io.StringIO) -> None:

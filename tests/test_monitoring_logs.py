@@ -10,30 +10,19 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-import structlog
 
 from proxy.core.alerts import CrlfFraming, Truncated
-from proxy.logsink import AlertSink, configure_logging, get_logger
+from proxy.logsink import AlertSink, get_logger
 from proxy.mock_upstream import mock_upstream
+from tests.helpers import configured_logging
 from tests.security import ServeProcess, free_port
 
 
 @pytest.fixture
 def console() -> Iterator[io.StringIO]:
     """structlog configured for the console format into a buffer; restored afterwards."""
-    import logging
-
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    stream = io.StringIO()
-    configure_logging(fmt="console", stream=stream)
-    try:
+    with configured_logging("console") as stream:
         yield stream
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        structlog.configure(**saved)
 
 
 def test_console_puts_event_and_stream_id_first_then_own_fields(console: io.StringIO) -> None:

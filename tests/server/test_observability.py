@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from aiohttp import web
 
 from proxy import fixtures
 from proxy.logsink import configure_logging
+from tests.helpers import metric_sum
 from tests.server.conftest import (
     STREAM_ID,
     LogEntries,
@@ -35,19 +35,6 @@ SECRETS = {
     "Proxy-Authorization": "Basic SECRET-proxyauth-0007",
 }
 SECRET_MARKERS = [v.split()[-1].split("=")[-1] for v in SECRETS.values()]
-
-
-def _metric(text: str, name: str, **labels: str) -> float:
-    """The sum of the samples of ``name`` that have these labels (0 when absent)."""
-    total = 0.0
-    for line in text.splitlines():
-        match = re.match(re.escape(name) + r"(?:\{(.*)\})? (\S+)$", line)
-        if match is None:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(match.group(2))
-    return total
 
 
 async def _get_text(session: aiohttp.ClientSession, url: str) -> tuple[int, str, str]:
@@ -93,16 +80,16 @@ async def test_metrics_count_streams_alerts_bytes_and_errors(
     status, ctype, text = await _get_text(session, f"{url}/_sse-proxy/metrics")
     assert status == 200
     assert ctype.startswith("text/plain")
-    assert _metric(text, "sse_proxy_streams_total", ended_by="upstream_eof") == 2
-    assert _metric(text, "sse_proxy_streams_total", ended_by="upstream_error") == 1
-    assert _metric(text, "sse_proxy_streams_active") == 0
-    assert _metric(text, "sse_proxy_alerts_total", event="sse.truncated") == 2
+    assert metric_sum(text, "sse_proxy_streams_total", ended_by="upstream_eof") == 2
+    assert metric_sum(text, "sse_proxy_streams_total", ended_by="upstream_error") == 1
+    assert metric_sum(text, "sse_proxy_streams_active") == 0
+    assert metric_sum(text, "sse_proxy_alerts_total", event="sse.truncated") == 2
     cut = len(clean) // 2  # close_early sends half the body
-    assert _metric(text, "sse_proxy_stream_bytes_total") == len(clean) + len(faulty) + cut
-    assert _metric(text, "sse_proxy_events_total") > 20
-    assert _metric(text, "sse_proxy_time_to_first_byte_seconds_count") == 3
-    assert _metric(text, "sse_proxy_stream_duration_seconds_count") == 3
-    assert _metric(text, "sse_proxy_upstream_errors_total", kind="upstream_unreachable") == 0
+    assert metric_sum(text, "sse_proxy_stream_bytes_total") == len(clean) + len(faulty) + cut
+    assert metric_sum(text, "sse_proxy_events_total") > 20
+    assert metric_sum(text, "sse_proxy_time_to_first_byte_seconds_count") == 3
+    assert metric_sum(text, "sse_proxy_stream_duration_seconds_count") == 3
+    assert metric_sum(text, "sse_proxy_upstream_errors_total", kind="upstream_unreachable") == 0
 
 
 @pytest.mark.asyncio
@@ -115,7 +102,7 @@ async def test_metrics_count_upstream_errors(
         async with session.get(f"{url}/v1/text") as resp:
             assert resp.status == 502
     _, _, text = await _get_text(session, f"{url}/_sse-proxy/metrics")
-    assert _metric(text, "sse_proxy_upstream_errors_total", kind="upstream_unreachable") == 2
+    assert metric_sum(text, "sse_proxy_upstream_errors_total", kind="upstream_unreachable") == 2
 
 
 @pytest.mark.asyncio
@@ -143,12 +130,12 @@ async def test_active_streams_visible_while_streaming(
         async with session.get(f"{url}/_sse-proxy/health") as health:
             assert json.loads(await health.read())["active_streams"] == 1
         _, _, text = await _get_text(session, f"{url}/_sse-proxy/metrics")
-        assert _metric(text, "sse_proxy_streams_active") == 1
+        assert metric_sum(text, "sse_proxy_streams_active") == 1
         release.set()
         await resp.read()
         resp.release()
     _, _, text = await _get_text(session, f"{url}/_sse-proxy/metrics")
-    assert _metric(text, "sse_proxy_streams_active") == 0
+    assert metric_sum(text, "sse_proxy_streams_active") == 0
 
 
 @pytest.mark.asyncio
