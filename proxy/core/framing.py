@@ -497,7 +497,7 @@ class EventStreamParser:
                     i += k
                     continue
                 if i + 1 < n and not lines[i + 1] and line.startswith(b"data: "):
-                    pos, i = self._frames(lines, i, pos, seplen, buf, base, runs, whole)
+                    pos, i = self._frames(lines, i, pos, buf, base, runs, whole)
                     whole = False
                     continue
                 if (
@@ -506,7 +506,7 @@ class EventStreamParser:
                     and line.startswith(b"event: ")
                     and lines[i + 1].startswith(b"data: ")
                 ):
-                    pos, i = self._typed_frames(lines, i, pos, seplen, buf, base, runs, whole)
+                    pos, i = self._typed_frames(lines, i, pos, buf, base, runs, whole)
                     whole = False
                     continue
             if i + 1 < n and line[:1] == lines[i + 1][:1]:  # a run of look-alike lines?
@@ -580,7 +580,6 @@ class EventStreamParser:
         lines: list[bytes],
         i: int,
         pos: int,
-        seplen: int,
         buf: bytes,
         base: int,
         runs: _Runs,
@@ -592,6 +591,7 @@ class EventStreamParser:
         With ``whole`` (once per read) it first tries the rest of the read as one run;
         else, or if that fails, the scans stop at the run's end, so the cost is the run's.
         """
+        seplen = runs.seplen
         n = len(lines)
         pairs = (n - i) >> 1
         evens: list[bytes] | None = None
@@ -661,7 +661,6 @@ class EventStreamParser:
         lines: list[bytes],
         i: int,
         pos: int,
-        seplen: int,
         buf: bytes,
         base: int,
         runs: _Runs,
@@ -670,6 +669,7 @@ class EventStreamParser:
         """A run of ``event: E`` + ``data: X`` + blank frames from ``lines[i]`` at a block
         start (Anthropic's and Responses' shape), dispatched one by one without the per-line
         field work; returns the offset and index after the run."""
+        seplen = runs.seplen
         n = len(lines)
         k = (n - i) // 3
         if k > 1 and not (
