@@ -56,6 +56,7 @@ __all__ = [
     "BatchCallback",
     "DataCallback",
     "EventStreamParser",
+    "OneCallback",
     "batch_offsets",
     "escape_preview",
 ]
@@ -74,6 +75,9 @@ DataCallback = Callable[[str, str, int, int], None]
 # valid UTF-8 without U+FFFD. The dialect takes the whole run and returns True, or returns
 # False having changed nothing, and the framer hands it the events one by one instead.
 BatchCallback = Callable[[list[bytes], int, int, int], bool]
+# (payload, event index, stream offset of the frame): one such frame in a read of its own,
+# how tokens arrive. The contract of a batch of one (extra 8), without building the batch.
+OneCallback = Callable[[bytes, int, int], bool]
 
 
 def batch_offsets(payloads: list[bytes], pos: int, extra: int) -> list[int]:
@@ -147,6 +151,7 @@ class EventStreamParser:
 
     __slots__ = (
         "_after_cr",
+        "_at_rest",
         "_block_dropped",
         "_block_start",
         "_bom_buf",
@@ -165,6 +170,7 @@ class EventStreamParser:
         "_offset",
         "_on_batch",
         "_on_data",
+        "_on_one",
         "_pending",
         "_pending_len",
         "_retry",
@@ -182,6 +188,7 @@ class EventStreamParser:
         alerts: list[Alert],
         *,
         on_batch: BatchCallback | None = None,
+        on_one: OneCallback | None = None,
         events: list[SSEEvent] | None = None,
         frame_ends: bool = True,
         max_line: int = DEFAULT_LIMIT,
@@ -189,6 +196,7 @@ class EventStreamParser:
     ) -> None:
         self._on_data = on_data
         self._on_batch = on_batch
+        self._on_one = on_one
         self._events = events
         self._track_frames = frame_ends
         self.alerts = alerts
@@ -220,6 +228,9 @@ class EventStreamParser:
         self._last_id: str | None = None
         self._block_start = 0
         self._block_dropped = False
+        # between frames with nothing held (no partial line, no CR to settle, no BOM to
+        # decide): where a read holding exactly one frame can be taken whole
+        self._at_rest = False
 
     # -- public -------------------------------------------------------------------------
 
@@ -234,10 +245,16 @@ class EventStreamParser:
         lf, crlf, cr = self._counts
         return {"lf": lf, "crlf": crlf, "cr": cr}
 
-    def set_callbacks(self, on_data: DataCallback, on_batch: BatchCallback | None) -> None:
+    def set_callbacks(
+        self,
+        on_data: DataCallback,
+        on_batch: BatchCallback | None,
+        on_one: OneCallback | None = None,
+    ) -> None:
         """Where dispatched events go from now on (the reassembler's dialect, once known)."""
         self._on_data = on_data
         self._on_batch = on_batch
+        self._on_one = on_one
 
     def take_frame_ends(self) -> list[int]:
         """Settled frame ends (offsets just after each blank line) since the last call."""
@@ -279,19 +296,54 @@ class EventStreamParser:
             start += len(value) + 1
         return offset + len(data[:i].encode())
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> bool:
+        """Split ``chunk`` into lines and frames; True if it was one clean frame taken whole.
+
+        A read that is one `data: X` frame, LF-ended, with nothing held from earlier reads
+        is how tokens arrive; it is handled whole when the field rules would take it as it
+        is. Everything else goes through the state machine, after which ``_at_rest`` says
+        whether the next read may take that shortcut.
+        """
         if (
-            # One `data: X` frame, LF-ended, in a read of its own and nothing pending: how
-            # tokens arrive. Handled whole when the field rules would take it as it is.
-            chunk[-2:] == b"\n\n"
-            and chunk.find(b"\n") == len(chunk) - 2
+            self._at_rest
+            and chunk.endswith(b"\n\n")
             and chunk.startswith(b"data: ")
-            and self._block_start == self._offset
-            and not (self._pending or self._after_cr or self._skipping or self._bom_buf is not None)
+            and chunk.find(b"\n") == len(chunk) - 2
             and b"\r" not in chunk
-            and self._single_frame(chunk)
+            and len(chunk) - 2 <= self._limit
         ):
-            return
+            payload = chunk[6:-2]
+            text = None  # ASCII is valid UTF-8 without U+FFFD
+            if not payload.isascii():
+                try:
+                    text = payload.decode()
+                except UnicodeDecodeError:
+                    text = REPLACEMENT
+            if text is None or REPLACEMENT not in text:  # else the field rules locate it
+                pos = self._offset
+                index = self.event_count
+                self.event_count = index + 1
+                self.last_data = None
+                self._counts[0] += 2
+                end = pos + len(chunk)
+                self._offset = self._block_start = end
+                if self._events is not None:
+                    if text is None:
+                        text = payload.decode()
+                    self._events.append(SSEEvent("message", text, self._last_id, None, index, pos))
+                if self._track_frames:
+                    self._frame_ends.append(end)
+                on_one = self._on_one
+                if on_one is None or not on_one(payload, index, pos):
+                    self._on_data("message", text or payload.decode(), index, pos + 6)
+                return True
+        self._feed(chunk)
+        self._at_rest = self._block_start == self._offset and not (
+            self._pending or self._after_cr or self._skipping or self._bom_buf is not None
+        )
+        return False
+
+    def _feed(self, chunk: bytes) -> None:
         if self._bom_buf is not None:  # START
             chunk = self._bom_buf + chunk
             if len(chunk) < 3 and _BOM.startswith(chunk):
@@ -380,6 +432,7 @@ class EventStreamParser:
         """End of stream: a tentative frame end is settled where it is; a partial line or
         block is discarded, as the spec says, and reported (unless ``report`` is false:
         the stream was abandoned, not ended)."""
+        self._at_rest = False
         if self.tentative_end is not None:
             self._frame_ends.append(self.tentative_end)
             self.tentative_end = None
@@ -729,34 +782,6 @@ class EventStreamParser:
         if self._track_frames:
             self._frame_ends.extend(islice(starts, 1, None))
         return pos, j
-
-    def _single_frame(self, chunk: bytes) -> bool:
-        """The one-frame read of :meth:`feed`, if clean; else False and nothing changed."""
-        payload = chunk[6:-2]
-        if len(chunk) - 2 > self._limit:
-            return False
-        try:
-            text = payload.decode()
-        except UnicodeDecodeError:
-            return False
-        if REPLACEMENT in text:
-            return False
-        pos = self._offset
-        index = self.event_count
-        self.event_count = index + 1
-        self.last_data = None
-        self._counts[0] += 2
-        end = pos + len(chunk)
-        self._offset = self._block_start = end
-        self._head = b""
-        if self._events is not None:
-            self._events.append(SSEEvent("message", text, self._last_id, None, index, pos))
-        if self._track_frames:
-            self._frame_ends.append(end)
-        on_batch = self._on_batch
-        if on_batch is None or not on_batch([payload], index, pos, 8):
-            self._on_data("message", text, index, pos + 6)
-        return True
 
     def _lines_frames(
         self, lines: list[bytes], i: int, pairs: int, pos: int, seplen: int

@@ -96,12 +96,14 @@ class StreamReassembler:
             self._acc.accept if self._decided else self._detect,
             self._alerts,
             on_batch=self._acc.accept_batch if self._decided else self._detect_batch,
+            on_one=self._acc.accept_one if self._decided else None,
             events=self._events if emit_events else None,
             frame_ends=frame_ends,
             max_line=limits.max_line,
             max_frame=limits.max_frame,
         )
         self._acc.locate = self._parser.data_offset
+        self._quiet = not emit_events and not frame_ends
         self._closed = False
         self._bytes = 0
         self._feeds = 0
@@ -114,10 +116,12 @@ class StreamReassembler:
         if self._closed:
             raise ReassemblerStateError("feed() after close()")
         self._bytes += len(chunk)
-        self._parser.feed(chunk)
+        whole = self._parser.feed(chunk)
         self._feeds += 1
         if not self._feeds & 31 and not self._keep_text:
             self._acc.compact()  # the text parts of the last 32 reads: fold them into a count
+        if whole and self._quiet and not self._alerts:
+            return _EMPTY  # one clean frame, and neither events nor frame ends are wanted
         return self._drain()
 
     def close(self, *, upstream_error: bool = False, abandoned: bool = False) -> Output:
@@ -229,7 +233,9 @@ class StreamReassembler:
                 self._decided = True
                 self._acc = make_accumulator(name, self._alerts, keep_text=self._keep_text)
                 self._acc.locate = self._parser.data_offset
-                self._parser.set_callbacks(self._acc.accept, self._acc.accept_batch)
+                self._parser.set_callbacks(
+                    self._acc.accept, self._acc.accept_batch, self._acc.accept_one
+                )
         self._acc.accept(etype, data, index, data_off)
 
     def _detect_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:

@@ -396,6 +396,68 @@ def test_many_tiny_lines_agree_with_the_oracle(
     _check_splits(stream, dialect, (DEFAULT_LIMIT, DEFAULT_LIMIT), seed, k)
 
 
+# -- token arrival: one frame per read, as LLM APIs send them ----------------------------
+
+OPENAI_BODIES: tuple[bytes, ...] = (
+    b'{"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}',
+    b'{"id":"c1","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s"}}]}',
+    b'{"choices":[{"index":1,"delta":{"content":"%s"}}]}',
+    b'{"choices":[{"index":0,"delta":{"reasoning_content":"%s"}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s","tool_calls":[{"index":0}]}}]}',
+    b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+    b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s"}},{"index":1,"delta":{}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":null}}]}',
+    b'{"choices":"%s"}',
+    b'{"choices":[{"delta":{"content":"%s"',
+    b"%s",
+    b"[DONE]",
+    b"",
+)
+PIECES = st.sampled_from(
+    (b"a", b" ", b"\xc3\xa9", b"\xc3", b"\xff", b"\xef\xbf\xbd", b"\\ufffd", b"\\u00e9",
+     b"\xf0\x9f\x99\x82", b"\xf0\x9f", b"\\n", b'\\"', b"\r")
+)  # fmt: skip
+
+
+@st.composite
+def token_frames(draw: st.DrawFn) -> list[bytes]:
+    """A stream as tokens arrive: each read one `data:` frame, hostile strings inside."""
+    frames = []
+    for _ in range(draw(st.integers(0, 8))):
+        body = draw(st.sampled_from(OPENAI_BODIES))
+        frames.append(b"data: " + body.replace(b"%s", b"".join(draw(st.lists(PIECES, max_size=4)))))
+    return [f + b"\n\n" for f in frames]
+
+
+@DIFF
+@given(frames=token_frames(), dialect=dialects)
+def test_one_frame_per_read_agrees_with_the_oracle(frames: list[bytes], dialect: str) -> None:
+    """The per-read fast path (a read that is exactly one frame) against the oracle, with
+    and without events and frame ends; a stray CR must send the read the general way."""
+    stream = b"".join(frames)
+    for quiet in (False, True):
+        diff = compare(stream, frames, dialect, quiet=quiet)
+        assert diff is None, diff
+
+
+def test_one_frame_per_read_takes_the_fast_path_and_keeps_every_token() -> None:
+    """Token reads go the fast path (the framer says so) and lose nothing: the text is the
+    oracle's, a role chunk, a usage-only chunk and a finish chunk included."""
+    frames = [b"data: " + OPENAI_BODIES[7] + b"\n\n", b"data: " + OPENAI_BODIES[0] + b"\n\n"]
+    tokens = ["The", " quick", " br", "ø", "wn 🙂", " fox"]
+    for tok in tokens:
+        body = OPENAI_BODIES[2].replace(b"%s", json.dumps(tok, ensure_ascii=False)[1:-1].encode())
+        frames.append(b"data: " + body + b"\n\n")
+    frames += [b"data: " + OPENAI_BODIES[6] + b"\n\n", b"data: [DONE]\n\n"]
+    r = StreamReassembler("openai", emit_events=False, frame_ends=False, keep_text=True)
+    whole = [r._parser.feed(f) for f in frames]
+    assert whole[2:] == [True] * (len(frames) - 2), whole  # the first two set the stream up
+    assert r.text == "".join(tokens) == reference(b"".join(frames), "openai").text
+    assert r.events_dispatched == len(frames)
+
+
 # JSON "\ufffd" escapes: each one that lands in the message text is one upstream_literal
 # alert at the escape's own stream offset (the minimal shapes the random search found).
 ESCAPES: dict[str, bytes] = {

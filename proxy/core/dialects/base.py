@@ -129,6 +129,11 @@ class Accumulator:
         """
         return False
 
+    def accept_one(self, payload: bytes, index: int, pos: int) -> bool:
+        """One such frame in a read of its own (:data:`proxy.core.framing.OneCallback`):
+        a batch of one, unless the dialect has a leaner way to take it."""
+        return self.accept_batch([payload], index, pos, 8)
+
     def finish(self) -> None:
         """End of stream: checks that need the whole stream."""
 

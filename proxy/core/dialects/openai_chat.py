@@ -14,19 +14,21 @@ from proxy.core.streammeta import StreamMeta, openai_usage
 __all__ = ["OpenAIChatAccumulator"]
 
 
-class _Delta(msgspec.Struct):
+# gc=False: one chunk per token makes these the most frequent allocations of a stream;
+# untracked, they neither trigger nor lengthen garbage collections (no cycles here).
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[Any] | None = None
 
 
-class _ChoiceChunk(msgspec.Struct):
+class _ChoiceChunk(msgspec.Struct, gc=False):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
 
 
-class _Chunk(msgspec.Struct):
+class _Chunk(msgspec.Struct, gc=False):
     """Just the fields the batch path needs; msgspec skips the rest without building them."""
 
     choices: list[_ChoiceChunk] = []
@@ -60,6 +62,7 @@ class OpenAIChatAccumulator(JsonAccumulator):
         self._last_index = 0
         self._meta = StreamMeta()
         self._head_seen = False  # model and id are read from the first chunk only
+        self._content0: list[str] | None = None  # choice 0's content parts, once it exists
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         if data == "[DONE]":
@@ -154,10 +157,35 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 self._meta.head(head)
         return True
 
+    def accept_one(self, payload: bytes, index: int, pos: int) -> bool:
+        """:meth:`accept_batch` for a batch of one, in as few steps: this is per token."""
+        try:
+            (choice,) = _decode_chunk(payload).choices
+        except (ValueError, msgspec.MsgspecError):
+            return False
+        delta = choice.delta
+        if choice.index or choice.finish_reason is not None or delta is None:
+            return False
+        content = delta.content
+        if (
+            content is None
+            or delta.reasoning_content is not None
+            or delta.tool_calls is not None
+            or "\ufffd" in content  # a JSON escape: the general path attributes it
+        ):
+            return False
+        parts = self._content0
+        if parts is None or not self._head_seen:  # the first time: the batch path sets up
+            return self.accept_batch([payload], index, pos, 8)
+        parts.append(content)
+        return True
+
     def _choice(self, idx: int) -> _Choice:
         state = self._choices.get(idx)
         if state is None:
             state = self._choices[idx] = _Choice(self.text_parts())
+            if idx == 0:
+                self._content0 = state.content
         return state
 
     def _tool_deltas(
