@@ -35,6 +35,7 @@ from proxy.metrics import Metrics
 from proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
 from proxy.rechunk.planner import Planner, make_planner
 from proxy.rechunk.spec import ChaosSpec, parse_chaos_header
+from proxy.server.client_writer import ClientGone, ClientWriter
 from proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
 from proxy.server.headers import (
     is_event_stream,
@@ -74,10 +75,6 @@ SESSION = web.AppKey("session", aiohttp.ClientSession)
 STATE = web.AppKey("state", ProxyState)
 ROUTES = web.AppKey("routes", RouteTable)
 NETWORK = web.AppKey("network", Network)
-
-
-class _ClientGone(Exception):
-    """The downstream client went away while we were writing to it."""
 
 
 class _RequestTooLarge(Exception):
@@ -478,7 +475,7 @@ async def _relay_plain(
             watch.last = watch.now()
             await _write(resp, chunk)
             sent += len(chunk)
-    except _ClientGone:
+    except ClientGone:
         ended_by = "client_disconnect"
     except (TimeoutError, aiohttp.ClientError) as exc:
         ended_by = "timeout" if watch.expired else "upstream_error"
@@ -508,7 +505,7 @@ async def _write(resp: web.StreamResponse, data: bytes) -> None:
     try:
         await resp.write(data)
     except (ConnectionError, aiohttp.ClientConnectionError, RuntimeError) as exc:
-        raise _ClientGone from exc
+        raise ClientGone from exc
 
 
 def _cut_off(request: web.Request) -> None:
@@ -585,6 +582,7 @@ class _SseRelay:
         self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
         self.obs: StreamObserver | None = None
         self.span: RequestSpan | None = None
+        self.client = ClientWriter(resp, request)  # replaced once the response is prepared
 
     def attach(self, ctx: RequestContext, span: RequestSpan | None) -> None:
         """Request context, timing and the trace span of this stream."""
@@ -613,13 +611,15 @@ class _SseRelay:
         obs.start()
         try:
             await self.resp.prepare(self.request)
+            client = self.client = ClientWriter(self.resp, self.request)
             async with contextlib.AsyncExitStack() as stack:
                 if self.cfg.total_timeout:
                     await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
-                write = self.resp.write
+                send = client.send
+                write = client.write
                 planner = self.planner
                 recorder = self.recorder
                 now = watch.now
@@ -643,14 +643,8 @@ class _SseRelay:
                         await self._forward(chunk, await self._observe_slices(chunk, at))
                     elif planner is None:
                         observe(chunk, at)
-                        try:
+                        if not send(chunk):
                             await write(chunk)
-                        except (
-                            ConnectionError,
-                            aiohttp.ClientConnectionError,
-                            RuntimeError,
-                        ) as exc:
-                            raise _ClientGone from exc
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
                     done = now()
@@ -659,7 +653,7 @@ class _SseRelay:
                         busy_since = done = now()
                 if self.planner is not None:
                     await self._send(self.planner.flush())
-        except _ClientGone:
+        except ClientGone:
             ended_by = "client_disconnect"
         except TimeoutError:
             ended_by = "timeout"
@@ -704,7 +698,13 @@ class _SseRelay:
         time is taken once its last piece is in)."""
         if not self.observing:
             return ()
-        out = self._feed(chunk, now)
+        out = self.reassembler.feed(chunk)
+        obs = self.obs
+        assert obs is not None
+        if now is not None:
+            obs.tick(now)
+        if out.alerts:
+            obs.emit(out.alerts)
         if self.inspect is not None:
             self.inspect.read(chunk, out.alerts)
         return out.frame_ends
@@ -756,7 +756,7 @@ class _SseRelay:
 
     async def _forward(self, chunk: bytes, frame_ends: tuple[int, ...]) -> None:
         if self.planner is None:
-            await _write(self.resp, chunk)
+            await self.client.write(chunk)
         else:
             await self._send(self.planner.plan(chunk, frame_ends))
 
@@ -764,7 +764,7 @@ class _SseRelay:
         for w in writes:
             if w.delay:
                 await asyncio.sleep(w.delay)
-            await _write(self.resp, w.data)
+            await self.client.write(w.data)
             if self.inspect is not None:
                 self.inspect.wrote(w.data)
 

@@ -1,0 +1,92 @@
+"""The client's body bytes, written with one call per read.
+
+``StreamResponse.write`` costs two coroutines, a formatted chunk header and a list join per
+call; at one token per read that is as much as observing the token. Once aiohttp has sent
+the headers (with the first body write, which goes through it), a response that aiohttp
+frames as HTTP/1.1 chunked, uncompressed, gets each further chunk from :meth:`send`: one
+``transport.write`` of the framed bytes, aiohttp's byte counters kept as it keeps them,
+and its flow control honoured as it does it (a drain every 64 KiB written, which waits
+only while the transport is paused). Anything else (HTTP/1.0, compression, a declared
+length) stays on ``StreamResponse.write``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from aiohttp import web
+from aiohttp.http_writer import StreamWriter
+
+__all__ = ["ClientGone", "ClientWriter"]
+
+_DRAIN_EVERY = 0x10000  # StreamWriter.write's own LIMIT
+_GONE = (ConnectionError, aiohttp.ClientConnectionError, RuntimeError)
+
+
+class ClientGone(Exception):
+    """The client's connection is gone: nothing more can be written to it."""
+
+
+class ClientWriter:
+    """Body writes to one response: ``if not w.send(data): await w.write(data)``."""
+
+    __slots__ = ("_decided", "_request", "_resp", "_transport", "_writer")
+
+    def __init__(self, resp: web.StreamResponse, request: web.BaseRequest) -> None:
+        self._resp = resp
+        self._request = request
+        self._writer: StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._decided = False
+
+    def send(self, data: bytes) -> bool:
+        """Write ``data`` now if nothing needs awaiting; False: ``await write(data)``."""
+        writer = self._writer
+        if writer is None or writer.buffer_size + len(data) > _DRAIN_EVERY:
+            return False
+        if data:  # an empty chunk would end the body
+            self._put(writer, data)
+        return True
+
+    async def write(self, data: bytes) -> None:
+        """Any write: the first (the headers go with it), one that is due a drain, or one
+        that is aiohttp's to frame."""
+        try:
+            writer = self._writer
+            if writer is None:
+                await self._resp.write(data)
+                if not self._decided:
+                    self._decided = True  # once, after the headers went out
+                    self._take_over()
+                return
+            if data:
+                self._put(writer, data)
+            if writer.buffer_size > _DRAIN_EVERY:
+                writer.buffer_size = 0
+                await writer.drain()
+        except _GONE as exc:
+            raise ClientGone(str(exc)) from exc
+
+    def _put(self, writer: StreamWriter, data: bytes) -> None:
+        transport = self._transport
+        assert transport is not None
+        if transport.is_closing():
+            raise ClientGone("the client's connection is closing")
+        framed = b"%x\r\n%b\r\n" % (len(data), data)
+        transport.write(framed)
+        writer.output_size += len(framed)
+        writer.buffer_size += len(framed)
+
+    def _take_over(self) -> None:
+        writer = self._request.writer
+        transport = self._request.transport
+        if (
+            type(writer) is StreamWriter
+            and transport is not None
+            and writer.chunked
+            and writer.length is None
+            and not self._resp.compression
+        ):
+            self._writer = writer
+            self._transport = transport
