@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import multiprocessing
 import os
@@ -175,9 +176,22 @@ def run_loop(cfg: Config, main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
+def _freeze_startup_heap() -> None:
+    """Keep what startup built (modules, app, config) out of every later collection.
+
+    A full collection walks every tracked object; a serving process's tens of thousands
+    of startup objects never become garbage, so walking them is pure cost: a pause of
+    tens of ms on the event loop every few hundred streams. Frozen, a full collection
+    walks only what the streams allocated.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = ()) -> None:
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    _freeze_startup_heap()
     # Signal handlers before the startup line: whoever reads it may signal at once.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
