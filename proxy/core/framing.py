@@ -304,13 +304,14 @@ class EventStreamParser:
         is. Everything else goes through the state machine, after which ``_at_rest`` says
         whether the next read may take that shortcut.
         """
-        if (
+        n = len(chunk)
+        if (  # (int operands: memchr, several times faster than a 1-byte substring search)
             self._at_rest
-            and chunk.endswith(b"\n\n")
+            and chunk.find(_LF) == n - 2
+            and chunk[-1] == _LF
             and chunk.startswith(b"data: ")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and b"\r" not in chunk
-            and len(chunk) - 2 <= self._limit
+            and _CR not in chunk
+            and n - 2 <= self._limit
         ):
             payload = chunk[6:-2]
             text = None  # ASCII is valid UTF-8 without U+FFFD
@@ -325,7 +326,7 @@ class EventStreamParser:
                 self.event_count = index + 1
                 self.last_data = None
                 self._counts[0] += 2
-                end = pos + len(chunk)
+                end = pos + n
                 self._offset = self._block_start = end
                 if self._events is not None:
                     if text is None:
