@@ -417,7 +417,11 @@ async def _respond(
         request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id, route, url
     )
     relay.attach(ctx, span)
-    return await relay.run()
+    # A task of its own: each upstream read resumes the waiting task through every
+    # coroutine it is nested in, and the handler's nesting (aiohttp's request handling,
+    # the middlewares, _proxy, this function) is more than the relay's own. A handler that
+    # is cancelled cancels the task it awaits, so a client that leaves still ends it.
+    return await asyncio.get_running_loop().create_task(relay.run())
 
 
 # A read that arrived this long after the previous one's work ended was waited for; work
@@ -627,7 +631,8 @@ class _SseRelay:
                 # could keep this task on the loop read after read. Past _BUSY seconds of
                 # work with no wait in between, it yields, so other streams get their turn.
                 busy_since = done = now()
-                async for chunk in self.upstream.content.iter_any():
+                readany = self.upstream.content.readany  # iter_any() is this, one layer up
+                while chunk := await readany():
                     watch.last = at = now()
                     if at - done > _WAITED:  # the read was waited for: the loop ran others
                         busy_since = at
@@ -641,10 +646,12 @@ class _SseRelay:
                         await self._observe_decoded(self.decode, chunk, at)
                     elif len(chunk) > _SLICE:
                         await self._forward(chunk, await self._observe_slices(chunk, at))
-                    elif planner is None:
-                        observe(chunk, at)
-                        if not send(chunk):
-                            await write(chunk)
+                    elif planner is None:  # the client's bytes first: no latency added
+                        try:
+                            if not send(chunk):
+                                await write(chunk)
+                        finally:
+                            observe(chunk, at)  # a read the client missed is still observed
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
                     done = now()
