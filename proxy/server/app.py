@@ -622,6 +622,9 @@ class _SseRelay:
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
+                # _observe's work, in the loop, for a passthrough read with no inspector
+                feed = self.reassembler.feed if self.observing and self.inspect is None else None
+                tick = obs.tick
                 send = client.send
                 write = client.write
                 planner = self.planner
@@ -650,8 +653,14 @@ class _SseRelay:
                         try:
                             if not send(chunk):
                                 await write(chunk)
-                        finally:
-                            observe(chunk, at)  # a read the client missed is still observed
+                        finally:  # a read the client missed is still observed
+                            if feed is None:
+                                observe(chunk, at)
+                            else:
+                                out = feed(chunk)
+                                tick(at)
+                                if out.alerts:
+                                    obs.emit(out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
                     done = now()
