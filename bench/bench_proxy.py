@@ -840,7 +840,7 @@ def peer_exe(name: str) -> Path | None:
     venv = PEERS_VENV / {"mitmdump": "mitmproxy"}.get(name, name)
     for cand in (venv / "bin" / name, PEERS_VENV / "bin" / name):
         if cand.exists():
-            return cand
+            return cand.absolute()  # LiteLLM runs in its temp dir: a relative path breaks
     found = shutil.which(name)
     return Path(found) if found else None
 
