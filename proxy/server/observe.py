@@ -45,6 +45,7 @@ _PRINTABLE = re.compile(r"[^\x21-\x7e]")
 GAP_BOUNDS: tuple[float, ...] = tuple(
     sorted({round(1e-4 * 10 ** (i / 20), 7) for i in range(121)} | set(PROM_GAP_BUCKETS))
 )
+_GAP_BATCH = 256
 _PROM_INDEX = tuple(bisect_left(PROM_GAP_BUCKETS, b) for b in (*GAP_BOUNDS, float("inf")))
 
 
@@ -221,6 +222,7 @@ class StreamObserver:
         self.gaps = _GapHistogram()
         self._gap_counts = self.gaps.counts
         self._gap_max = 0.0
+        self._new_gaps: list[float] = []  # gaps not yet in the histogram (at most _GAP_BATCH)
         self.stalled_since: float | None = None
         self.stalls = 0
         self._bound: tuple[str | None, str | None] = (None, None)
@@ -232,16 +234,17 @@ class StreamObserver:
 
     def tick(self, now: float) -> None:
         """After a read at ``now``: if it completed events, time them (gap, first text,
-        stall end). Only the bucket count and the max are kept per gap; the sum is the
+        stall end). A gap is put aside and bucketed with the next _GAP_BATCH (one loop while
+        the histogram is in cache, not a search through it at every token); the sum is the
         time from the first to the last event-carrying read (the gaps telescope)."""
         n = self.reassembler.events_dispatched
         if n == self.events:
             return
         if self.events:
-            gap = now - self.last_event
-            self._gap_counts[bisect_left(GAP_BOUNDS, gap)] += 1
-            if gap > self._gap_max:  # noqa: PLR1730 - a compare, not a max() call, per gap
-                self._gap_max = gap
+            new_gaps = self._new_gaps
+            new_gaps.append(now - self.last_event)
+            if len(new_gaps) >= _GAP_BATCH:
+                self._bucket_gaps()
         else:
             self.first_event = now
         if self.stalled_since is not None:
@@ -250,6 +253,16 @@ class StreamObserver:
         self.last_event = now
         if self.first_text is None and has_text(self.reassembler):
             self.first_text = now
+
+    def _bucket_gaps(self) -> None:
+        new_gaps = self._new_gaps
+        if not new_gaps:
+            return
+        counts = self._gap_counts
+        for gap in new_gaps:
+            counts[bisect_left(GAP_BOUNDS, gap)] += 1
+        self._gap_max = max(self._gap_max, *new_gaps)
+        new_gaps.clear()
 
     # -- alerts ------------------------------------------------------------------------
 
@@ -323,6 +336,7 @@ class StreamObserver:
     def summary_fields(self, ended_by: str, started: float, end: float) -> dict[str, Any]:
         """Context, usage, timing and verdict for ``stream.summary`` (and the metrics)."""
         meta: StreamMeta = meta_of(self.reassembler)
+        self._bucket_gaps()
         gaps = self.gaps
         if self.first_event is not None:
             gaps.settle(self.last_event - self.first_event, self._gap_max)

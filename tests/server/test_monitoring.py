@@ -407,3 +407,40 @@ async def test_real_openai_sdk_stream_is_found_by_its_request_id(
 async def _summaries(logs: LogEntries) -> list[Any]:
     await wait_for(logs, "stream.summary")
     return named(logs, "stream.summary")
+
+
+def test_gap_histogram_counts_every_gap_of_a_long_stream_exactly() -> None:
+    """Gaps are bucketed in batches: across several batches and a partial one, every gap
+    is counted once, the max and the quantiles are those of the gaps themselves."""
+    import itertools
+    import random
+
+    import structlog
+
+    from proxy.core import StreamReassembler
+    from proxy.logsink import AlertSink
+    from proxy.server.observe import GAP_BOUNDS, RequestContext, StreamObserver
+
+    seed = 20261201
+    rng = random.Random(seed)
+    r = StreamReassembler("openai", emit_events=False, frame_ends=False, keep_text=False)
+    sink = AlertSink(structlog.get_logger())
+    obs = StreamObserver(r, sink, RequestContext(route="t"), stall_threshold=0, now=lambda: 0.0)
+    frame = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+    now, times = 1.0, []
+    for i in range(700):  # 699 gaps: two full batches of 256 and a partial one
+        if i:
+            now += rng.choice((0.0005, 0.02, 0.02, 0.3, 2.5))
+        times.append(now)
+        r.feed(frame)
+        obs.tick(now)
+    gaps = [b - a for a, b in itertools.pairwise(times)]  # as the observer sees them
+    fields = obs.summary_fields("upstream_eof", 0.0, now)
+    assert obs.gaps.count == len(gaps) == 699, seed
+    assert fields["gap_max_ms"] == pytest.approx(max(gaps) * 1000), seed
+    by_bucket = [0] * (len(GAP_BOUNDS) + 1)
+    for gap in gaps:
+        by_bucket[next((k for k, b in enumerate(GAP_BOUNDS) if gap <= b), len(GAP_BOUNDS))] += 1
+    assert obs.gaps.counts == by_bucket, seed
+    p50_bound = min(b for b in GAP_BOUNDS if b >= sorted(gaps)[349])  # its bucket's top
+    assert fields["gap_p50_ms"] == pytest.approx(1000 * p50_bound, abs=1e-3), seed
