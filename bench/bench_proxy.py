@@ -906,6 +906,24 @@ def contender_unavailable(name: str) -> str | None:
     return None
 
 
+PIN: bool = False  # --pin: the proxy under test on a CPU of its own, everything else on the rest
+
+
+def pin(pids: Sequence[int], role: str) -> None:
+    """--pin: put every thread of ``pids`` on the proxy's CPU (``role`` "proxy": the last
+    one) or on the others (the upstream and the load generator), so a proxy never waits
+    for a CPU that the load it serves is using: what it adds is its own work."""
+    if not PIN:
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    want = {cpus[-1]} if role == "proxy" else set(cpus[:-1])
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), want)
+
+
 PROXY_SRC: Path | None = None  # --proxy-src: run sse-proxy from this source tree instead
 BASELINE_SRC: Path | None = None  # --baseline-src: the sse-baseline contender's source tree
 
@@ -1084,6 +1102,8 @@ def measure(name: str, level: int, plan: Plan, upstream: Service, workdir: Path)
     ]
     load = LoadGen(url, phases)
     pids = svc.pids if svc is not None else []
+    pin(pids, "proxy")
+    pin([*upstream.pids, load.proc.pid], "load")
     ours = [*pids, *upstream.pids, load.proc.pid]
     try:
         load.run("warmup", 60)
@@ -1748,6 +1768,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--profile-mode", default="passthrough", choices=("passthrough", "frames", "bare")
     )
     ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="the proxy under test on the last CPU, the upstream and the load generator on "
+        "the others (sched_setaffinity), so the added latency is the proxy's own; needs 2+ CPUs",
+    )
+    ap.add_argument(
         "--nice",
         type=int,
         default=None,
@@ -1767,9 +1793,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat: at least 1")
-    global PROXY_SRC, BASELINE_SRC  # noqa: PLW0603 - one switch for the whole run
+    global PROXY_SRC, BASELINE_SRC, PIN  # noqa: PLW0603 - one switch for the whole run
     if args.setup_peers:
         return subprocess.run(["bash", str(SETUP_PEERS)], check=False).returncode
+    if args.pin:
+        if len(os.sched_getaffinity(0)) < 2:
+            ap.error("--pin: needs at least 2 CPUs")
+        PIN = True
     if args.nice is not None:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by every child
