@@ -714,13 +714,7 @@ class _SseRelay:
         time is taken once its last piece is in)."""
         if not self.observing:
             return ()
-        out = self.reassembler.feed(chunk)
-        obs = self.obs
-        assert obs is not None
-        if now is not None:
-            obs.tick(now)
-        if out.alerts:
-            obs.emit(out.alerts)
+        out = self._feed(chunk, now)
         if self.inspect is not None:
             self.inspect.read(chunk, out.alerts)
         return out.frame_ends
