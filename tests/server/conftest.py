@@ -8,6 +8,7 @@ upstream, ``start_proxy`` runs the real proxy in front of it on an ephemeral por
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -176,6 +177,37 @@ class RawResponse:
     @property
     def body(self) -> bytes:
         return b"".join(self.chunks)
+
+
+def firehose_app(
+    frame: bytes,
+    count: int,
+    sent: list[int],
+    *,
+    done: asyncio.Event | None = None,
+    yield_each: bool = False,
+) -> web.Application:
+    """An upstream at ``GET /v1/text`` writing ``frame`` ``count`` times as fast as
+    backpressure lets it; ``sent[0]`` counts the bytes written, ``done`` is set at the end.
+    ``yield_each``: let the loop run after every write (small frames rarely wait)."""
+
+    async def firehose(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            for _ in range(count):
+                await resp.write(frame)
+                sent[0] += len(frame)
+                if yield_each:
+                    await asyncio.sleep(0)
+            await resp.write_eof()
+            if done is not None:
+                done.set()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/v1/text", firehose)
+    return app
 
 
 async def raw_exchange(url: str, request: bytes, limit_s: float = 10.0) -> RawResponse:

@@ -24,6 +24,7 @@ from tests.server.conftest import (
     LogEntries,
     StartApp,
     StartProxy,
+    firehose_app,
     named,
     summary,
     wait_for,
@@ -373,21 +374,7 @@ async def test_slow_client_slows_the_upstream(
     total_frames = 2048  # 128 MiB if nothing pushed back
     sent = [0]
     done = asyncio.Event()
-
-    async def firehose(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        with contextlib.suppress(ConnectionError):
-            for _ in range(total_frames):
-                await resp.write(frame)
-                sent[0] += len(frame)
-            await resp.write_eof()
-            done.set()
-        return resp
-
-    app = web.Application()
-    app.router.add_get("/v1/text", firehose)
-    url = await start(await start_app(app))
+    url = await start(await start_app(firehose_app(frame, total_frames, sent, done=done)))
     async with aiohttp.ClientSession() as client:
         resp = await client.get(f"{url}/v1/text")
         await resp.content.readany()
