@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import msgspec
 
@@ -35,6 +35,22 @@ class _Chunk(msgspec.Struct, gc=False):
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+
+
+def _plain_content(chunk: _Chunk) -> str | None:
+    """The content of the common chunk (one choice, index 0, a delta holding only
+    ``content``, no finish reason); None for any other shape. ValueError: not one choice."""
+    (choice,) = chunk.choices
+    delta = choice.delta
+    if (
+        choice.index
+        or choice.finish_reason is not None
+        or delta is None
+        or delta.reasoning_content is not None
+        or delta.tool_calls is not None
+    ):
+        return None
+    return delta.content
 
 
 @dataclass(slots=True)
@@ -130,23 +146,12 @@ class OpenAIChatAccumulator(JsonAccumulator):
         is declined untouched and comes back one event at a time.
         """
         try:
-            parts = []
-            for chunk in map(_decode_chunk, payloads):
-                (choice,) = chunk.choices
-                delta = choice.delta
-                if (
-                    choice.index
-                    or choice.finish_reason is not None
-                    or delta is None
-                    or delta.content is None
-                    or delta.reasoning_content is not None
-                    or delta.tool_calls is not None
-                ):
-                    return False
-                parts.append(delta.content)
+            parts = list(map(_plain_content, map(_decode_chunk, payloads)))
         except (ValueError, msgspec.MsgspecError):
             return False
-        text = "".join(parts)
+        if None in parts:
+            return False
+        text = "".join(cast("list[str]", parts))  # no None: checked above
         if "\ufffd" in text:
             return False  # a JSON escape: the general path attributes it
         self._choice(0).content.append(text)
@@ -160,19 +165,10 @@ class OpenAIChatAccumulator(JsonAccumulator):
     def accept_one(self, payload: bytes, index: int, pos: int) -> bool:
         """:meth:`accept_batch` for a batch of one, in as few steps: this is per token."""
         try:
-            (choice,) = _decode_chunk(payload).choices
+            content = _plain_content(_decode_chunk(payload))
         except (ValueError, msgspec.MsgspecError):
             return False
-        delta = choice.delta
-        if choice.index or choice.finish_reason is not None or delta is None:
-            return False
-        content = delta.content
-        if (
-            content is None
-            or delta.reasoning_content is not None
-            or delta.tool_calls is not None
-            or "\ufffd" in content  # a JSON escape: the general path attributes it
-        ):
+        if content is None or "\ufffd" in content:  # an escape: the general path locates it
             return False
         parts = self._content0
         if parts is None or not self._head_seen:  # the first time: the batch path sets up
