@@ -586,7 +586,7 @@ class _SseRelay:
         self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
         self.obs: StreamObserver | None = None
         self.span: RequestSpan | None = None
-        self.client = ClientWriter(resp, request)  # replaced once the response is prepared
+        self.client = ClientWriter(resp, request)  # takes over after the first write
 
     def attach(self, ctx: RequestContext, span: RequestSpan | None) -> None:
         """Request context, timing and the trace span of this stream."""
@@ -615,7 +615,7 @@ class _SseRelay:
         obs.start()
         try:
             await self.resp.prepare(self.request)
-            client = self.client = ClientWriter(self.resp, self.request)
+            client = self.client
             async with contextlib.AsyncExitStack() as stack:
                 if self.cfg.total_timeout:
                     await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
