@@ -40,7 +40,7 @@ from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
 from openai._streaming import SSEDecoder as OpenAISSEDecoder
 
 from bench.corpus import CORPORA, Corpus, build, reads
-from proxy.core import StreamReassembler
+from sse_proxy.core import StreamReassembler
 
 TARGET_FULL = 2.5  # sse-proxy full path vs the fastest other contender, LF corpus
 TARGET_FRAMING = 3.0  # framing only, LF corpus
@@ -421,7 +421,7 @@ def summary(results: dict[str, CorpusResult], out: TextIO = sys.stdout) -> list[
 
 
 def core_revision() -> str:
-    """The commit the core was measured at, and whether ``proxy/core`` had local edits."""
+    """The commit the core was measured at, and whether ``sse_proxy/core`` had local edits."""
     root = Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(
@@ -432,7 +432,7 @@ def core_revision() -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "proxy/core"],
+            ["git", "status", "--porcelain", "--", "sse_proxy/core"],
             cwd=root,
             capture_output=True,
             text=True,
@@ -440,7 +440,7 @@ def core_revision() -> str:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return rev + (" + uncommitted changes in proxy/core" if dirty else "")
+    return rev + (" + uncommitted changes in sse_proxy/core" if dirty else "")
 
 
 def header(args: argparse.Namespace) -> str:

@@ -19,9 +19,11 @@ from __future__ import annotations
 import time
 
 from bench.bench_proxy import event, final_events
-from proxy.core import Limits, StreamReassembler
-from proxy.logsink import AlertSink, get_logger
-from proxy.server.observe import RequestContext, StreamObserver
+from sse_proxy.core import Limits, StreamReassembler
+from sse_proxy.obs.logs import get_logger
+from sse_proxy.obs.sink import AlertSink
+from sse_proxy.server.exchange import RequestContext
+from sse_proxy.server.timing import StreamObserver
 
 EVENTS = 20_000
 ROUNDS = 7

@@ -928,11 +928,21 @@ PROXY_SRC: Path | None = None  # --proxy-src: run sse-proxy from this source tre
 BASELINE_SRC: Path | None = None  # --baseline-src: the sse-baseline contender's source tree
 
 
-def _sse_proxy_argv() -> list[str]:
-    if PROXY_SRC is not None:
-        return [sys.executable, "-m", "proxy"]
+def package_in(src: Path) -> str | None:
+    """The import name of the sse-proxy package in a source tree: ``sse_proxy``, or
+    ``proxy`` in checkouts from before the rename; None when there is neither."""
+    for name in ("sse_proxy", "proxy"):
+        if (src / name / "__init__.py").exists():
+            return name
+    return None
+
+
+def _sse_proxy_argv(src: Path | None = None) -> list[str]:
+    src = src or PROXY_SRC
+    if src is not None:
+        return [sys.executable, "-m", package_in(src) or "sse_proxy"]
     script = Path(sys.executable).with_name("sse-proxy")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "proxy"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sse_proxy"]
 
 
 def start_contender(name: str, upstream: Service, workdir: Path) -> Service | None:
@@ -987,7 +997,7 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
     if name == "sse-baseline":
         if BASELINE_SRC is None:
             raise RuntimeError("sse-baseline needs --baseline-src DIR")
-        argv = [sys.executable, "-m", "proxy", "serve", "--upstream", upstream.url]
+        argv = [*_sse_proxy_argv(BASELINE_SRC), "serve", "--upstream", upstream.url]
         argv += ["--port", str(port), "--mode", "passthrough", "--log-level", "warning"]
         env = {**os.environ, "PYTHONPATH": str(BASELINE_SRC)}
         return Service(name, argv, port, log=log, cwd=BASELINE_SRC, env=env)
@@ -1502,9 +1512,9 @@ def long_stream(name: str, plan: Plan, upstream: Service, workdir: Path) -> tupl
 
 
 _LAYERS = (
-    ("proxy/core/", "sse-proxy core: framing, UTF-8, dialect JSON (incl. orjson)"),
-    ("proxy/rechunk/", "sse-proxy rechunk planner"),
-    ("proxy/", "sse-proxy server, logging, metrics"),
+    ("sse_proxy/core/", "sse-proxy core: framing, UTF-8, dialect JSON (incl. orjson)"),
+    ("sse_proxy/rechunk/", "sse-proxy rechunk planner"),
+    ("sse_proxy/", "sse-proxy server, logging, metrics"),
     ("aiohttp/", "aiohttp (HTTP parsing, streams, writer)"),
     ("asyncio/", "asyncio event loop + socket syscalls"),
     ("selectors", "asyncio event loop + socket syscalls"),
@@ -1657,7 +1667,7 @@ def _proxy_source() -> str:
             timeout=10,
         )
         dirty = subprocess.run(
-            ["git", "-C", str(src), "status", "--porcelain", "--", "proxy"],
+            ["git", "-C", str(src), "status", "--porcelain", "--", package_in(src) or "."],
             check=False,
             capture_output=True,
             text=True,
@@ -1665,7 +1675,7 @@ def _proxy_source() -> str:
         )
         if head.returncode == 0:
             n = len(dirty.stdout.splitlines())
-            state = f" + {n} uncommitted change(s) under proxy/" if n else ""
+            state = f" + {n} uncommitted change(s) under {package_in(src)}/" if n else ""
             return f"{where}{head.stdout.strip()}{state}"
     return f"{where}(not a git work tree)"
 
@@ -1807,16 +1817,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error(f"--nice {args.nice}: {exc.strerror}")
     if args.baseline_src is not None:
         BASELINE_SRC = args.baseline_src.resolve()
-        if not (BASELINE_SRC / "proxy" / "__init__.py").exists():
-            ap.error(f"--baseline-src: no proxy/ package under {BASELINE_SRC}")
+        if package_in(BASELINE_SRC) is None:
+            ap.error(f"--baseline-src: no sse_proxy/ (or proxy/) package under {BASELINE_SRC}")
     if args.contenders is None and not args.peers:
         args.contenders = ",".join(
             c for c in CONTENDERS if c != "sse-baseline" or BASELINE_SRC is not None
         )
     if args.proxy_src is not None:
         PROXY_SRC = args.proxy_src.resolve()
-        if not (PROXY_SRC / "proxy" / "__init__.py").exists():
-            ap.error(f"--proxy-src: no proxy/ package under {PROXY_SRC}")
+        if package_in(PROXY_SRC) is None:
+            ap.error(f"--proxy-src: no sse_proxy/ (or proxy/) package under {PROXY_SRC}")
 
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         workdir = Path(tmp)

@@ -18,7 +18,7 @@ import itertools
 import time
 from collections.abc import Callable
 
-from proxy.logsink import redact_text
+from sse_proxy.obs.redact import redact_text
 
 SHAPES: dict[str, Callable[[int], str]] = {
     "key-like word + secret": lambda n: "k" * (n // 2) + " token=" + "a" * (n // 2),

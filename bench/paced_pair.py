@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     import bench.bench_proxy as bp
 
     for given in (args.proxy_src, args.baseline_src):
-        if given is not None and not (given / "proxy").is_dir():
-            ap.error(f"{given}: no proxy/ package there")
+        if given is not None and bp.package_in(given) is None:
+            ap.error(f"{given}: no sse_proxy/ (or proxy/) package there")
     bp.PROXY_SRC = args.proxy_src.resolve() if args.proxy_src else None
     bp.BASELINE_SRC = args.baseline_src.resolve() if args.baseline_src else None
     if "sse-baseline" in args.contenders and bp.BASELINE_SRC is None:

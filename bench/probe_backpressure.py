@@ -137,7 +137,7 @@ def spawn_proxy(upstream: str, port: int, log_path: str) -> subprocess.Popen[byt
     with open(log_path, "wb") as log:
         return subprocess.Popen(
             [
-                *(sys.executable, "-m", "proxy", "serve", "--upstream", upstream),
+                *(sys.executable, "-m", "sse_proxy", "serve", "--upstream", upstream),
                 *("--port", str(port), "--shutdown-grace", "1", "--log-level", "info"),
             ],
             stdin=subprocess.DEVNULL,

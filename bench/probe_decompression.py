@@ -27,9 +27,9 @@ import brotli
 import structlog
 from aiohttp import web
 
-from proxy.config import Config
-from proxy.server import decompress
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server import decompress
+from sse_proxy.server.run import start_proxy, stop_proxy
 
 MIB = 1 << 20
 

@@ -115,7 +115,7 @@ def free_port() -> int:
 def spawn_proxy(upstream: str, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
-            *(sys.executable, "-m", "proxy", "serve", "--upstream", upstream),
+            *(sys.executable, "-m", "sse_proxy", "serve", "--upstream", upstream),
             *("--port", str(port), "--idle-timeout", "60", "--log-level", "warning"),
         ],
         stdin=subprocess.DEVNULL,

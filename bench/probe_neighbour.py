@@ -230,7 +230,7 @@ async def run_case(
     log_path = os.path.join(log_dir, f"proxy.{name}.log")
     proc = spawn(
         [
-            *(sys.executable, "-m", "proxy", "serve", "--upstream", up_url),
+            *(sys.executable, "-m", "sse_proxy", "serve", "--upstream", up_url),
             *("--port", str(port), "--shutdown-grace", "1", "--log-level", "warning"),
         ],
         log_path,

@@ -3,7 +3,7 @@
 Starts the built-in mock upstream (``sse-proxy mock-upstream``) and a real
 ``sse-proxy serve`` as subprocesses, then keeps ``--concurrency`` clients streaming through
 the proxy for ``--minutes``: OpenAI chat streams (checked byte-identical to
-:func:`proxy.fixtures.openai_chat_stream`) alternating with larger echoed SSE bodies
+:func:`sse_proxy.tools.fixtures.openai_chat_stream`) alternating with larger echoed SSE bodies
 (checked byte-identical too). Every ``--every`` seconds it prints streams completed,
 throughput (events/s, MB/s), the proxy's RSS and its open fds (``/proc/PID/fd``). At the
 end it compares the first and last thirds of the run and checks the proxy's log: one
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from bench._procs import stop, wait_listening
-from proxy import fixtures
+from sse_proxy.tools import fixtures
 
 MB = 1_000_000
 MIB = 1024 * 1024
@@ -76,7 +76,7 @@ def open_fds(pid: int) -> int:
 def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
     with open(log_path, "wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "proxy", *args],
+            [sys.executable, "-m", "sse_proxy", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,

@@ -6,7 +6,7 @@ Not a test: run it by hand and read the figures (``bench/README.md``, "Worst cas
     .venv/bin/python -m bench.worst_case                # ~1 MB inputs, 30 s cap per case
     .venv/bin/python -m bench.worst_case --case invalid-ff --case typical --cap 120
 
-Every input goes through the full path of ``proxy.core.StreamReassembler`` (auto-detected
+Every input goes through the full path of ``sse_proxy.core.StreamReassembler`` (auto-detected
 dialect with the ``openai`` hint, as the proxy derives it from ``/v1/chat/completions``;
 events and frame offsets on) once as one large read and once in 64 KiB reads (what aiohttp's
 ``iter_any`` hands the proxy). Each (input, reads) pair runs in its own forked child, so a
@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 
 from bench.bench_core import core_revision
 from bench.corpus import lf_corpus
-from proxy.core import StreamReassembler
+from sse_proxy.core import StreamReassembler
 
 __all__ = ["CASES", "Built", "Case", "build_case", "openai_chunk", "proc_cpu"]
 

@@ -20,7 +20,7 @@ fuzzing goes on; ``--replay`` re-checks saved files.
 (:func:`check_differential`): for every dialect the oracle knows, the core fed whole, at
 random cuts and byte by byte must give the oracle's events, text, alerts and frame ends.
 
-With atheris, ``proxy.core`` is instrumented for coverage and libFuzzer drives the
+With atheris, ``sse_proxy.core`` is instrumented for coverage and libFuzzer drives the
 mutations; without it, a mutation loop over SSE-shaped building blocks and the canonical
 fixture streams keeps an input when it shows a new behaviour signature (alert kinds,
 dialect, line endings, event-count bucket), a cheap stand-in for coverage feedback.
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.core import Alert, Limits, SSEEvent
+    from sse_proxy.core import Alert, Limits, SSEEvent
 
 __all__ = ["Stats", "check_differential", "check_input", "main", "seed_corpus"]
 
@@ -136,8 +136,8 @@ ATOMS: tuple[bytes, ...] = (
 
 
 def _core() -> Any:
-    """``proxy.core``, imported on first use: atheris must instrument it before that."""
-    return importlib.import_module("proxy.core")
+    """``sse_proxy.core``, imported on first use: atheris must instrument it before that."""
+    return importlib.import_module("sse_proxy.core")
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,7 +480,7 @@ def one(stats: Stats, raw: bytes, crash_dir: Path) -> Outcome | None:
 
 def seed_corpus() -> list[bytes]:
     """Canonical streams of every dialect, newline and fault, plus SSE-shaped snippets."""
-    from proxy import fixtures
+    from sse_proxy.tools import fixtures
 
     streams: list[bytes] = []
     for dialect in fixtures.DIALECTS:
@@ -585,10 +585,10 @@ def run_random(seconds: float, seed: int, crash_dir: Path) -> Stats:
 
 
 def run_atheris(seconds: float, seed: int, crash_dir: Path, corpus_dir: Path | None) -> None:
-    """libFuzzer over an instrumented ``proxy.core``; exits the process when time is up."""
+    """libFuzzer over an instrumented ``sse_proxy.core``; exits the process when time is up."""
     atheris: Any = importlib.import_module("atheris")
-    with atheris.instrument_imports(include=["proxy.core"]):
-        importlib.import_module("proxy.core")
+    with atheris.instrument_imports(include=["sse_proxy.core"]):
+        importlib.import_module("sse_proxy.core")
     stats = Stats(engine="atheris")
     deadline = stats.started + seconds
     work = corpus_dir or Path(tempfile.mkdtemp(prefix="sse-proxy-fuzz-corpus-"))
@@ -670,7 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             engine = "atheris"
     mode = "differential" if args.differential else "properties"
-    say(f"fuzzing proxy.core for {args.minutes:g} min, engine={engine}, seed={seed}, {mode}")
+    say(f"fuzzing sse_proxy.core for {args.minutes:g} min, engine={engine}, seed={seed}, {mode}")
     if engine == "atheris":
         run_atheris(seconds, seed, args.crash_dir, args.corpus)
         return 0  # not reached: libFuzzer exits the process

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from proxy.core import (
+from sse_proxy.core import (
     Alert,
     CrlfFraming,
     ErrorEvent,

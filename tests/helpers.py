@@ -10,7 +10,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from proxy.core import Alert, SSEEvent, StreamReassembler
+from sse_proxy.core import Alert, SSEEvent, StreamReassembler
 
 # One fixture with 2-byte (é, ï), 3-byte (日本語) and 4-byte (🙂) characters, reused everywhere.
 MESSAGE = "café 🙂 日本語 naïve"
@@ -114,7 +114,7 @@ def configured_logging(fmt: str) -> Iterator[io.StringIO]:
 
     import structlog
 
-    from proxy.logsink import configure_logging
+    from sse_proxy.obs.logs import configure_logging
 
     saved = structlog.get_config()
     root = logging.getLogger()

@@ -1,6 +1,6 @@
 """The test suite's one reference parser: WHATWG event-stream interpretation, written plainly.
 
-This is the *oracle* the core (:mod:`proxy.core`) is compared with. It is deliberately
+This is the *oracle* the core (:mod:`sse_proxy.core`) is compared with. It is deliberately
 simple and slow, and shares no code with the core: it never sees reads, only the whole
 stream, and follows the spec's order of work literally
 (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
@@ -131,7 +131,7 @@ def decode(stream: bytes) -> tuple[str, list[int], set[int]]:
 
 # -- 2. and 3. lines and fields ---------------------------------------------------------------
 
-DETAIL_LIMIT = 16  # the core's proxy.core.utf8.DETAIL_LIMIT
+DETAIL_LIMIT = 16  # the core's sse_proxy.core.utf8.DETAIL_LIMIT
 
 
 def _replacement_alerts(cause: str, offsets: list[int], event_index: int) -> list[OracleAlert]:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import TEXT, TOKENS, openai_stream, raw_text_stream
 
-CLI = [sys.executable, "-m", "proxy"]
+CLI = [sys.executable, "-m", "sse_proxy"]
 
 
 def check(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -90,7 +90,7 @@ def test_directory_is_an_io_error(tmp_path: Path) -> None:
 
 
 def test_bundled_sample_capture_is_clean() -> None:
-    sample = Path(__file__).parent.parent / "proxy" / "samples" / "openai_chat.sse"
+    sample = Path(__file__).parent.parent / "sse_proxy" / "samples" / "openai_chat.sse"
     proc = check("--text", str(sample))
     assert proc.returncode == 0
     assert proc.stdout.decode().startswith("The quick brown")

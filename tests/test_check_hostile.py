@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "proxy"]
+CLI = [sys.executable, "-m", "sse_proxy"]
 MIB = 1 << 20
 
 _MEASURE = """

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from proxy.core import StreamReassembler
-from proxy.core.dialects import detect
+from sse_proxy.core import StreamReassembler
+from sse_proxy.core.dialects import detect
 from tests.toolkit._util import write_recording
 
-CLI = [sys.executable, "-m", "proxy"]
+CLI = [sys.executable, "-m", "sse_proxy"]
 
 
 def check(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from proxy.config import Config, load_config
-from proxy.errors import ConfigError
+from sse_proxy.config import Config, load_config
+from sse_proxy.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED = ROOT / "config" / "sse-proxy.toml"

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from proxy import fixtures
+from sse_proxy.tools import fixtures
 
 
 @pytest.mark.parametrize("mode", ["passthrough", "frames", "chaos"])
 def test_demo_runs_shows_exact_text_and_every_fault_and_exits_0(mode: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "proxy", "demo", "--mode", mode],
+        [sys.executable, "-m", "sse_proxy", "demo", "--mode", mode],
         capture_output=True,
         timeout=120,
         check=False,

@@ -3,7 +3,7 @@
 The manifests are checked against the Kubernetes API schemas shipped by the
 ``kubernetes-validate`` package (offline, strict: unknown fields fail), then their contents
 against the proxy itself: every ``SSE_PROXY_*`` name is a real setting and loads into a
-valid :class:`~proxy.config.Config`, the probes and the scrape annotations point at that
+valid :class:`~sse_proxy.config.Config`, the probes and the scrape annotations point at that
 config's port and admin prefix, and the pod's grace period outlasts the proxy's.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from proxy.config import Config, load_config
+from sse_proxy.config import Config, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SIDECAR = ROOT / "deploy" / "kubernetes" / "sidecar.yaml"

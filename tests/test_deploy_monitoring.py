@@ -21,10 +21,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from proxy import fixtures
-from proxy.config import Config
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.helpers import metric_sum
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ import importlib.util
 import aiohttp
 import pytest
 
-from proxy.config import Config
-from proxy.errors import ConfigError
-from proxy.mock_upstream import mock_upstream
-from proxy.server.run import loop_factory
+from sse_proxy.config import Config
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.run import loop_factory
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.security import ServeProcess, free_port
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None

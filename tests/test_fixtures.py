@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from proxy import fixtures
-from proxy.fixtures import MESSAGE, SHORT_MESSAGE, SHORT_TOKENS, TOKENS
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.fixtures import MESSAGE, SHORT_MESSAGE, SHORT_TOKENS, TOKENS
 from tests import oracle
 
 

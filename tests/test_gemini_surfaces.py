@@ -9,8 +9,8 @@ import sys
 import aiohttp
 import pytest
 
-from proxy import fixtures
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import mock_upstream
 
 GEMINI = "/v1beta/models/gemini-2.0-flash:streamGenerateContent"
 VERTEX = (
@@ -66,7 +66,7 @@ async def test_mock_upstream_api_key_is_required_when_set() -> None:
 
 def _check(*args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "proxy", "check", *args],
+        [sys.executable, "-m", "sse_proxy", "check", *args],
         input=stdin,
         capture_output=True,
         timeout=60,

@@ -18,8 +18,9 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from proxy.core import Alert, CrlfFraming, InvalidJson, OversizedFrame, ReplacementChar
-from proxy.logsink import REDACTED, AlertSink, redact_headers, redact_url
+from sse_proxy.core import Alert, CrlfFraming, InvalidJson, OversizedFrame, ReplacementChar
+from sse_proxy.obs.redact import REDACTED, redact_headers, redact_url
+from sse_proxy.obs.sink import AlertSink
 from tests.helpers import configured_logging
 
 FFFD_NAME = "sse.replacement_char"
@@ -236,7 +237,7 @@ def json_log() -> Iterator[io.StringIO]:
 
 
 def test_alert_renders_as_one_json_object_per_line(json_log: io.StringIO) -> None:
-    from proxy.logsink import get_logger
+    from sse_proxy.obs.logs import get_logger
 
     s = AlertSink(get_logger(stream_id="0123456789abcdef", source="-"), max_per_kind=1)
     s.emit(fffd(42))
@@ -267,7 +268,7 @@ def test_check_flood_of_100k_invalid_bytes_logs_a_few_lines_and_the_exact_count(
     """Each 0xFF is its own maximal invalid subpart: 100k U+FFFD, so 100k alerts."""
     n = 100_000
     proc = subprocess.run(
-        [sys.executable, "-m", "proxy", "check", "--text", "-"],
+        [sys.executable, "-m", "sse_proxy", "check", "--text", "-"],
         input=b"data: " + b"\xff" * n + b"\n\n",
         capture_output=True,
         timeout=120,

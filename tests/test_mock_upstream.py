@@ -17,9 +17,9 @@ import pytest
 import pytest_asyncio
 from pytest_aiohttp import AiohttpClient
 
-from proxy import fixtures
-from proxy.errors import UsageError
-from proxy.mock_upstream import make_mock_app, mock_upstream, run_mock_upstream
+from sse_proxy.errors import UsageError
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import make_mock_app, mock_upstream, run_mock_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -241,7 +241,10 @@ async def test_healthz(aiohttp_client: AiohttpClient) -> None:
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM semantics")
 def test_run_mock_upstream_serves_until_sigterm() -> None:
     """The blocking entry prints its URL on one line, serves, and exits 0 on SIGTERM."""
-    code = "from proxy.mock_upstream import run_mock_upstream as r; raise SystemExit(r(port=0))"
+    code = (
+        "from sse_proxy.tools.mock_upstream import run_mock_upstream as r; "
+        "raise SystemExit(r(port=0))"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from proxy.core.alerts import CrlfFraming, Truncated
-from proxy.logsink import AlertSink, get_logger
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.core.alerts import CrlfFraming, Truncated
+from sse_proxy.obs.logs import get_logger
+from sse_proxy.obs.sink import AlertSink
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.helpers import configured_logging
 from tests.security import ServeProcess, free_port
 

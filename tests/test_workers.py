@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.helpers import metric_sum
 from tests.security import ServeProcess, free_port
 from tests.timing import assert_did_not_wait
@@ -208,7 +208,7 @@ def test_each_log_line_is_one_write_so_workers_cannot_interleave() -> None:
 
     import structlog
 
-    from proxy.logsink import configure_logging, get_logger
+    from sse_proxy.obs.logs import configure_logging, get_logger
 
     saved = structlog.get_config()
     root = logging.getLogger()

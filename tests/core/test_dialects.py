@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.core import ErrorEvent, InvalidJson, ReplacementChar, Truncated
+from sse_proxy.core import ErrorEvent, InvalidJson, ReplacementChar, Truncated
 from tests.helpers import every_cut, names, openai_stream, run
 
 
@@ -65,7 +65,7 @@ def test_openai_chat_accumulates_every_choice_reasoning_and_tool_calls() -> None
     assert res.dialect == "openai"
     assert res.text == "Hé 🙂"
     assert res.alerts == ()
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     r = StreamReassembler()
     r.feed(OPENAI_FULL)
@@ -158,7 +158,7 @@ def test_openai_responses_text_and_function_call_arguments() -> None:
     assert res.dialect == "responses"
     assert res.text == "Bonjour 日本"
     assert res.alerts == ()
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     r = StreamReassembler()
     r.feed(RESPONSES)
@@ -246,7 +246,7 @@ def test_anthropic_text_thinking_and_tool_input_per_block() -> None:
     assert res.dialect == "anthropic"
     assert res.text == "Ça va 👍🏽"
     assert res.alerts == ()
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     r = StreamReassembler()
     r.feed(ANTHROPIC.replace(b"\n", b"\r\n"))
@@ -281,7 +281,7 @@ def test_dialect_can_be_forced() -> None:
 
 
 def test_path_hint_decides_when_detection_cannot() -> None:
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     r = StreamReassembler(hint="openai")
     r.feed(b"data: {oops\n\n")
@@ -345,7 +345,7 @@ def test_truncated_fires_without_done_and_not_with_it() -> None:
 
 
 def test_truncated_fires_when_upstream_closes_mid_stream_even_for_raw_text() -> None:
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     r = StreamReassembler()
     r.feed(b"data: hello\n\n")
@@ -360,7 +360,7 @@ def test_raw_text_has_no_terminal_marker_so_a_clean_end_is_not_truncated() -> No
 
 
 def test_every_alert_kind_has_its_contract_name_and_level() -> None:
-    from proxy.core import (
+    from sse_proxy.core import (
         CrlfFraming,
         OversizedFrame,
         UnterminatedFrame,
@@ -411,7 +411,7 @@ def test_nan_and_infinity_stay_invalid_json() -> None:
 
 def test_abandoned_stream_gets_no_end_of_stream_verdicts() -> None:
     """close(abandoned=True): nobody let it finish, so no truncation or unterminated frame."""
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     data = openai_stream(["a", "b"], "\r\n", done=False) + b'data: {"choi'
     ended = StreamReassembler()

@@ -29,9 +29,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from proxy.core import Limits, ReplacementChar, StreamReassembler
-from proxy.rechunk.planner import ChaosPlanner, FramesPlanner, PassthroughPlanner, Planner, Write
-from proxy.rechunk.spec import STRATEGIES, ChaosSpec
+from sse_proxy.core import Limits, ReplacementChar, StreamReassembler
+from sse_proxy.rechunk.planner import (
+    ChaosPlanner,
+    FramesPlanner,
+    PassthroughPlanner,
+    Planner,
+    Write,
+)
+from sse_proxy.rechunk.spec import STRATEGIES, ChaosSpec
 from tests.differential import compare, random_split, split_at
 from tests.helpers import bytewise, run
 from tests.oracle import DEFAULT_LIMIT, DETAIL_LIMIT, DIALECTS, decode, parse, reference
@@ -580,7 +586,7 @@ def test_check_on_a_character_split_across_two_text_events_does_not_crash(as_tex
     """`sse-proxy check --dialect text` on those 19 bytes: two alerts, no traceback."""
     args = ["--text"] if as_text else []
     proc = subprocess.run(
-        [sys.executable, "-m", "proxy", "check", "--dialect", "text", *args],
+        [sys.executable, "-m", "sse_proxy", "check", "--dialect", "text", *args],
         input=SPLIT_CHAR,
         capture_output=True,
         timeout=60,
@@ -634,7 +640,7 @@ def test_check_on_a_long_line_of_invalid_bytes_counts_every_replacement() -> Non
     counted in the summary); the summary keeps the exact count of U+FFFD."""
     stream = b"data: " + b"\xff" * INVALID_RUN + b"\n\n"
     proc = subprocess.run(
-        [sys.executable, "-m", "proxy", "check", "--dialect", "text", "--text"],
+        [sys.executable, "-m", "sse_proxy", "check", "--dialect", "text", "--text"],
         input=stream,
         capture_output=True,
         timeout=120,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.core import CrlfFraming, OversizedFrame, StreamReassembler, UnterminatedFrame
+from sse_proxy.core import CrlfFraming, OversizedFrame, StreamReassembler, UnterminatedFrame
 from tests.helpers import Result, bytewise, every_cut, names, run
 
 
@@ -298,7 +298,7 @@ def test_oversized_line_at_cr_line_end_split_across_reads() -> None:
 
 
 def test_feed_after_close_is_a_state_error() -> None:
-    from proxy.errors import ReassemblerStateError
+    from sse_proxy.errors import ReassemblerStateError
 
     r = StreamReassembler()
     r.close()
@@ -307,6 +307,6 @@ def test_feed_after_close_is_a_state_error() -> None:
 
 
 def _limits(line: int, frame: int) -> object:
-    from proxy.core import Limits
+    from sse_proxy.core import Limits
 
     return Limits(max_line=line, max_frame=frame)

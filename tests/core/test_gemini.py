@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from proxy import fixtures
-from proxy.core import StreamReassembler, dialect_for_path
-from proxy.core.dialects import reasoning_of
-from proxy.fixtures import SHORT_MESSAGE, SHORT_TOKENS
+from sse_proxy.core import StreamReassembler, dialect_for_path
+from sse_proxy.core.dialects import reasoning_of
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.fixtures import SHORT_MESSAGE, SHORT_TOKENS
 
 THOUGHT = ("Let me ", "think: ", "ça ", "va 🤔.")
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from proxy.core import (
+from sse_proxy.core import (
     Alert,
     Limits,
     Output,

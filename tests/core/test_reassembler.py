@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.core import StreamReassembler
+from sse_proxy.core import StreamReassembler
 from tests.helpers import (
     MESSAGE,
     TEXT,
@@ -132,20 +132,20 @@ def test_unknown_dialect_name_is_a_value_error() -> None:
 def test_core_imports_no_asyncio_aiohttp_structlog_or_logging() -> None:
     """The sans-IO rule, checked in a fresh interpreter."""
     code = (
-        "import sys, proxy.core, proxy.core.dialects, proxy.core.framing;"
+        "import sys, sse_proxy.core, sse_proxy.core.dialects, sse_proxy.core.framing;"
         "bad = [m for m in ('asyncio', 'aiohttp', 'structlog', 'logging') if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert out == "", f"proxy.core imported {out}"
+    assert out == "", f"sse_proxy.core imported {out}"
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic", "responses", "text"])
 def test_keep_text_false_counts_the_same_length_without_keeping_the_text(dialect: str) -> None:
     """The proxy's mode: summary text_length is exact, the text itself is not held."""
-    from proxy import fixtures
+    from sse_proxy.tools import fixtures
 
     data = fixtures.clean_stream(dialect)
     kept = StreamReassembler()

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from proxy import fixtures
-from proxy.core import StreamReassembler
-from proxy.core.streammeta import META_FIELDS, StreamMeta, meta_of
+from sse_proxy.core import StreamReassembler
+from sse_proxy.core.streammeta import META_FIELDS, StreamMeta, meta_of
+from sse_proxy.tools import fixtures
 
 
 def _sse(*frames: tuple[str | None, object]) -> bytes:
@@ -191,7 +191,7 @@ def test_hostile_metadata_is_bounded() -> None:
 
 def test_gemini_helper_fills_the_same_fields() -> None:
     """The helper a gemini dialect calls maps Gemini's names onto the shared fields."""
-    from proxy.core.streammeta import gemini_usage
+    from sse_proxy.core.streammeta import gemini_usage
 
     meta = StreamMeta()
     gemini_usage(meta, {"modelVersion": "gemini-2.5-flash", "responseId": "r1"})

@@ -30,13 +30,13 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from proxy import fixtures
-from proxy.config import Config
-from proxy.core import StreamReassembler
-from proxy.core.alerts import ReplacementChar
-from proxy.inspect.report import first_difference_at
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.core import StreamReassembler
+from sse_proxy.core.alerts import ReplacementChar
+from sse_proxy.inspect.report import first_difference_at
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.toolkit._util import CLIENTS, ROOT, cli_env
 
 T = TypeVar("T")
@@ -206,7 +206,7 @@ def test_report_first_difference(driver: webdriver.Chrome, tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "proxy",
+            "sse_proxy",
             "test-client",
             "--dialect",
             "text",

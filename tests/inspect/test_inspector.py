@@ -12,11 +12,11 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from proxy.config import Config
-from proxy.inspect.registry import Registry
-from proxy.mock_upstream import start_mock_upstream
-from proxy.recording import load_recording
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.inspect.registry import Registry
+from sse_proxy.recording import load_recording
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 
 UI = "/_sse-proxy/ui"
 SECRET = "sk-test-SECRET-0123456789abcdef"
@@ -90,7 +90,7 @@ async def test_stream_page_and_recording(
     assert "sse.replacement_char" in page
     assert SECRET not in page
     rec = load_recording(tmp_path / "s.ssrec")
-    from proxy import fixtures
+    from sse_proxy.tools import fixtures
 
     assert rec.body == fixtures.faulty_stream("invalid_utf8", "openai")
     assert rec.end == "upstream_eof"
@@ -106,7 +106,7 @@ async def test_text_hidden_without_ui_text(mock_url: str, proxies: list[web.AppR
             page = await resp.text()
         async with s.get(f"{url}{UI}/stream/{sid}.ssrec") as resp:
             assert resp.status == 403
-    from proxy import fixtures
+    from sse_proxy.tools import fixtures
 
     for word in fixtures.MESSAGE.split()[:5]:
         if len(word) > 3:
@@ -184,8 +184,8 @@ def test_registry_bounds_bytes_and_reads() -> None:
 
 
 def test_ui_flags_reach_the_config() -> None:
-    from proxy.cli import _SERVE_FLAGS, build_parser
-    from proxy.config import load_config
+    from sse_proxy.cli import _SERVE_FLAGS, build_parser
+    from sse_proxy.config import load_config
 
     args = build_parser().parse_args(
         [

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from proxy import fixtures
-from proxy.errors import UsageError
-from proxy.inspect.report import ReportCase, first_difference_at, render_report, write_report
+from sse_proxy.errors import UsageError
+from sse_proxy.inspect.report import ReportCase, first_difference_at, render_report, write_report
+from sse_proxy.tools import fixtures
 from tests.toolkit._util import CLIENTS, ROOT, cli_env, write_recording
 
 
@@ -72,7 +72,7 @@ def test_check_html_cli(tmp_path: Path) -> None:
     capture.write_bytes(fixtures.faulty_stream("invalid_utf8", "openai"))
     out = tmp_path / "r.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "proxy", "check", "--text", "--html", str(out), str(capture)],
+        [sys.executable, "-m", "sse_proxy", "check", "--text", "--html", str(out), str(capture)],
         cwd=ROOT,
         env=cli_env(),
         capture_output=True,
@@ -94,7 +94,7 @@ def test_check_html_unwritable(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "proxy",
+            "sse_proxy",
             "check",
             "--html",
             str(tmp_path / "x" / "r.html"),
@@ -119,7 +119,7 @@ def test_check_html_recording_keeps_its_reads(tmp_path: Path) -> None:
     )
     out = tmp_path / "r.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "proxy", "check", "--text", "--html", str(out), str(rec)],
+        [sys.executable, "-m", "sse_proxy", "check", "--text", "--html", str(out), str(rec)],
         cwd=ROOT,
         env=cli_env(),
         capture_output=True,
@@ -141,7 +141,7 @@ def test_test_client_html_keeps_the_chaos_writes(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "proxy",
+            "sse_proxy",
             "test-client",
             "--dialect",
             "text",

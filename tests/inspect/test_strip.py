@@ -8,10 +8,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from proxy import fixtures
-from proxy.core import StreamReassembler
-from proxy.inspect.html import render_strip
-from proxy.inspect.strip import analyse, build_strip, cut_chars, line_endings
+from sse_proxy.core import StreamReassembler
+from sse_proxy.inspect.html import render_strip
+from sse_proxy.inspect.strip import analyse, build_strip, cut_chars, line_endings
+from sse_proxy.tools import fixtures
 
 MULTI = "aé€🦊z".encode()  # 1-, 2-, 3-, 4-byte characters: é at 1, € at 3, 🦊 at 6, z at 10
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import proxy.rechunk
-from proxy.errors import ChaosSpecError
-from proxy.rechunk.planner import (
+import sse_proxy.rechunk
+from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.planner import (
     ChaosPlanner,
     FramesPlanner,
     PassthroughPlanner,
@@ -22,7 +22,7 @@ from proxy.rechunk.planner import (
     Write,
     make_planner,
 )
-from proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
 from tests.rechunk.test_rewrites import STREAMS, core_view, frame_ends, parse
 
 MESSAGE = "café 🙂 日本語 naïve"
@@ -55,7 +55,7 @@ def drive(planner: Planner, chunks: Sequence[bytes], ends: Sequence[int]) -> lis
 
 def drive_with_core(planner: Planner, chunks: Sequence[bytes]) -> list[Write]:
     """Feed chunks with the frame ends the core reassembler reports, as the shell will."""
-    from proxy.core import StreamReassembler
+    from sse_proxy.core import StreamReassembler
 
     r = StreamReassembler(dialect="none")
     writes: list[Write] = []
@@ -77,7 +77,7 @@ RECHUNK_SPECS = [c for r in range(1, 3) for c in itertools.combinations(STRATEGI
 def test_module_is_pure() -> None:
     """The package must stay free of I/O, clocks and event loops: it only plans writes."""
     banned = {"asyncio", "aiohttp", "structlog", "logging", "time", "socket", "os", "io"}
-    for path in Path(proxy.rechunk.__file__).parent.glob("*.py"):
+    for path in Path(sse_proxy.rechunk.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -270,7 +270,7 @@ def test_rewrites_through_the_planner_keep_events(
 ) -> None:
     """With the core's own frame ends and any chunking; a small max_hold forces raw writes."""
     if core_view(b"") is None:
-        pytest.skip("proxy.core.StreamReassembler not available")
+        pytest.skip("sse_proxy.core.StreamReassembler not available")
     stream = STREAMS[label]
     planner = ChaosPlanner(ChaosSpec(names, seed, frames_per_write=2), max_hold)
     writes = drive_with_core(planner, chunked(stream, seed, n_chunks))

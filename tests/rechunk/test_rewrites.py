@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.errors import ChaosSpecError
-from proxy.rechunk.rewrites import BOM, apply_rewrites, is_complete_frame, rewrite_frame
-from proxy.rechunk.spec import LINE_ENDING_REWRITES, REWRITES
+from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.rewrites import BOM, apply_rewrites, is_complete_frame, rewrite_frame
+from sse_proxy.rechunk.spec import LINE_ENDING_REWRITES, REWRITES
 from tests import oracle
 
 Event = tuple[str, str, "str | None", "int | None"]  # type, data, last event id, retry
@@ -62,7 +62,7 @@ def rewrite_stream(
 def core_view(stream: bytes) -> tuple[list[Event], list[str]] | None:
     """Events and alert names (minus line-ending notes) from the core, if it is there yet."""
     try:
-        from proxy.core import StreamReassembler
+        from sse_proxy.core import StreamReassembler
     except ImportError:
         return None
     r = StreamReassembler(dialect="none")
@@ -133,16 +133,16 @@ def test_reference_parser_agrees_with_core_on_the_corpus() -> None:
     for name, stream in STREAMS.items():
         view = core_view(stream)
         if view is None:
-            pytest.skip("proxy.core.StreamReassembler not available")
+            pytest.skip("sse_proxy.core.StreamReassembler not available")
         assert view[0] == parse(stream), name
 
 
 def test_frame_ends_agree_with_core() -> None:
     """The splitter used here must report what the core reports, or the test proves little."""
     try:
-        from proxy.core import StreamReassembler
+        from sse_proxy.core import StreamReassembler
     except ImportError:
-        pytest.skip("proxy.core.StreamReassembler not available")
+        pytest.skip("sse_proxy.core.StreamReassembler not available")
     for name, stream in STREAMS.items():
         r = StreamReassembler(dialect="none")
         ends = list(r.feed(stream).frame_ends) + list(r.close().frame_ends)

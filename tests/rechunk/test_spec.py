@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.errors import ChaosSpecError
-from proxy.rechunk.spec import (
+from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.spec import (
     REWRITES,
     STRATEGIES,
     ChaosSpec,

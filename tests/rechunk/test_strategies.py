@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.errors import ChaosSpecError
-from proxy.rechunk.spec import REWRITES, STRATEGIES
-from proxy.rechunk.strategies import combined_cut_points, cut_points, split_at
+from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.rechunk.strategies import combined_cut_points, cut_points, split_at
 
 MESSAGE = "café 🙂 日本語 naïve"
 SEEDS = range(40)

@@ -22,8 +22,8 @@ import pytest_asyncio
 import structlog
 from aiohttp import web
 
-from proxy.config import Config
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.run import start_proxy, stop_proxy
 
 LogEntries = list[MutableMapping[str, Any]]
 Behaviour = Callable[["UpstreamConn"], Awaitable[None]]

@@ -15,7 +15,7 @@ import time
 import aiohttp
 import pytest
 
-from proxy.server.app import STATE
+from sse_proxy.server.app import STATE
 from tests.timing import assert_fired_on_time
 
 from .conftest import STREAM_ID, Behaviour, UpstreamConn, eventually, free_port, named, wait_logged

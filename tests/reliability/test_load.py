@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 import structlog
 
-from proxy import fixtures
-from proxy.config import Config
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.app import STATE
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.app import STATE
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.helpers import metric_sum
 
 from .conftest import LogEntries, eventually

@@ -20,9 +20,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from proxy.config import Config
-from proxy.server.app import STATE
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.app import STATE
+from sse_proxy.server.run import start_proxy, stop_proxy
 from tests.timing import assert_did_not_wait, assert_fired_on_time
 
 from .conftest import STREAM_ID, UpstreamConn, eventually, free_port, wait_logged
@@ -90,7 +90,7 @@ class ProxyProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = [
-            *(sys.executable, "-m", "proxy", "serve"),
+            *(sys.executable, "-m", "sse_proxy", "serve"),
             *("--upstream", upstream, "--port", str(self.port)),
             *("--shutdown-grace", str(grace), "--log-level", "info"),
         ]

@@ -27,8 +27,8 @@ from typing import Any
 
 from aiohttp import web
 
-from proxy.config import Config
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.run import start_proxy, stop_proxy
 
 SSE_PROXY = str(Path(sys.executable).with_name("sse-proxy"))
 ROOT = Path(__file__).resolve().parents[2]

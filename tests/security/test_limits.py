@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.security import (
     Seen,
     port_of,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.security import (
     Seen,
     decoy_server,

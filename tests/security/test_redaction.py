@@ -21,10 +21,11 @@ import aiohttp
 import pytest
 import structlog
 
-from proxy.config import Config
-from proxy.errors import ConfigError
-from proxy.logsink import configure_logging, format_exception_redacted, get_logger, redact_text
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.config import Config
+from sse_proxy.errors import ConfigError
+from sse_proxy.obs.logs import configure_logging, get_logger
+from sse_proxy.obs.redact import format_exception_redacted, redact_text
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.security import (
     ServeProcess,
     free_port,
@@ -297,7 +298,7 @@ async def test_in_process_unexpected_exception_traceback_is_redacted(
             "x-custom-token=SECRET-d, Cookie: sid=SECRET-e"
         )
 
-    monkeypatch.setattr("proxy.server.app.response_headers_for_client", boom)
+    monkeypatch.setattr("sse_proxy.server.app.response_headers_for_client", boom)
     async with (
         mock_upstream() as upstream,
         running_proxy(upstream) as proxy,

@@ -1,6 +1,6 @@
 """Fixtures for the proxy's integration tests: real loopback sockets, real servers, no mocks.
 
-A mock LLM upstream (:mod:`proxy.mock_upstream`) or a small custom aiohttp app plays the
+A mock LLM upstream (:mod:`sse_proxy.tools.mock_upstream`) or a small custom aiohttp app plays the
 upstream, ``start_proxy`` runs the real proxy in front of it on an ephemeral port, and
 ``structlog.testing.capture_logs`` collects what the proxy logs.
 """
@@ -20,9 +20,9 @@ import pytest_asyncio
 import structlog
 from aiohttp import web
 
-from proxy.config import Config
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 
 LogEntries = list[MutableMapping[str, Any]]
 StartProxy = Callable[..., Awaitable[str]]

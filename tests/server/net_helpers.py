@@ -21,7 +21,7 @@ from pathlib import Path
 import trustme
 from aiohttp import web
 
-from proxy.mock_upstream import make_mock_app
+from sse_proxy.tools.mock_upstream import make_mock_app
 
 __all__ = ["ForwardProxy", "PrivateCA", "forward_proxy", "private_ca", "tls_mock_upstream"]
 

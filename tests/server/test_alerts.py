@@ -11,7 +11,7 @@ import brotli
 import pytest
 from aiohttp import web
 
-from proxy import fixtures
+from sse_proxy.tools import fixtures
 from tests.server.conftest import (
     STREAM_ID,
     LogEntries,

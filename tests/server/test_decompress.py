@@ -17,8 +17,8 @@ import brotli
 import pytest
 from aiohttp import web
 
-from proxy.core import StreamReassembler
-from proxy.server.decompress import (
+from sse_proxy.core import StreamReassembler
+from sse_proxy.server.decompress import (
     DEFAULT_SLICE,
     RATIO_FLOOR,
     DecodeFailed,

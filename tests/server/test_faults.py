@@ -16,9 +16,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from proxy import fixtures
-from proxy.config import Config
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools import fixtures
 from tests.server.conftest import (
     STREAM_ID,
     LogEntries,
@@ -416,7 +416,7 @@ async def test_client_leaving_mid_stream_is_no_truncation_alarm(
     start: StartProxy, logs: LogEntries
 ) -> None:
     """A user pressing stop is not an upstream fault: no sse.truncated, no unterminated frame."""
-    from proxy.mock_upstream import start_mock_upstream
+    from sse_proxy.tools.mock_upstream import start_mock_upstream
 
     runner, upstream = await start_mock_upstream(port=0, chunk_delay=0.01)
     try:

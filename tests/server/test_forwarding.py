@@ -13,7 +13,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from proxy import fixtures
+from sse_proxy.tools import fixtures
 from tests.server.conftest import (
     STREAM_ID,
     LogEntries,
@@ -367,8 +367,8 @@ async def test_chaos_mode_server_takes_the_chaos_header_as_an_override(
     mock_url: str, session: aiohttp.ClientSession
 ) -> None:
     """A server started in chaos mode lets a request pick its own strategy and seed."""
-    from proxy.config import Config
-    from proxy.server.run import start_proxy, stop_proxy
+    from sse_proxy.config import Config
+    from sse_proxy.server.run import start_proxy, stop_proxy
 
     runner, url = await start_proxy(
         Config(upstream=mock_url, port=0, mode="chaos", chaos="random", seed=1)

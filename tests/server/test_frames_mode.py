@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from proxy import fixtures
-from proxy.core import StreamReassembler
+from sse_proxy.core import StreamReassembler
+from sse_proxy.tools import fixtures
 from tests.server.conftest import (
     STREAM_ID,
     LogEntries,

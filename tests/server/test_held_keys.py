@@ -9,12 +9,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from proxy import fixtures
-from proxy.config import Config, RouteSpec, load_config
-from proxy.errors import ConfigError
-from proxy.logsink import configure_logging, get_logger
-from proxy.server.routes import RouteTable
-from proxy.server.run import start_proxy
+from sse_proxy.config import Config, RouteSpec, load_config
+from sse_proxy.errors import ConfigError
+from sse_proxy.obs.logs import configure_logging, get_logger
+from sse_proxy.server.routes import RouteTable
+from sse_proxy.server.run import start_proxy
+from sse_proxy.tools import fixtures
 from tests.server.conftest import LogEntries, StartProxy, wait_for
 
 SECRET = "sk-held-0123456789abcdef"

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from proxy.core.streammeta import META_FIELDS
+from sse_proxy.core.streammeta import META_FIELDS
 from tests.core.test_streammeta import ANTHROPIC, EXPECTED, OPENAI, RESPONSES
 from tests.helpers import metric_sum
 from tests.server.conftest import STREAM_ID, LogEntries, StartApp, StartProxy, named, wait_for
@@ -299,8 +299,8 @@ def test_metric_names_list_is_complete() -> None:
     """METRIC_NAMES (used by the deploy/ checks) is what a registry really exposes."""
     from prometheus_client import generate_latest
 
-    from proxy.metrics import METRIC_NAMES, Metrics
-    from proxy.server.observe import _GapHistogram
+    from sse_proxy.obs.metrics import METRIC_NAMES, Metrics
+    from sse_proxy.server.timing import _GapHistogram
 
     m = Metrics()
     gaps = _GapHistogram()
@@ -339,8 +339,8 @@ def test_gap_histogram_matches_exact_figures(seed: int) -> None:
 
     from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-    from proxy.metrics import _observe_many
-    from proxy.server.observe import PROM_GAP_BUCKETS, _GapHistogram
+    from sse_proxy.obs.metrics import _observe_many
+    from sse_proxy.server.timing import PROM_GAP_BUCKETS, _GapHistogram
 
     rng = random.Random(seed)
     values = [rng.lognormvariate(-4, 2) for _ in range(rng.randint(1, 3000))]
@@ -374,7 +374,7 @@ async def test_real_openai_sdk_stream_is_found_by_its_request_id(
     """The official openai SDK (its own headers and body) through the proxy: n=2 with usage."""
     from openai import AsyncOpenAI
 
-    from proxy import fixtures
+    from sse_proxy.tools import fixtures
 
     url = await start(mock_url)
     client = AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
@@ -417,9 +417,10 @@ def test_gap_histogram_counts_every_gap_of_a_long_stream_exactly() -> None:
 
     import structlog
 
-    from proxy.core import StreamReassembler
-    from proxy.logsink import AlertSink
-    from proxy.server.observe import GAP_BOUNDS, RequestContext, StreamObserver
+    from sse_proxy.core import StreamReassembler
+    from sse_proxy.obs.sink import AlertSink
+    from sse_proxy.server.exchange import RequestContext
+    from sse_proxy.server.timing import GAP_BOUNDS, StreamObserver
 
     seed = 20261201
     rng = random.Random(seed)

@@ -8,11 +8,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from proxy import fixtures
-from proxy.config import Config
-from proxy.errors import ConfigError
-from proxy.server.network import Network
-from proxy.server.run import start_proxy
+from sse_proxy.config import Config
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.network import Network
+from sse_proxy.server.run import start_proxy
+from sse_proxy.tools import fixtures
 from tests.security import free_port
 from tests.server.conftest import LogEntries, StartProxy, named
 from tests.server.net_helpers import forward_proxy, private_ca, tls_mock_upstream

@@ -14,8 +14,8 @@ import pytest
 import structlog
 from aiohttp import web
 
-from proxy import fixtures
-from proxy.logsink import configure_logging
+from sse_proxy.obs.logs import configure_logging
+from sse_proxy.tools import fixtures
 from tests.helpers import metric_sum
 from tests.server.conftest import (
     STREAM_ID,

@@ -8,11 +8,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from proxy import fixtures
-from proxy.config import Config, RouteSpec, load_config
-from proxy.errors import ConfigError
-from proxy.mock_upstream import start_mock_upstream
-from proxy.server.routes import RouteTable, join_upstream
+from sse_proxy.config import Config, RouteSpec, load_config
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.routes import RouteTable, join_upstream
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.server.conftest import LogEntries, StartProxy, named, summary, wait_for
 
 STREAM_ID = "X-SSE-Proxy-Stream-Id"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from proxy.config import Config, load_config, load_config_with_notes
-from proxy.errors import ConfigError
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config, load_config, load_config_with_notes
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.run import start_proxy, stop_proxy
 from tests.server.conftest import LogEntries, StartProxy, named, raw_exchange
 
 SSE_PROXY = Path(sys.executable).with_name("sse-proxy")

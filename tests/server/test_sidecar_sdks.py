@@ -21,8 +21,8 @@ import pytest
 from google import genai
 from google.genai import types
 
-from proxy import fixtures
-from proxy.mock_upstream import mock_upstream
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.security import ServeProcess
 from tests.server.net_helpers import forward_proxy
 

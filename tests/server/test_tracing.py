@@ -15,9 +15,9 @@ from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from proxy.config import Config
-from proxy.errors import ConfigError
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.run import start_proxy, stop_proxy
 from tests.server.conftest import STREAM_ID, LogEntries, StartApp, wait_for
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

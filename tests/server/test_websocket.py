@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 
-from proxy import fixtures
-from proxy.config import Config, RouteSpec
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config, RouteSpec
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools import fixtures
 from tests.server.conftest import LogEntries, StartApp, StartProxy, named, wait_for
 from tests.server.net_helpers import forward_proxy, private_ca
 

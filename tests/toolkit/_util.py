@@ -8,10 +8,10 @@ from pathlib import Path
 
 import aiohttp
 
-from proxy.config import Config
-from proxy.mock_upstream import start_mock_upstream
-from proxy.recording import Recording, encode_end, encode_header, encode_read, load_recording
-from proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.config import Config
+from sse_proxy.recording import Recording, encode_end, encode_header, encode_read, load_recording
+from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools.mock_upstream import start_mock_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = "tests.toolkit.clients"

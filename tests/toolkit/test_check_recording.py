@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from proxy import fixtures
-from proxy.check import run_check
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.check import run_check
 from tests.toolkit._util import cli_env, record_stream, write_recording
 
-CLI = [sys.executable, "-m", "proxy"]
+CLI = [sys.executable, "-m", "sse_proxy"]
 
 
 @pytest.mark.asyncio

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from proxy import fixtures
-from proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.tools import fixtures
 from tests.timing import assert_fired_on_time
 from tests.toolkit._util import CLIENTS, ROOT, cli_env, write_recording
 
-CLI = [sys.executable, "-m", "proxy"]
+CLI = [sys.executable, "-m", "sse_proxy"]
 RECHUNK = ",".join(["baseline", *STRATEGIES])
 ALL_SINGLE = ",".join(["baseline", *STRATEGIES, *REWRITES])
 

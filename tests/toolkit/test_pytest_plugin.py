@@ -13,8 +13,8 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from proxy.pytest_plugin import SSEChaosProxy, chaos_proxy, sse_chaos_strategies
-from proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.pytest_plugin import SSEChaosProxy, chaos_proxy, sse_chaos_strategies
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
 from tests.toolkit._util import cli_env
 from tests.toolkit.clients._sse import LineParser, delta_text
 
@@ -119,8 +119,8 @@ def test_chaos_proxy_context_manager_stops_its_thread() -> None:
 def test_importing_the_plugin_is_cheap() -> None:
     """The entry point module pulls in neither aiohttp nor the proxy server at import."""
     code = (
-        "import sys, proxy.pytest_plugin; "
-        "print(sorted({'aiohttp', 'proxy.server'} & set(sys.modules)))"
+        "import sys, sse_proxy.pytest_plugin; "
+        "print(sorted({'aiohttp', 'sse_proxy.server'} & set(sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, check=True, env=cli_env(), timeout=30

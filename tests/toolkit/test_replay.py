@@ -14,14 +14,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from proxy import fixtures
-from proxy.rechunk.spec import STRATEGIES, ChaosSpec
-from proxy.recording import load_recording
-from proxy.replay import plan_replay, start_replay
+from sse_proxy.rechunk.spec import STRATEGIES, ChaosSpec
+from sse_proxy.recording import load_recording
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.replay import plan_replay, start_replay
 from tests.timing import assert_fired_on_time
 from tests.toolkit._util import cli_env, raw_chunks, record_stream, write_recording
 
-CLI = [sys.executable, "-m", "proxy"]
+CLI = [sys.executable, "-m", "sse_proxy"]
 
 
 @pytest.mark.asyncio

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from proxy import fixtures
-from proxy.rechunk.spec import REWRITES, STRATEGIES
-from proxy.testclient.diagnose import (
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.testclient.diagnose import (
     CrashSite,
     Diagnosis,
     attribute_crash,
@@ -17,7 +17,7 @@ from proxy.testclient.diagnose import (
     diagnose_fault,
     split_parts,
 )
-from proxy.testclient.plan import DEFAULT_COMBOS
+from sse_proxy.tools.testclient.plan import DEFAULT_COMBOS
 
 EXPECTED = fixtures.MESSAGE
 HALF = EXPECTED[: len(EXPECTED) // 2]

@@ -7,19 +7,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from proxy import fixtures
-from proxy.core import StreamReassembler
-from proxy.errors import UsageError
-from proxy.rechunk.spec import REWRITES, STRATEGIES
-from proxy.testclient.diagnose import (
+from sse_proxy.core import StreamReassembler
+from sse_proxy.errors import UsageError
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.testclient.diagnose import (
     describe_cut,
     diagnose,
     first_difference,
     normalize_output,
     short_diff,
 )
-from proxy.testclient.fixture import load_fixture
-from proxy.testclient.plan import (
+from sse_proxy.tools.testclient.fixture import load_fixture
+from sse_proxy.tools.testclient.plan import (
     CUT_BUDGET,
     DEFAULT_COMBOS,
     Case,
@@ -27,8 +27,8 @@ from proxy.testclient.plan import (
     fault_kinds,
     plan_cases,
 )
-from proxy.testclient.report import by_hand, report_junit
-from proxy.testclient.run import CaseResult
+from sse_proxy.tools.testclient.report import by_hand, report_junit
+from sse_proxy.tools.testclient.run import CaseResult
 
 EXPECTED = fixtures.MESSAGE
 

@@ -1,9 +1,0 @@
-"""Seeing a stream: the byte-strip model, the live inspector and the HTML reports.
-
-:mod:`proxy.inspect.strip` is pure (bytes in, a model out) so the pages and their tests
-share one source of truth; :mod:`proxy.inspect.registry` holds recent streams in bounded
-memory; :mod:`proxy.inspect.web` serves the inspector; :mod:`proxy.inspect.report` writes
-the self-contained HTML reports of ``check --html`` and ``test-client --html``.
-"""
-
-from __future__ import annotations

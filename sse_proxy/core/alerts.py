@@ -1,0 +1,165 @@
+"""Anomalies as data: one frozen dataclass per alert, named as the contract names it.
+
+The core returns these from ``feed``/``close``; only the shell turns them into log lines.
+Every offset is a byte offset into the upstream stream (after a stripped BOM counts too).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+__all__ = [
+    "Alert",
+    "CrlfFraming",
+    "ErrorEvent",
+    "InvalidJson",
+    "Level",
+    "OversizedFrame",
+    "ReplacementChar",
+    "Stall",
+    "StallEnd",
+    "Truncated",
+    "UnterminatedFrame",
+]
+
+
+class Level(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alert:
+    """Base of all alerts; ``name`` is the log event name fixed by the contract."""
+
+    name: ClassVar[str] = "sse.alert"
+
+    @property
+    def level(self) -> Level:
+        return Level.WARNING
+
+    def fields(self) -> dict[str, object]:
+        """The alert's own fields, as they go into the log line."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplacementChar(Alert):
+    """U+FFFD in decoded text: ``invalid_utf8`` (lost here) or ``upstream_literal`` (sent so).
+
+    ``count`` is how many U+FFFD of this cause the alert stands for: 1, except for the one
+    alert that sums up a line's (or a payload's) U+FFFD beyond the first few located one by
+    one (:data:`sse_proxy.core.utf8.DETAIL_LIMIT`), so a flood costs linear time, not an alert
+    per byte. ``byte_offset`` is then where the first of them is.
+    """
+
+    name: ClassVar[str] = "sse.replacement_char"
+    cause: str
+    byte_offset: int
+    event_index: int
+    count: int = 1
+
+    INVALID_UTF8: ClassVar[str] = "invalid_utf8"
+    UPSTREAM_LITERAL: ClassVar[str] = "upstream_literal"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnterminatedFrame(Alert):
+    """The stream ended after a partial frame, which a client must discard."""
+
+    name: ClassVar[str] = "sse.unterminated_frame"
+    pending_bytes: int
+    preview: str
+    byte_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrlfFraming(Alert):
+    """CR or CRLF line endings were seen; clients splitting on ``\\n\\n`` break on them."""
+
+    name: ClassVar[str] = "sse.crlf_framing"
+    counts: dict[str, int]
+    mixed: bool
+
+    @property
+    def level(self) -> Level:
+        return Level.WARNING if self.mixed else Level.INFO
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InvalidJson(Alert):
+    """A JSON-dialect payload (or a tool call's accumulated arguments) did not parse."""
+
+    name: ClassVar[str] = "sse.invalid_json"
+    byte_offset: int
+    event_index: int
+    error: str
+    preview: str
+    tool_call: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Truncated(Alert):
+    """The stream ended without its dialect's terminal marker, or upstream closed mid-stream."""
+
+    name: ClassVar[str] = "sse.truncated"
+    reason: str
+    dialect: str
+    byte_offset: int
+
+    NO_TERMINAL_MARKER: ClassVar[str] = "no_terminal_marker"
+    UPSTREAM_CLOSED: ClassVar[str] = "upstream_closed"
+    # The proxy cut the stream itself (set by the shell, which knows why it stopped).
+    IDLE_TIMEOUT: ClassVar[str] = "idle_timeout"
+    TOTAL_TIMEOUT: ClassVar[str] = "total_timeout"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OversizedFrame(Alert):
+    """A line or frame outgrew its limit; it was dropped, never buffered without bound."""
+
+    name: ClassVar[str] = "sse.oversized_frame"
+    kind: str
+    limit: int
+    byte_offset: int
+    action: str = "dropped"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent(Alert):
+    """Upstream reported an error inside the stream (Anthropic ``error``, Responses ``error``)."""
+
+    name: ClassVar[str] = "sse.error_event"
+    byte_offset: int
+    event_index: int
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stall(Alert):
+    """No event for ``stall_threshold`` while the stream is open: the user sees nothing.
+
+    Raised by the shell's timer (the core has no clock), while the stall is going on;
+    ``gap_ms`` is the silence so far, ``after_event`` how many events came before it.
+    """
+
+    name: ClassVar[str] = "sse.stall"
+    gap_ms: float
+    threshold_ms: float
+    after_event: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StallEnd(Alert):
+    """Events resumed after a stall; ``gap_ms`` is the whole silence."""
+
+    name: ClassVar[str] = "sse.stall_end"
+    gap_ms: float
+    after_event: int
+
+    @property
+    def level(self) -> Level:
+        return Level.INFO

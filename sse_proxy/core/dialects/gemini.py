@@ -1,0 +1,161 @@
+"""Google Gemini streams (Generative Language API and Vertex AI, ``alt=sse``).
+
+Each event is a whole ``GenerateContentResponse``: ``candidates[].content.parts[]`` carry
+text (``"thought": true`` marks reasoning), function calls and more; the candidate that
+ends carries ``finishReason``; ``usageMetadata`` comes with the chunks (the last one is
+final). There is no end-of-stream marker: a stream none of whose candidates finished
+(and whose prompt was not blocked) was cut short. An error is an ``{"error": {...}}``
+object (``code``, ``message``, ``status``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sse_proxy.core.alerts import Alert
+from sse_proxy.core.dialects.base import JsonAccumulator, text_of
+
+__all__ = ["GeminiAccumulator"]
+
+
+@dataclass(slots=True)
+class _Candidate:
+    text: list[str]
+    thought: list[str]
+    finish_reason: str | None = None
+    function_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _length(parts: list[str]) -> int:
+    """Characters in a part list, whether it is a real list or a folded tally."""
+    return getattr(parts, "chars", 0) + sum(map(len, parts))
+
+
+class GeminiAccumulator(JsonAccumulator):
+    """Text and thoughts per candidate index, finish reasons, usage and function calls.
+
+    ``text`` is the answer text of the lowest candidate index (thought parts excluded);
+    :attr:`reasoning` is its thought text, kept apart.
+    """
+
+    name: ClassVar[str] = "gemini"
+    # Not a marker in the stream: a candidate's finish reason plays that part.
+    terminal_marker: ClassVar[str | None] = "finishReason"
+
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
+        super().__init__(alerts, keep_text=keep_text)
+        self._candidates: dict[int, _Candidate] = {}
+        self._usage: dict[str, Any] | None = None
+        self._model: str | None = None
+        self._block_reason: str | None = None
+
+    def _candidate(self, idx: int) -> _Candidate:
+        cand = self._candidates.get(idx)
+        if cand is None:
+            cand = self._candidates[idx] = _Candidate(self.text_parts(), self.text_parts())
+        return cand
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        obj = self.parse(data, index, offset)
+        if obj is None:
+            return
+        candidates = obj.get("candidates")
+        if type(candidates) is list:
+            for cand in candidates:
+                if type(cand) is dict:
+                    self._accept_candidate(cand, data, index, offset)
+        elif "error" in obj:
+            err = obj["error"]
+            if type(err) is dict:
+                kind = err.get("status") or err.get("code") or "error"
+                err = {"type": text_of(kind), "message": err.get("message") or ""}
+            self.error_event({"error": err}, index, offset)
+            self.terminal_seen = True  # an error ends the stream; it is reported as such
+        usage = obj.get("usageMetadata")
+        if type(usage) is dict:
+            self._usage = usage
+        model = obj.get("modelVersion")
+        if type(model) is str:
+            self._model = model
+        feedback = obj.get("promptFeedback")
+        if type(feedback) is dict and feedback.get("blockReason"):
+            self._block_reason = text_of(feedback["blockReason"])
+            self.terminal_seen = True  # a blocked prompt gets no candidates at all
+
+    def _accept_candidate(self, cand: dict[str, Any], data: str, index: int, offset: int) -> None:
+        idx = cand.get("index", 0)
+        if type(idx) is not int:
+            idx = 0
+        state = self._candidate(idx)
+        content = cand.get("content")
+        parts = content.get("parts") if type(content) is dict else None
+        if type(parts) is list:
+            for part in parts:
+                if type(part) is not dict:
+                    continue
+                text = part.get("text")
+                if type(text) is str and text:
+                    (state.thought if part.get("thought") is True else state.text).append(text)
+                    if "\ufffd" in text:
+                        self._fffd(text, data, index, offset)
+                call = part.get("functionCall")
+                if type(call) is dict:
+                    state.function_calls.append(
+                        {"name": text_of(call.get("name") or ""), "args": call.get("args")}
+                    )
+        reason = cand.get("finishReason")
+        if reason:
+            state.finish_reason = text_of(reason)
+            self.terminal_seen = True
+
+    def _first(self) -> _Candidate | None:
+        return self._candidates[min(self._candidates)] if self._candidates else None
+
+    @property
+    def text(self) -> str:
+        first = self._first()
+        return "" if first is None else "".join(first.text)
+
+    @property
+    def text_length(self) -> int:
+        first = self._first()
+        if first is None:
+            return 0
+        if self.keep_text:
+            return len(self.text)
+        self.compact()
+        return _length(first.text)
+
+    @property
+    def reasoning(self) -> str:
+        """Thought text of the lowest candidate, apart from the answer ("" if not kept)."""
+        first = self._first()
+        return "" if first is None or not self.keep_text else "".join(first.thought)
+
+    @property
+    def reasoning_length(self) -> int:
+        first = self._first()
+        if first is None:
+            return 0
+        if not self.keep_text:
+            self.compact()
+        return _length(first.thought)
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "model": self._model,
+            "usage": self._usage,
+            "block_reason": self._block_reason,
+            "reasoning": self.reasoning,
+            "candidates": [
+                {
+                    "index": idx,
+                    "text": "".join(c.text),
+                    "thought": "".join(c.thought),
+                    "finish_reason": c.finish_reason,
+                    "function_calls": c.function_calls,
+                }
+                for idx, c in sorted(self._candidates.items())
+            ],
+        }

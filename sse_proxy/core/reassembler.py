@@ -1,0 +1,243 @@
+"""StreamReassembler: bytes in; events, message text and alerts out.
+
+It composes the event-stream parser (:mod:`sse_proxy.core.framing`) with a dialect accumulator
+(:mod:`sse_proxy.core.dialects`). ``feed`` returns everything that happened during the call, so
+the shell forwards bytes and logs alerts in a few lines whatever the parser thinks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sse_proxy.core.alerts import Alert, CrlfFraming, ReplacementChar, Truncated
+from sse_proxy.core.dialects import (
+    Accumulator,
+    DetectingAccumulator,
+    detect,
+    make_accumulator,
+    normalize_dialect,
+)
+from sse_proxy.core.events import SSEEvent
+from sse_proxy.core.framing import DEFAULT_LIMIT, EventStreamParser
+from sse_proxy.errors import ReassemblerStateError
+
+__all__ = ["Limits", "Output", "StreamReassembler"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Bounds on what the observer holds: one line, one frame (bytes)."""
+
+    max_line: int = DEFAULT_LIMIT
+    max_frame: int = DEFAULT_LIMIT
+
+    def __post_init__(self) -> None:
+        if self.max_line < 1 or self.max_frame < 1:
+            raise ValueError("limits must be positive byte counts")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """What one ``feed`` or ``close`` produced. ``frame_ends`` are stream offsets.
+
+    ``tentative_end``: the read ended with the CR of a blank line, so a frame ends either
+    here or one byte later if the next read starts with LF. The next ``feed`` (or
+    ``close``) settles it and reports the real end among its ``frame_ends``; a planner that
+    must not split a CRLF holds the frame until then.
+    """
+
+    events: tuple[SSEEvent, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    frame_ends: tuple[int, ...] = ()
+    tentative_end: int | None = None
+
+
+_EMPTY = Output()
+
+
+class StreamReassembler:
+    """Incremental, cut-point independent reassembly of one SSE stream.
+
+    ``dialect`` names the message format (``openai``, ``responses``, ``anthropic``,
+    ``text``, ``none``) or ``None`` to detect it from the first data event; ``hint`` is the
+    dialect to assume when detection cannot tell (the proxy derives it from the request
+    path). ``emit_events=False`` skips building :class:`SSEEvent` objects and
+    ``frame_ends=False`` skips reporting frame end offsets, when only text and alerts are
+    wanted (the proxy's passthrough hot path). ``keep_text=False`` counts the message
+    text instead of keeping it (``text`` is then empty), so memory stays flat on a long
+    stream.
+    """
+
+    def __init__(
+        self,
+        dialect: str | None = None,
+        *,
+        hint: str | None = None,
+        limits: Limits | None = None,
+        emit_events: bool = True,
+        frame_ends: bool = True,
+        keep_text: bool = True,
+    ) -> None:
+        limits = limits or Limits()
+        forced = normalize_dialect(dialect)
+        self._hint = normalize_dialect(hint)
+        self._keep_text = keep_text
+        self._alerts: list[Alert] = []
+        self._events: list[SSEEvent] = []
+        self._decided = forced is not None
+        self._acc: Accumulator = (
+            make_accumulator(forced, self._alerts, keep_text=keep_text)
+            if forced is not None
+            else DetectingAccumulator(self._alerts)
+        )
+        self._parser = EventStreamParser(
+            self._acc.accept if self._decided else self._detect,
+            self._alerts,
+            on_batch=self._acc.accept_batch if self._decided else self._detect_batch,
+            on_one=self._acc.accept_one if self._decided else None,
+            events=self._events if emit_events else None,
+            frame_ends=frame_ends,
+            max_line=limits.max_line,
+            max_frame=limits.max_frame,
+        )
+        self._acc.locate = self._parser.data_offset
+        self._quiet = not emit_events and not frame_ends
+        self._closed = False
+        self._bytes = 0
+        self._feeds = 0
+        self.alert_counts: Counter[str] = Counter()
+        self._fffd_alerts = 0
+
+    # -- public -------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> Output:
+        if self._closed:
+            raise ReassemblerStateError("feed() after close()")
+        self._bytes += len(chunk)
+        whole = self._parser.feed(chunk)
+        self._feeds += 1
+        if not self._feeds & 31 and not self._keep_text:
+            self._acc.compact()  # the text parts of the last 32 reads: fold them into a count
+        if whole and self._quiet and not self._alerts:
+            return _EMPTY  # one clean frame, and neither events nor frame ends are wanted
+        return self._drain()
+
+    def close(self, *, upstream_error: bool = False, abandoned: bool = False) -> Output:
+        """End of stream. ``upstream_error``: upstream closed or failed mid-stream.
+
+        ``abandoned``: nobody let it finish (the client left, the proxy shut down), so the
+        end-of-stream verdicts (unterminated frame, truncation, unfinished tool-call
+        arguments) would be false alarms and are not made.
+        """
+        if self._closed:
+            raise ReassemblerStateError("close() called twice")
+        self._closed = True
+        parser = self._parser
+        parser.close(report=not abandoned)
+        if not self._decided and self._hint is not None:
+            self._acc = make_accumulator(self._hint, self._alerts, keep_text=self._keep_text)
+            self._acc.locate = parser.data_offset
+        acc = self._acc
+        if not abandoned:
+            acc.finish()
+        end = self._bytes
+        if upstream_error:
+            self._alerts.append(
+                Truncated(reason=Truncated.UPSTREAM_CLOSED, dialect=acc.name, byte_offset=end)
+            )
+        elif acc.terminal_marker is not None and not acc.terminal_seen and not abandoned:
+            self._alerts.append(
+                Truncated(reason=Truncated.NO_TERMINAL_MARKER, dialect=acc.name, byte_offset=end)
+            )
+        counts = parser.line_endings
+        if counts["crlf"] or counts["cr"]:
+            kinds = sum(1 for n in counts.values() if n)
+            self._alerts.append(CrlfFraming(counts=counts, mixed=kinds > 1))
+        out = self._drain()
+        if acc.fffd_seen > self._fffd_alerts:
+            # Every U+FFFD in the text must have been reported; if not, this is our bug.
+            raise ReassemblerStateError(
+                f"{acc.fffd_seen} U+FFFD in reassembled text, {self._fffd_alerts} reported"
+            )
+        return out
+
+    @property
+    def text(self) -> str:
+        """The reassembled message text so far (exact, spaces and all); "" if not kept."""
+        return self._acc.text if self._keep_text else ""
+
+    @property
+    def dialect(self) -> str:
+        return self._acc.name
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def bytes_fed(self) -> int:
+        return self._bytes
+
+    @property
+    def events_dispatched(self) -> int:
+        return self._parser.event_count
+
+    def details(self) -> dict[str, Any]:
+        """Everything reassembled beyond ``text``: choices, reasoning, tool calls."""
+        return self._acc.details()
+
+    def summary(self) -> dict[str, Any]:
+        """Counters for the ``stream.summary`` log line (the shell adds times)."""
+        return {
+            "bytes": self._bytes,
+            "events": self._parser.event_count,
+            "dialect": self._acc.name,
+            "text_length": self._acc.text_length,
+            "terminal_seen": self._acc.terminal_seen,
+            "line_endings": self._parser.line_endings,
+            "alerts": dict(self.alert_counts),
+        }
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _drain(self) -> Output:
+        alerts = self._alerts
+        events = self._events
+        frame_ends = self._parser.take_frame_ends()
+        tentative = self._parser.tentative_end
+        if not (alerts or events or frame_ends or tentative is not None):
+            return _EMPTY
+        out = Output(tuple(events), tuple(alerts), tuple(frame_ends), tentative)
+        if alerts:
+            counts = self.alert_counts
+            for alert in alerts:
+                if type(alert) is ReplacementChar:
+                    counts[alert.name] += alert.count
+                    self._fffd_alerts += alert.count
+                else:
+                    counts[alert.name] += 1
+            alerts.clear()
+        if events:
+            events.clear()
+        return out
+
+    def _detect(self, etype: str, data: str, index: int, data_off: int) -> None:
+        """Until the dialect is known, look at each event; then hand the parser to it."""
+        if not self._decided:
+            name = detect(etype, data)
+            if self._hint is not None and name in (None, "text"):
+                name = self._hint
+            if name is not None:
+                self._decided = True
+                self._acc = make_accumulator(name, self._alerts, keep_text=self._keep_text)
+                self._acc.locate = self._parser.data_offset
+                self._parser.set_callbacks(
+                    self._acc.accept, self._acc.accept_batch, self._acc.accept_one
+                )
+        self._acc.accept(etype, data, index, data_off)
+
+    def _detect_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+        """Before the dialect is known, events go one by one (declining the run)."""
+        return False

@@ -1,0 +1,227 @@
+"""Secrets never logged, in one place: names that look secret, values the proxy holds.
+
+Two kinds of redaction: by *name* (a header or field called like a key, token or secret)
+and by *value* (:data:`HELD`, the values the proxy itself substitutes into upstream
+headers: whatever field they surface in, they are replaced). The log pipeline calls
+:func:`redact_processor` last, so nothing that reaches a renderer carries either.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Mapping, MutableMapping
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "HELD",
+    "REDACTED",
+    "HeldSecrets",
+    "format_exception_redacted",
+    "hold_secret",
+    "is_secret_header",
+    "redact_foreign",
+    "redact_headers",
+    "redact_processor",
+    "redact_text",
+    "redact_url",
+    "scrub_held",
+]
+
+REDACTED = "[redacted]"
+_SECRET_EXACT = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+)
+_SECRET_PART = ("key", "token", "secret", "password", "auth", "session")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&][^=&#]*(?:key|token|secret|password|auth|sig)[^=&#]*=)[^&#\s\"]*"
+)
+
+
+# The proxy's own log fields whose names merely look secret (token counts, not tokens).
+_NOT_SECRET = frozenset(
+    {
+        "tool_call",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "output_tokens_per_s",
+    }
+)
+
+
+class HeldSecrets:
+    """The values the proxy itself holds (route headers with keys): never in a log line,
+    whatever the field is called. The route table registers them at startup; this is
+    process-wide state on purpose, as structlog's configuration is: a log line anywhere
+    in the process must not carry them."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def hold(self, value: str) -> None:
+        """Never log ``value``: every log line has it replaced, in any field, from now on."""
+        if len(value) >= 4:  # a shorter one would blank out ordinary words
+            self._values.add(value)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every held value replaced."""
+        for secret in self._values:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+
+HELD = HeldSecrets()
+"""The process's held secrets (the one instance; the route table fills it)."""
+
+
+def hold_secret(value: str) -> None:
+    """Never log ``value`` (see :meth:`HeldSecrets.hold`)."""
+    HELD.hold(value)
+
+
+def scrub_held(text: str) -> str:
+    """``text`` with every held value replaced (for fields built before the log sink)."""
+    return HELD.scrub(text) if HELD else text
+
+
+def is_secret_header(name: str) -> bool:
+    low = name.lower()
+    return low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Header dict safe to log: secret-looking values replaced."""
+    return {k: (REDACTED if is_secret_header(k) else v) for k, v in headers.items()}
+
+
+def redact_url(url: str) -> str:
+    """URL safe to log: credentials and key-like query values replaced."""
+    url = re.sub(r"(?<=://)[^/@\s]+@", f"{REDACTED}@", url)
+    if HELD:
+        url = HELD.scrub(url)
+    return _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, url)
+
+
+# Free text (exception messages, foreign log lines): credentials after an auth scheme, the
+# value of a header-like `name: value` / `name=value` whose name looks secret, and URLs.
+# Bounded repeats only: this runs on attacker-influenced text and must stay linear.
+_TEXT_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|digest|negotiate)(\s+)[^\s'\",;]+")
+_TEXT_WHOLE_LINE = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|(?:set-)?cookie)(['\"]?[ \t]*[:=][ \t]*)[^\r\n'\"]+"
+)
+_TEXT_NAMED = re.compile(
+    r"(?i)\b([\w-]{0,40}(?:key|token|secret|passw|auth|session)[\w-]{0,40})"
+    r"(['\"]?[ \t]*[:=][ \t]*['\"]?)[^\s'\",;&]+"
+)
+
+
+def redact_text(text: str) -> str:
+    """Free text safe to log, best effort: URLs, auth schemes and secret-named values."""
+    text = redact_url(text)
+    text = _TEXT_WHOLE_LINE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _TEXT_AUTH_SCHEME.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    return _TEXT_NAMED.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+
+
+def _exception_message(exc: BaseException) -> str:
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    if isinstance(exc, HttpProcessingError):
+        # A malformed request: aiohttp quotes the client's raw bytes (headers, query, all of
+        # it) in the message, so only the status survives.
+        return f"{exc.code} (message withheld: it quotes the request's raw bytes)"
+    try:
+        return redact_text(str(exc))
+    except Exception:  # noqa: BLE001 - a broken __str__ must not break logging
+        return "<unprintable>"
+
+
+def format_exception_redacted(
+    exc_info: tuple[type[BaseException], BaseException, TracebackType | None],
+) -> str:
+    """A traceback with every exception message in the chain redacted.
+
+    Frames (file, line, source line) are code, never data; only the messages can carry a
+    header value or a URL, so those go through :func:`redact_text`, and aiohttp's HTTP
+    parse errors lose their message entirely.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+
+    def walk(exc: BaseException) -> None:
+        seen.add(id(exc))
+        cause, context = exc.__cause__, exc.__context__
+        if cause is not None and id(cause) not in seen:
+            walk(cause)
+            parts.append(
+                "\nThe above exception was the direct cause of the following exception:\n\n"
+            )
+        elif context is not None and not exc.__suppress_context__ and id(context) not in seen:
+            walk(context)
+            parts.append(
+                "\nDuring handling of the above exception, another exception occurred:\n\n"
+            )
+        if exc.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_tb(exc.__traceback__))
+        name = type(exc).__qualname__
+        module = type(exc).__module__
+        if module not in ("builtins", "__main__"):
+            name = f"{module}.{name}"
+        parts.append(f"{name}: {_exception_message(exc)}")
+
+    walk(exc_info[1])
+    return "".join(parts)
+
+
+# Fields that carry exception messages, which may quote raw bytes from either side.
+_FREE_TEXT_FIELDS = frozenset({"error", "reason", "message", "exception"})
+
+
+def redact_processor(
+    _logger: Any, _name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Last line of defence: no secret-named field or header value leaves the process."""
+    for key, value in list(event_dict.items()):
+        if key in ("event", "level", "timestamp", "stream_id", "event_index"):
+            continue
+        if isinstance(value, Mapping) and key.endswith("headers"):
+            event_dict[key] = redact_headers(value)
+        elif key not in _NOT_SECRET and is_secret_header(key):
+            event_dict[key] = REDACTED
+        elif isinstance(value, str) and key in _FREE_TEXT_FIELDS:
+            event_dict[key] = redact_text(value)
+        elif isinstance(value, str) and "://" in value:
+            event_dict[key] = redact_url(value)
+        if HELD:  # whatever the field and whatever was redacted above: held values go
+            event_dict[key] = _scrub_nested(event_dict[key])
+    return event_dict
+
+
+def _scrub_nested(value: Any) -> Any:
+    if isinstance(value, str):
+        return HELD.scrub(value)
+    if isinstance(value, (list, tuple)):
+        return [_scrub_nested(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _scrub_nested(v) for k, v in value.items()}
+    return value
+
+
+def redact_foreign(
+    _logger: Any, _name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """A stdlib (aiohttp, asyncio) line: its message is free text, redact it as such."""
+    event = event_dict.get("event")
+    if isinstance(event, str):
+        event_dict["event"] = redact_text(event)
+    return event_dict

@@ -1,0 +1,71 @@
+"""Where alerts become log lines.
+
+The core returns alert values; :class:`AlertSink` is the only place that turns them into
+``structlog`` calls, bound with ``stream_id`` and whatever the shell knows about the stream.
+Alerts of one kind are rate-limited per stream (the first few in full, then only counted),
+and the exact counts go into ``stream.summary``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sse_proxy.core.alerts import Alert, Level
+
+__all__ = ["AlertSink"]
+
+
+class AlertSink:
+    """Logs one stream's alerts, bound with its ``stream_id``; rate-limits floods."""
+
+    def __init__(self, logger: Any, *, max_per_kind: int = 10) -> None:
+        self.log = logger
+        self.max_per_kind = max_per_kind
+        self.counts: Counter[str] = Counter()
+        self.lines: Counter[str] = Counter()
+        self.suppressed: Counter[str] = Counter()
+        self.max_level = Level.INFO
+
+    @property
+    def warned(self) -> bool:
+        return self.max_level is Level.WARNING
+
+    def emit(self, alert: Alert) -> None:
+        name = alert.name
+        level = alert.level
+        if level is Level.WARNING:
+            self.max_level = Level.WARNING
+        # an alert may stand for several occurrences (a counted U+FFFD flood): the counts
+        # are of occurrences, the rate limit is of log lines
+        weight = getattr(alert, "count", 1)
+        self.counts[name] += weight
+        self.lines[name] += 1
+        if self.lines[name] > self.max_per_kind:
+            self.suppressed[name] += weight
+            return
+        fields = alert.fields()
+        if self.lines[name] == self.max_per_kind:
+            fields["further_suppressed"] = True
+        if level is Level.WARNING:
+            self.log.warning(name, **fields)
+        else:
+            self.log.info(name, **fields)
+
+    def emit_all(self, alerts: tuple[Alert, ...]) -> None:
+        for alert in alerts:
+            self.emit(alert)
+
+    def summary(self, *, level: str = "info", **fields: Any) -> None:
+        """The closing ``stream.summary`` line; exact alert counts, suppressed ones too.
+
+        ``level`` is ``warning`` for a stream that went wrong, so that filtering on
+        ``level >= warning`` finds every bad stream.
+        """
+        fields["alerts"] = dict(self.counts)
+        if self.suppressed:
+            fields["alerts_suppressed"] = dict(self.suppressed)
+        if level == "warning":
+            self.log.warning("stream.summary", **fields)
+        else:
+            self.log.info("stream.summary", **fields)

@@ -1,0 +1,285 @@
+"""pytest plugin (entry point ``pytest11``): run a Python client's own tests under chaos.
+
+The fixture ``sse_chaos_proxy`` starts the built-in mock LLM upstream and a chaos proxy in
+front of it, for one test, and hands the test the URLs to point its client at::
+
+    import pytest
+    from openai import OpenAI
+    from sse_proxy.pytest_plugin import sse_chaos_strategies
+
+    @pytest.mark.parametrize(
+        "sse_chaos_proxy", sse_chaos_strategies(rewrites=False), indirect=True
+    )
+    def test_streaming_survives(sse_chaos_proxy):
+        client = OpenAI(base_url=sse_chaos_proxy.openai_base_url, api_key="test")
+        stream = client.chat.completions.create(model="m", messages=[], stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        assert text == sse_chaos_proxy.expected_text("openai")
+
+A parameter is ``"utf8"``, ``"random:7"`` (strategy and seed) or ``"utf8+crlf:3"``; the
+marker ``@pytest.mark.sse_chaos("bytewise", seed=7)`` sets the same without parametrizing.
+The servers run on their own event loop in a background thread, so synchronous clients
+(``openai``, ``requests``, ``httpx.Client``) and async tests (pytest-asyncio, anyio) both
+work. This module imports only pytest and the standard library at import time, so it
+never slows down or breaks pytest start-up; the proxy is imported when a test asks for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from sse_proxy.rechunk.spec import ChaosSpec
+    from sse_proxy.tools.stack import Stack
+
+__all__ = ["SSEChaosProxy", "chaos_proxy", "sse_chaos_proxy", "sse_chaos_strategies"]
+
+DEFAULT_STRATEGY = "random"
+DEFAULT_SEED = 1
+_START_TIMEOUT = 30.0
+
+
+def sse_chaos_strategies(
+    *,
+    rewrites: bool = True,
+    combos: bool = False,
+    seeds: Sequence[int] | None = None,
+) -> list[str]:
+    """Every strategy name, for ``parametrize(..., indirect=True)``.
+
+    ``rewrites=False`` keeps only the re-chunking strategies (bytes unchanged), ``combos``
+    adds the combinations `sse-proxy test-client` runs, ``seeds`` multiplies each name
+    into ``name:seed`` entries.
+    """
+    from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+
+    names = list(STRATEGIES)
+    if rewrites:
+        names += REWRITES
+    if combos:
+        from sse_proxy.tools.testclient.plan import DEFAULT_COMBOS
+
+        names += DEFAULT_COMBOS
+    if seeds is None:
+        return names
+    return [f"{name}:{seed}" for name in names for seed in seeds]
+
+
+def _parse_param(value: object) -> tuple[str, int | None]:
+    """``"utf8"``, ``"random:7"``, ``("random", 7)`` or a ChaosSpec -> (strategy, seed)."""
+    from sse_proxy.rechunk.spec import ChaosSpec
+
+    if isinstance(value, ChaosSpec):
+        return value.strategy, value.seed
+    if isinstance(value, tuple) and len(value) == 2:
+        strategy, seed = value
+        if isinstance(strategy, str) and (seed is None or isinstance(seed, int)):
+            return strategy, seed
+    if isinstance(value, str):
+        strategy, sep, seed_text = value.partition(":")
+        if not sep:
+            return strategy, None
+        if seed_text.strip().isdigit():
+            return strategy, int(seed_text)
+    raise ValueError(
+        f"sse_chaos_proxy parameter {value!r}: use 'STRATEGY' or 'STRATEGY:SEED' "
+        "(e.g. 'utf8', 'random:7', 'utf8+crlf:3')"
+    )
+
+
+@dataclass
+class SSEChaosProxy:
+    """A running mock upstream and chaos proxy; point a client at :attr:`url`."""
+
+    url: str
+    upstream_url: str
+    spec: ChaosSpec
+    _server: _ServerThread | None = field(default=None, repr=False)
+
+    @property
+    def strategy(self) -> str:
+        return self.spec.strategy
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def openai_base_url(self) -> str:
+        """For ``OpenAI(base_url=...)``: the proxy URL with ``/v1``."""
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For ``Anthropic(base_url=...)``: the proxy URL without ``/v1``."""
+        return self.url
+
+    def stream_url(self, dialect: str = "openai") -> str:
+        """The streaming endpoint of ``dialect`` (openai, responses, anthropic, text)."""
+        from sse_proxy.names import DIALECT_PATHS
+
+        if dialect not in DIALECT_PATHS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECT_PATHS)}")
+        return self.url + DIALECT_PATHS[dialect]
+
+    def stream_body(self, dialect: str = "openai") -> dict[str, Any]:
+        """A JSON request body that makes :meth:`stream_url` stream."""
+        from sse_proxy.names import DIALECT_BODIES
+
+        return dict(DIALECT_BODIES[dialect])
+
+    def expected_text(self, dialect: str = "openai") -> str:
+        """The exact text a correct client must print for this dialect's stream."""
+        from sse_proxy.tools import fixtures
+
+        return fixtures.expected_text(dialect)
+
+    def chaos_header(self, strategy: str, seed: int | None = None) -> dict[str, str]:
+        """Headers that switch one request to another strategy (and seed)."""
+        from sse_proxy.names import CHAOS_HEADER
+
+        value = f"strategy={strategy}" + (f"; seed={seed}" if seed is not None else "")
+        return {CHAOS_HEADER: value}
+
+
+class _ServerThread:
+    """The mock upstream and the proxy on an event loop of their own, in a daemon thread."""
+
+    def __init__(self, spec: ChaosSpec) -> None:
+        self.spec = spec
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stack: Stack | None = None
+
+    async def _up(self) -> tuple[str, str]:
+        from sse_proxy.tools.stack import start_stack
+
+        self._stack = await start_stack(
+            mock_seed=self.spec.seed,
+            mode="chaos",
+            chaos=self.spec.strategy,
+            seed=self.spec.seed,
+            chaos_k=self.spec.k,
+            delay_ms=self.spec.delay_ms,
+            allow_chaos_header=True,
+        )
+        return self._stack.url, self._stack.upstream_url
+
+    async def _down(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.stop()
+
+    def start(self) -> tuple[str, str]:
+        ready: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._loop = loop
+            try:
+                try:
+                    urls = loop.run_until_complete(self._up())
+                except Exception as exc:  # noqa: BLE001 - handed to the waiting test thread
+                    loop.run_until_complete(self._down())
+                    ready.set_exception(exc)
+                    return
+                ready.set_result(urls)
+                loop.run_forever()
+                loop.run_until_complete(self._down())
+                pending = asyncio.all_tasks(loop)
+                for task in pending:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name="sse-chaos-proxy", daemon=True)
+        self._thread.start()
+        return ready.result(timeout=_START_TIMEOUT)
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(RuntimeError):  # already closed
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=_START_TIMEOUT)
+        self._loop = self._thread = None
+
+
+@contextlib.contextmanager
+def chaos_proxy(
+    strategy: str = DEFAULT_STRATEGY,
+    seed: int | None = DEFAULT_SEED,
+    *,
+    k: int = 3,
+    delay_ms: float = 0.0,
+) -> Iterator[SSEChaosProxy]:
+    """``with chaos_proxy("utf8", seed=7) as p:`` -- the fixture, outside pytest too."""
+    from sse_proxy.rechunk.spec import ChaosSpec
+
+    spec = ChaosSpec.from_options(strategy, seed, k=k, delay_ms=delay_ms)
+    server = _ServerThread(spec)
+    url, upstream = server.start()
+    try:
+        yield SSEChaosProxy(url=url, upstream_url=upstream, spec=spec, _server=server)
+    finally:
+        server.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker, so ``--strict-markers`` suites may use it."""
+    config.addinivalue_line(
+        "markers",
+        "sse_chaos(strategy='random', seed=1, k=3, delay_ms=0): chaos settings for the "
+        "sse_chaos_proxy fixture (sse-proxy)",
+    )
+
+
+@pytest.fixture
+def sse_chaos_proxy(request: pytest.FixtureRequest) -> Iterator[SSEChaosProxy]:
+    """A mock LLM upstream behind a chaos proxy, for this test only.
+
+    Settings, first found wins: an indirect parameter (``"utf8"``, ``"random:7"``), the
+    ``sse_chaos`` marker, else ``random`` with seed 1.
+    """
+    from sse_proxy.errors import ProxyError
+
+    options: dict[str, Any] = {}
+    marker = request.node.get_closest_marker("sse_chaos")
+    strategy, seed = DEFAULT_STRATEGY, DEFAULT_SEED
+    if marker is not None:
+        if marker.args:
+            strategy = marker.args[0]
+        if len(marker.args) > 1:
+            seed = marker.args[1]
+        seed = marker.kwargs.get("seed", seed)
+        strategy = marker.kwargs.get("strategy", strategy)
+        options = {k: v for k, v in marker.kwargs.items() if k in ("k", "delay_ms")}
+    param = getattr(request, "param", None)
+    problem = None
+    try:
+        if param is not None:
+            strategy, param_seed = _parse_param(param)
+            seed = param_seed if param_seed is not None else seed
+        cm = chaos_proxy(strategy, seed, **options)
+        proxy = cm.__enter__()
+    except (ProxyError, ValueError) as exc:
+        problem = f"sse_chaos_proxy: {exc}"
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    try:
+        yield proxy
+    finally:
+        cm.__exit__(None, None, None)

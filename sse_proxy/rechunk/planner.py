@@ -1,0 +1,270 @@
+"""Write planning: upstream chunks and frame ends in, the client's writes out.
+
+The rule of this module: for every re-chunking strategy (and for ``passthrough`` and
+``frames``) the joined output bytes equal the input bytes, ``b"".join(w.data for w in
+writes) == stream``, counting the writes of every ``plan`` call and of ``flush``; only
+the write boundaries move. Rewrites are the one exception, by design: they change bytes
+but never the events a conforming parser dispatches. No write is ever empty.
+
+Planners are pure and synchronous: the shell feeds each upstream chunk together with the
+frame ends the reassembler found in it, then performs the returned writes (sleeping
+``delay`` seconds before each, flushing each on its own). Frame ends are absolute stream
+offsets, each just after the blank line that ended a frame; a planner counts the bytes fed
+to know where it is. Memory is bounded by ``max_hold``: a frame that never ends is written
+out anyway rather than held without limit.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.rewrites import apply_rewrites
+from sse_proxy.rechunk.spec import ChaosSpec
+from sse_proxy.rechunk.strategies import combined_cut_points, split_at
+
+__all__ = [
+    "DEFAULT_MAX_HOLD",
+    "MODES",
+    "ChaosPlanner",
+    "FrameHolder",
+    "FramesPlanner",
+    "PassthroughPlanner",
+    "Planner",
+    "Write",
+    "make_planner",
+]
+
+DEFAULT_MAX_HOLD = 1 << 20
+MODES = ("passthrough", "frames", "chaos")
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One write toward the client, made after sleeping ``delay`` seconds."""
+
+    data: bytes
+    delay: float = 0.0
+
+
+def _new_ends(frame_ends: Sequence[int], lo: int, hi: int) -> list[int]:
+    """The frame ends in ``(lo, hi]``, sorted; older ones are already written, later are a bug."""
+    ends = sorted({e for e in frame_ends if e > lo})
+    if ends and ends[-1] > hi:
+        raise ValueError(f"frame end {ends[-1]} lies beyond the {hi} bytes fed so far")
+    return ends
+
+
+class Planner(ABC):
+    """Turns the upstream byte stream into writes; one instance per stream."""
+
+    @abstractmethod
+    def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
+        """Feed the next upstream chunk and the frame ends found so far; get writes now due."""
+
+    @abstractmethod
+    def flush(self) -> list[Write]:
+        """End of stream: every byte still held, as writes."""
+
+
+class PassthroughPlanner(Planner):
+    """Each upstream chunk is one write, at once: zero added buffering."""
+
+    def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
+        """Forward the chunk as it is."""
+        return [Write(chunk)] if chunk else []
+
+    def flush(self) -> list[Write]:
+        """Nothing is ever held."""
+        return []
+
+
+class FrameHolder:
+    """Holds upstream bytes until frames end; the one place planners cut at frame ends.
+
+    Frame ends come from the reassembler, settled: a blank line whose CR ended a read is
+    reported only once the next byte (or the end of the stream) shows whether a LF belongs
+    to it, so a held frame never ends between the CR and the LF of one CRLF. Nothing here
+    re-derives line endings.
+    """
+
+    __slots__ = ("_fed", "_held", "_held_start")
+
+    def __init__(self) -> None:
+        self._held = bytearray()
+        self._held_start = 0  # stream offset of the first held byte
+        self._fed = 0
+
+    @property
+    def held(self) -> int:
+        """Bytes held (a partial frame)."""
+        return len(self._held)
+
+    def add(self, chunk: bytes, frame_ends: Sequence[int]) -> list[bytes]:
+        """Take the next chunk; return every frame that is now complete, in order."""
+        self._held += chunk
+        self._fed += len(chunk)
+        ends = _new_ends(frame_ends, self._held_start, self._fed)
+        if not ends:
+            return []
+        data = bytes(self._held)
+        pieces = split_at(data, [e - self._held_start for e in ends])
+        self._held = bytearray(pieces[-1])
+        self._held_start = ends[-1]
+        return pieces[:-1]
+
+    def take_all(self) -> bytes:
+        """Everything held, complete frame or not (memory bound reached, or end of stream)."""
+        data = bytes(self._held)
+        self._held = bytearray()
+        self._held_start = self._fed
+        return data
+
+
+class FramesPlanner(Planner):
+    """Whole frames only, one write per frame, bytes unchanged (for fragile clients).
+
+    Held bytes past ``max_hold`` go out anyway (memory stays bounded, the client then sees
+    a partial frame, like an unbuffered proxy would give it); ``flush`` writes the rest.
+    """
+
+    def __init__(self, max_hold: int = DEFAULT_MAX_HOLD) -> None:
+        """``max_hold``: the most bytes held while waiting for a frame to end."""
+        if max_hold < 0:
+            raise ValueError("max_hold must be >= 0")
+        self._max_hold = max_hold
+        self._holder = FrameHolder()
+
+    def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
+        """Hold the chunk; write each frame that is now complete."""
+        writes = [Write(frame) for frame in self._holder.add(chunk, frame_ends)]
+        if self._holder.held > self._max_hold:
+            writes += self.flush()
+        return writes
+
+    def flush(self) -> list[Write]:
+        """Write whatever is held, complete frame or not."""
+        data = self._holder.take_all()
+        return [Write(data)] if data else []
+
+
+class ChaosPlanner(Planner):
+    """Adversarial writes from a :class:`ChaosSpec`, reproducible from its seed.
+
+    Re-chunking alone cuts each chunk as it arrives (no holding). Rewrites need whole
+    frames and ``coalesce`` needs several, so either one makes the planner hold bytes
+    until frame ends, as :class:`FramesPlanner` does, then rewrite, group and cut. Cuts,
+    rewrites and delays draw from three generators seeded from the spec's seed, so adding
+    a delay does not move a cut. ``recorded_cuts`` lists the absolute output offset at
+    which each write ended (the last one is the total written), for reproduction reports.
+    """
+
+    def __init__(self, spec: ChaosSpec, max_hold: int = DEFAULT_MAX_HOLD) -> None:
+        """``max_hold``: the most bytes held (frames waiting, plus a partial frame)."""
+        if max_hold < 0:
+            raise ValueError("max_hold must be >= 0")
+        self.spec = spec
+        self.recorded_cuts: list[int] = []
+        self._max_hold = max_hold
+        self._cut_rng = random.Random(f"cuts:{spec.seed}")
+        self._rewrite_rng = random.Random(f"rewrites:{spec.seed}")
+        self._delay_rng = random.Random(f"delay:{spec.seed}")
+        self._rechunkers = spec.rechunkers
+        self._rewrites = spec.rewrites
+        self._hold = bool(self._rewrites) or spec.coalesce
+        self._group_limit = spec.frames_per_write if spec.coalesce else 1
+        self._holder = FrameHolder()
+        self._fed = 0
+        self._out = 0
+        self._group: list[bytes] = []
+        self._group_bytes = 0
+        self._first = True
+        # After a forced write the held bytes start mid-frame: pass them on unrewritten.
+        self._mid_frame = False
+
+    def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
+        """Cut the chunk now, or hold it until the frames it completes can be handled."""
+        start = self._fed
+        self._fed += len(chunk)
+        if not self._hold:
+            ends = _new_ends(frame_ends, start, self._fed)
+            return self._emit(chunk, [e - start for e in ends])
+        writes: list[Write] = []
+        for frame in self._holder.add(chunk, frame_ends):
+            writes += self._take_frame(frame)
+        if self._holder.held + self._group_bytes > self._max_hold:
+            writes += self._emit_group()
+            if self._holder.held > self._max_hold:
+                writes += self._emit_held()
+                self._mid_frame = True
+        return writes
+
+    def flush(self) -> list[Write]:
+        """Write the frames waiting to be coalesced, then the partial rest, unrewritten."""
+        return self._emit_group() + self._emit_held()
+
+    def _take_frame(self, frame: bytes) -> list[Write]:
+        out = frame
+        if self._mid_frame:
+            self._mid_frame = False  # this frame end completes the frame written in part
+        elif self._rewrites:
+            out = apply_rewrites(self._rewrites, frame, self._rewrite_rng, first=self._first)
+        self._first = False
+        if out:
+            self._group.append(out)
+            self._group_bytes += len(out)
+        if len(self._group) >= self._group_limit:
+            return self._emit_group()
+        return []
+
+    def _emit_group(self) -> list[Write]:
+        if not self._group:
+            return []
+        ends: list[int] = []
+        total = 0
+        for frame in self._group:
+            total += len(frame)
+            ends.append(total)
+        data = b"".join(self._group)
+        self._group = []
+        self._group_bytes = 0
+        return self._emit(data, ends)
+
+    def _emit_held(self) -> list[Write]:
+        data = self._holder.take_all()
+        if data:
+            self._first = False
+        return self._emit(data, ())
+
+    def _emit(self, data: bytes, frame_ends: Sequence[int]) -> list[Write]:
+        """Cut ``data`` by every active re-chunker and time each piece."""
+        if not data:
+            return []
+        cuts = combined_cut_points(
+            self._rechunkers, data, self._cut_rng, k=self.spec.k, frame_ends=frame_ends
+        )
+        writes: list[Write] = []
+        for piece in split_at(data, cuts):
+            delay = 0.0
+            if self.spec.delay_ms > 0:
+                delay = self._delay_rng.uniform(0.0, self.spec.delay_ms) / 1000.0
+            self._out += len(piece)
+            self.recorded_cuts.append(self._out)
+            writes.append(Write(piece, delay))
+        return writes
+
+
+def make_planner(mode: str, spec: ChaosSpec | None, *, max_hold: int = DEFAULT_MAX_HOLD) -> Planner:
+    """The planner for a stream in ``mode`` (passthrough, frames or chaos)."""
+    if mode == "passthrough":
+        return PassthroughPlanner()
+    if mode == "frames":
+        return FramesPlanner(max_hold)
+    if mode == "chaos":
+        if spec is None:
+            raise ChaosSpecError("chaos mode needs a chaos spec (strategy and seed)")
+        return ChaosPlanner(spec, max_hold)
+    raise ChaosSpecError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")

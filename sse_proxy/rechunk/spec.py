@@ -1,0 +1,252 @@
+"""Chaos specs: which strategies, which seed, parsed from flags or the per-request header.
+
+A spec is plain data. Names are validated and put in one canonical order here, so the same
+spec always renders the same header value and always draws from the seeded generators in
+the same order: a seed reproduces a run only if the order of work is fixed too.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass
+
+from sse_proxy.errors import ChaosSpecError
+
+__all__ = [
+    "DEFAULT_DELAY_MS",
+    "DEFAULT_FRAMES_PER_WRITE",
+    "DEFAULT_K",
+    "LINE_ENDING_REWRITES",
+    "MAX_SEED",
+    "REWRITES",
+    "STRATEGIES",
+    "ChaosSpec",
+    "draw_seed",
+    "parse_chaos_header",
+    "parse_strategy_names",
+]
+
+STRATEGIES: tuple[str, ...] = ("bytewise", "utf8", "boundaries", "random", "coalesce")
+"""Re-chunking strategies: the client gets exactly the upstream bytes, cut differently."""
+
+REWRITES: tuple[str, ...] = (
+    "crlf",
+    "cr",
+    "mixed_newlines",
+    "bom",
+    "keepalive",
+    "dataless",
+    "blank_lines",
+    "nospace",
+)
+"""Spec-equivalent rewrites: the bytes change, the events a conforming parser sees do not."""
+
+LINE_ENDING_REWRITES: frozenset[str] = frozenset({"crlf", "cr", "mixed_newlines"})
+"""At most one of these per spec: each rewrites every line ending, so two would fight."""
+
+DEFAULT_K = 3
+DEFAULT_DELAY_MS = 0.0
+DEFAULT_FRAMES_PER_WRITE = 3
+MAX_SEED = (1 << 64) - 1
+
+_ALL_NAMES: tuple[str, ...] = STRATEGIES + REWRITES
+_ORDER = {name: i for i, name in enumerate(_ALL_NAMES)}
+_NAME_SPLIT = re.compile(r"[+,]")
+_UINT = re.compile(r"[0-9]{1,20}")
+_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write")
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """Quote user input for an error message without echoing a huge header back."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _valid_names() -> str:
+    return ", ".join(_ALL_NAMES)
+
+
+def draw_seed() -> int:
+    """A fresh seed from the OS; the caller logs it so the run can be reproduced."""
+    return random.SystemRandom().randrange(2**32)
+
+
+def parse_strategy_names(strategy: str) -> tuple[str, ...]:
+    """Split ``"utf8+crlf"`` / ``"random, bom"`` into canonical, de-duplicated names."""
+    names: list[str] = []
+    for raw in _NAME_SPLIT.split(strategy):
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in _ORDER:
+            raise ChaosSpecError(
+                f"unknown chaos strategy {_short(raw.strip())}; valid: {_valid_names()}"
+            )
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise ChaosSpecError(f"empty chaos strategy; valid: {_valid_names()}")
+    return _canonical(names)
+
+
+def _canonical(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Fixed order, so ``random+utf8`` and ``utf8+random`` are the same reproducible run."""
+    return tuple(sorted(set(names), key=_ORDER.__getitem__))
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosSpec:
+    """What chaos mode does to one stream; ``seed`` makes every cut and rewrite reproducible.
+
+    ``k`` is the number of random cuts per upstream chunk, ``delay_ms`` the upper bound of
+    the jitter before each write, ``frames_per_write`` how many frames ``coalesce`` merges.
+    """
+
+    strategies: tuple[str, ...]
+    seed: int
+    k: int = DEFAULT_K
+    delay_ms: float = DEFAULT_DELAY_MS
+    frames_per_write: int = DEFAULT_FRAMES_PER_WRITE
+
+    def __post_init__(self) -> None:
+        """Reject bad specs at construction, so the data path never meets one."""
+        if not self.strategies:
+            raise ChaosSpecError(f"empty chaos strategy; valid: {_valid_names()}")
+        for name in self.strategies:
+            if name not in _ORDER:
+                raise ChaosSpecError(
+                    f"unknown chaos strategy {_short(name)}; valid: {_valid_names()}"
+                )
+        endings = sorted(set(self.strategies) & LINE_ENDING_REWRITES, key=_ORDER.__getitem__)
+        if len(endings) > 1:
+            raise ChaosSpecError(
+                f"chaos rewrites {' and '.join(endings)} are mutually exclusive "
+                "(each rewrites every line ending)"
+            )
+        canonical = _canonical(self.strategies)
+        if canonical != self.strategies:
+            object.__setattr__(self, "strategies", canonical)
+        if isinstance(self.seed, bool) or not 0 <= self.seed <= MAX_SEED:
+            raise ChaosSpecError(f"chaos seed must be an integer in 0..{MAX_SEED}")
+        if isinstance(self.k, bool) or self.k < 0:
+            raise ChaosSpecError("chaos k must be a non-negative integer")
+        if not math.isfinite(self.delay_ms) or self.delay_ms < 0:
+            raise ChaosSpecError("chaos delay_ms must be a non-negative number")
+        if isinstance(self.frames_per_write, bool) or self.frames_per_write < 1:
+            raise ChaosSpecError("chaos frames_per_write must be an integer >= 1")
+
+    @classmethod
+    def from_options(
+        cls,
+        strategy: str,
+        seed: int | None,
+        k: int = DEFAULT_K,
+        delay_ms: float = DEFAULT_DELAY_MS,
+        frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+    ) -> ChaosSpec:
+        """Build from CLI/config options; a missing seed is drawn (and must then be logged)."""
+        return cls(
+            strategies=parse_strategy_names(strategy),
+            seed=draw_seed() if seed is None else seed,
+            k=k,
+            delay_ms=float(delay_ms),
+            frames_per_write=frames_per_write,
+        )
+
+    @property
+    def strategy(self) -> str:
+        """The canonical ``a+b`` form of the strategy list."""
+        return "+".join(self.strategies)
+
+    @property
+    def rechunkers(self) -> tuple[str, ...]:
+        """The re-chunking strategies that cut bytes (``coalesce`` merges, it does not cut)."""
+        return tuple(n for n in self.strategies if n in STRATEGIES and n != "coalesce")
+
+    @property
+    def rewrites(self) -> tuple[str, ...]:
+        """The spec-equivalent rewrites, in the order they are applied."""
+        return tuple(n for n in self.strategies if n in REWRITES)
+
+    @property
+    def coalesce(self) -> bool:
+        """Whether several frames go out in one write."""
+        return "coalesce" in self.strategies
+
+    @property
+    def rechunk_only(self) -> bool:
+        """True when the client receives exactly the upstream bytes (no rewrite active)."""
+        return not self.rewrites
+
+    def header_value(self) -> str:
+        """Canonical ``strategy=...; seed=...`` text; parsing it gives this spec back."""
+        parts = [f"strategy={self.strategy}", f"seed={self.seed}"]
+        if self.k != DEFAULT_K:
+            parts.append(f"k={self.k}")
+        if self.delay_ms != DEFAULT_DELAY_MS:
+            parts.append(f"delay_ms={self.delay_ms!r}")
+        if self.frames_per_write != DEFAULT_FRAMES_PER_WRITE:
+            parts.append(f"frames_per_write={self.frames_per_write}")
+        return "; ".join(parts)
+
+
+def _parse_uint(key: str, value: str) -> int:
+    if not _UINT.fullmatch(value):
+        raise ChaosSpecError(f"chaos {key} must be a non-negative integer, got {_short(value)}")
+    return int(value)
+
+
+def _parse_delay(value: str) -> float:
+    try:
+        delay = float(value)
+    except ValueError:
+        delay = math.nan
+    if not math.isfinite(delay) or delay < 0:
+        raise ChaosSpecError(f"chaos delay_ms must be a non-negative number, got {_short(value)}")
+    return delay
+
+
+def parse_chaos_header(value: str, *, default_seed: int | None) -> ChaosSpec:
+    """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``.
+
+    Keys are case-insensitive and whitespace is ignored; a bare first item is taken as the
+    strategy (``X-SSE-Proxy-Chaos: bytewise``). Without ``seed`` the ``default_seed`` is
+    used, or a fresh one is drawn. Anything else wrong is a :class:`ChaosSpecError` whose
+    one-line message is fit for a 400 response.
+    """
+    fields: dict[str, str] = {}
+    for i, part in enumerate(value.split(";")):
+        item = part.strip()
+        if not item:
+            continue
+        key, sep, val = item.partition("=")
+        key = key.strip().lower()
+        val = val.strip()
+        if not sep:
+            if i == 0 and "strategy" not in fields:
+                key, val = "strategy", item
+            else:
+                raise ChaosSpecError(
+                    f"malformed chaos setting {_short(item)}: expected key=value "
+                    f"with keys {', '.join(_KEYS)}"
+                )
+        if key not in _KEYS:
+            raise ChaosSpecError(f"unknown chaos key {_short(key)}; valid: {', '.join(_KEYS)}")
+        if key in fields:
+            raise ChaosSpecError(f"chaos key {key!r} given twice")
+        fields[key] = val
+    if "strategy" not in fields:
+        raise ChaosSpecError(f"chaos header needs strategy=NAME[+NAME...]; valid: {_valid_names()}")
+    seed = _parse_uint("seed", fields["seed"]) if "seed" in fields else default_seed
+    return ChaosSpec(
+        strategies=parse_strategy_names(fields["strategy"]),
+        seed=draw_seed() if seed is None else seed,
+        k=_parse_uint("k", fields["k"]) if "k" in fields else DEFAULT_K,
+        delay_ms=_parse_delay(fields["delay_ms"]) if "delay_ms" in fields else DEFAULT_DELAY_MS,
+        frames_per_write=(
+            _parse_uint("frames_per_write", fields["frames_per_write"])
+            if "frames_per_write" in fields
+            else DEFAULT_FRAMES_PER_WRITE
+        ),
+    )

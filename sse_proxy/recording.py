@@ -1,0 +1,141 @@
+"""The recording format: one SSE stream per file, JSON lines, stable and documented.
+
+A recording keeps what is needed to reproduce a stream exactly, read boundaries and
+timing included::
+
+    {"format": "sse-proxy-recording", "version": 1, "stream_id": ..., "recorded_at": ...,
+     "request": {"method", "path", "query", "headers"},      # secrets redacted
+     "response": {"status", "reason", "headers"}}
+    {"t": 0.0123, "data": "<base64 of one upstream read>"}   # one line per read
+    ...
+    {"end": "upstream_eof", "t": 1.5, "bytes": 12345}        # how the stream ended
+
+``t`` is seconds since the request was forwarded. This module is pure (no I/O beyond the
+file the caller names); the proxy's recorder and ``replay``/``check`` share it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sse_proxy.errors import UsageError
+
+__all__ = [
+    "FORMAT",
+    "Recording",
+    "encode_end",
+    "encode_header",
+    "encode_read",
+    "is_recording",
+    "load_capture",
+    "load_recording",
+]
+
+FORMAT = "sse-proxy-recording"
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """A loaded recording: the response head and the reads with their timing."""
+
+    request: dict[str, Any]
+    response: dict[str, Any]
+    reads: tuple[tuple[float, bytes], ...]
+    end: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(data for _, data in self.reads)
+
+
+def encode_header(meta: dict[str, Any]) -> bytes:
+    return _line({"format": FORMAT, "version": VERSION, **meta})
+
+
+def encode_read(t: float, data: bytes) -> bytes:
+    return _line({"t": round(t, 6), "data": base64.b64encode(data).decode("ascii")})
+
+
+def encode_end(ended_by: str, t: float, total: int) -> bytes:
+    return _line({"end": ended_by, "t": round(t, 6), "bytes": total})
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def is_recording(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is a recording (not a raw capture)."""
+    return head.lstrip()[:64].startswith(b'{"format":"' + FORMAT.encode()) or (
+        head.lstrip().startswith(b"{") and FORMAT.encode() in head[:200]
+    )
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read a recording; a missing, unreadable or malformed file is a :class:`UsageError`."""
+    name = str(path)
+    try:
+        lines = Path(path).read_bytes().splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    try:
+        head = json.loads(lines[0]) if lines else {}
+        if head.get("format") != FORMAT:
+            raise ValueError("not an sse-proxy recording")
+        if head.get("version") != VERSION:
+            raise ValueError(f"unsupported recording version {head.get('version')!r}")
+        reads: list[tuple[float, bytes]] = []
+        end = "unknown"
+        for raw in lines[1:]:
+            if not raw.strip():
+                continue
+            item = json.loads(raw)
+            if "data" in item:
+                reads.append((float(item["t"]), base64.b64decode(item["data"], validate=True)))
+            elif "end" in item:
+                end = str(item["end"])
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        reason = type(exc).__name__ if isinstance(exc, RecursionError) else exc
+        raise UsageError(f"{name!r} is not a valid sse-proxy recording: {reason}") from None
+    return Recording(
+        request=dict(head.get("request") or {}),
+        response=dict(head.get("response") or {}),
+        reads=tuple(reads),
+        end=end,
+        meta={k: v for k, v in head.items() if k not in ("request", "response")},
+    )
+
+
+def load_capture(path: str | Path) -> Recording:
+    """A recording, or a raw capture (``curl -N URL > file``) as a one-read recording.
+
+    An empty file, or one that is not an event stream (a JSON or HTML body, binary), is a
+    :class:`UsageError` that says what it looks like.
+    """
+    from sse_proxy.sniff import looks_like
+
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if is_recording(data[:256]) or data.lstrip().startswith(b'{"format"'):
+        return load_recording(path)  # a recording, or a broken one: its own error
+    if not data.strip():
+        raise UsageError(f"{name!r} is empty: there is no stream to serve")
+    what = looks_like(data)
+    if what is not None:
+        raise UsageError(f"{name!r} is not an SSE stream: it looks like {what}")
+    return Recording(
+        request={},
+        response={"status": 200, "headers": {"Content-Type": "text/event-stream"}},
+        reads=((0.0, data),),
+        end="upstream_eof",
+        meta={"raw_capture": True},
+    )

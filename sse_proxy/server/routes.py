@@ -1,0 +1,208 @@
+"""Where a request goes: routes by path prefix, upstream URL joining, held keys.
+
+Pure (no I/O beyond reading a key file at startup): a :class:`RouteTable` is built once
+from the config, resolving ``${ENV}`` and ``${file:PATH}`` header values, and then maps
+each request target to a route and the full upstream URL.
+
+Joining does what people mean: ``--upstream https://api.openai.com/v1`` with a request for
+``/v1/chat/completions`` is ``https://api.openai.com/v1/chat/completions``, not ``/v1/v1/...``:
+the longest run of path segments that ends the base path and starts the request path is
+sent once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from multidict import CIMultiDict
+
+from sse_proxy.config import Config, RouteSpec
+from sse_proxy.errors import ConfigError
+from sse_proxy.obs.redact import hold_secret, redact_url
+
+__all__ = ["CLIENT_AUTH_HEADERS", "Route", "RouteTable", "join_upstream", "resolve_value"]
+
+DEFAULT_ROUTE = "default"
+# What a client may send to authenticate to an LLM API; dropped with drop_client_auth.
+CLIENT_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_AUTH_QUERY = re.compile(r"(?:^|&)key=[^&]*")
+
+
+def join_upstream(base: str, target: str) -> str:
+    """``base`` (scheme, host, optional path) + request ``target`` (path and query).
+
+    A base path whose last segments repeat the first segments of the target's path is not
+    doubled (the longest such overlap is sent once); everything else is appended as is.
+    """
+    path, sep, query = target.partition("?")
+    parts = urlsplit(base)
+    base_path = parts.path.rstrip("/")
+    base_segs = base_path.strip("/").split("/") if base_path.strip("/") else []
+    segs = path[1:].split("/") if path.startswith("/") else ([path] if path else [])
+    overlap = 0
+    for k in range(min(len(base_segs), len(segs)), 0, -1):
+        if base_segs[-k:] == segs[:k] and all(segs[:k]):
+            overlap = k
+            break
+    rest = segs[overlap:]
+    joined = base_path + ("/" + "/".join(rest) if rest else "")
+    if not joined:
+        joined = "/"
+    origin = f"{parts.scheme}://{parts.netloc}"
+    return origin + joined + (sep + query if sep else "")
+
+
+def resolve_value(template: str, env: Mapping[str, str], where: str) -> str:
+    """A held header value: ``${NAME}`` from the environment, ``${file:PATH}`` from a file.
+
+    Errors name the route, the header and the variable or file, never a value.
+    """
+
+    def sub(match: re.Match[str]) -> str:
+        ref = match.group(1).strip()
+        if ref.startswith("file:"):
+            path = Path(ref[5:]).expanduser()
+            try:
+                value = path.read_text(encoding="utf-8").rstrip("\r\n")
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise ConfigError(f"{where}: cannot read key file {str(path)!r}: {why}") from None
+            if not value:
+                raise ConfigError(f"{where}: key file {str(path)!r} is empty")
+            return value
+        if not _ENV_NAME.fullmatch(ref):
+            raise ConfigError(f"{where}: ${{{ref}}} is neither ${{NAME}} nor ${{file:PATH}}")
+        found = env.get(ref)
+        if not found:
+            raise ConfigError(f"{where}: environment variable {ref} is not set or empty")
+        return found
+
+    value = _REFERENCE.sub(sub, template)
+    if any(c in value for c in "\r\n\0"):
+        raise ConfigError(f"{where}: the value holds a line break or NUL")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One resolved route: prefix, upstream base, dialect, held headers (secret values)."""
+
+    name: str
+    prefix: str
+    upstream: str
+    dialect: str
+    headers: tuple[tuple[str, str], ...]
+    drop_client_auth: bool
+
+    def url_for(self, rest: str) -> str:
+        """The full upstream URL for the target left after the prefix was stripped."""
+        return join_upstream(self.upstream, rest or "")
+
+    def upstream_headers(self, headers: CIMultiDict[str]) -> CIMultiDict[str]:
+        """The client's headers (already hop-by-hop filtered) with held ones applied."""
+        if self.drop_client_auth:
+            for name in CLIENT_AUTH_HEADERS:
+                headers.popall(name, None)
+        for name, value in self.headers:
+            headers[name] = value  # replaces every value the client sent under that name
+        return headers
+
+    def strip_auth_query(self, target: str) -> str:
+        """``?key=...`` (Gemini's query-string key) dropped when client auth is dropped."""
+        if not self.drop_client_auth or "?" not in target:
+            return target
+        path, _, query = target.partition("?")
+        query = _AUTH_QUERY.sub("", query).lstrip("&")
+        return path + ("?" + query if query else "")
+
+    def describe(self, example: str) -> dict[str, object]:
+        """What the startup line and health say about it (no header values)."""
+        return {
+            "route": self.name,
+            "prefix": self.prefix,
+            "upstream": redact_url(self.upstream),
+            "dialect": self.dialect,
+            "held_headers": [name for name, _ in self.headers],
+            "drop_client_auth": self.drop_client_auth,
+            "example": f"{self.prefix.rstrip('/')}{example} -> "
+            + redact_url(self.url_for(example)),
+        }
+
+
+def _example_for(route: Route) -> str:
+    """A request path that shows how the mapping works for this upstream."""
+    if route.dialect == "anthropic" or "anthropic" in route.upstream:
+        return "/v1/messages"
+    if route.dialect == "gemini" or "generativelanguage" in route.upstream:
+        return "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"
+    return "/v1/chat/completions"
+
+
+class RouteTable:
+    """Routes by path prefix: the longest prefix that matches whole segments wins."""
+
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes = sorted(routes, key=lambda r: len(r.prefix.rstrip("/")), reverse=True)
+
+    @classmethod
+    def from_config(cls, cfg: Config, env: Mapping[str, str] | None = None) -> RouteTable:
+        """Resolve the config's routes (and ``upstream``, the catch-all); hold the keys."""
+        env = os.environ if env is None else env
+        specs = list(cfg.routes)
+        if cfg.upstream:
+            if any(s.prefix == "/" for s in specs):
+                raise ConfigError("routes: '/' is already the route of upstream")
+            specs.append(
+                RouteSpec(
+                    prefix="/",
+                    upstream=cfg.upstream,
+                    headers=cfg.upstream_headers,
+                    drop_client_auth=cfg.drop_client_auth,
+                )
+            )
+        routes: list[Route] = []
+        for spec in specs:
+            name = DEFAULT_ROUTE if spec.prefix == "/" and cfg.upstream else spec.prefix
+            headers = tuple(
+                (
+                    header,
+                    resolve_value(value, env, f"route {spec.prefix!r}: header {header!r}"),
+                )
+                for header, value in spec.headers
+            )
+            for _, value in headers:
+                hold_secret(value)
+            routes.append(
+                Route(
+                    name=name,
+                    prefix=spec.prefix,
+                    upstream=spec.upstream.rstrip("/"),
+                    dialect=spec.dialect or cfg.dialect,
+                    headers=headers,
+                    drop_client_auth=spec.drop_client_auth or cfg.drop_client_auth,
+                )
+            )
+        if not routes:
+            raise ConfigError("upstream: required (--upstream URL or --route PREFIX=URL)")
+        return cls(routes)
+
+    def match(self, target: str) -> tuple[Route, str] | None:
+        """(route, target with the prefix stripped), or ``None`` when no route matches."""
+        path = target.partition("?")[0]
+        for route in self.routes:
+            prefix = route.prefix.rstrip("/")
+            if not prefix:
+                return route, target
+            if path == prefix or path.startswith(prefix + "/"):
+                return route, target[len(prefix) :]
+        return None
+
+    def describe(self) -> list[dict[str, object]]:
+        return [r.describe(_example_for(r)) for r in self.routes]

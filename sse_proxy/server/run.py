@@ -1,0 +1,286 @@
+"""Running the proxy: start on a socket, serve until SIGTERM/SIGINT, shut down gracefully.
+
+``start_proxy`` is what the demo, the client-test harness and the tests use (ephemeral
+loopback port, returns the base URL); ``serve_forever`` is `sse-proxy serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import ipaddress
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from sse_proxy.config import Config, StartupNote
+from sse_proxy.errors import ChaosSpecError, ConfigError, UsageError
+from sse_proxy.inspect.web import close_feeds
+from sse_proxy.obs.logs import configure_logging, get_logger
+from sse_proxy.obs.redact import redact_url
+from sse_proxy.rechunk.spec import ChaosSpec
+from sse_proxy.server.app import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState, make_app
+from sse_proxy.server.network import Network
+from sse_proxy.server.protocol import ProxyAppRunner
+from sse_proxy.server.routes import RouteTable
+
+__all__ = ["serve_forever", "start_proxy", "stop_proxy"]
+
+# Every request being handled (SSE streams and the rest), so that a shutdown can give each
+# the grace and then cancel it.
+_IN_FLIGHT = web.AppKey("in_flight", set)
+
+
+def _validate_chaos(cfg: Config) -> None:
+    """A bad chaos spec is a startup error, never a crash of the data path."""
+    if cfg.mode == "chaos":
+        try:
+            ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
+        except ChaosSpecError as exc:
+            raise ConfigError(f"chaos: {exc}") from None
+
+
+def _prepare_record_dir(cfg: Config) -> None:
+    """``--record DIR``: create it now, or refuse to start, instead of failing every stream."""
+    if not cfg.record_dir:
+        return
+    where = Path(cfg.record_dir)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"record_dir: cannot create or write {str(where)!r}: {exc.strerror or exc}"
+        ) from None
+
+
+async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.AppRunner, str]:
+    """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL."""
+    if not cfg.upstream and not cfg.routes:
+        raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
+    _validate_chaos(cfg)
+    _prepare_record_dir(cfg)
+    app = make_app(cfg)
+    app[_IN_FLIGHT] = set()
+    app.middlewares.append(_track_in_flight)
+    runner = ProxyAppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=cfg.shutdown_grace,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_port=reuse_port or None)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise UsageError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from None
+    server = site._server
+    assert server is not None
+    sockets = getattr(server, "sockets", None) or []
+    host, port = sockets[0].getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return runner, f"http://{shown}:{port}"
+
+
+async def stop_proxy(runner: web.AppRunner) -> None:
+    """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
+    state = runner.app[STATE]
+    state.shutting_down = True
+    close_feeds(runner.app)  # the inspector's live feeds must not hold the grace
+    for site in list(runner.sites):
+        await site.stop()
+    await asyncio.sleep(0)  # requests accepted just before are under way
+    pre_shutdown = getattr(runner.server, "pre_shutdown", None)  # aiohttp >= 3.10
+    if pre_shutdown is not None:
+        pre_shutdown()  # keep-alive connections take no new request
+    in_flight: set[asyncio.Task[Any]] = runner.app.get(_IN_FLIGHT, set())
+    await _close_streams(state, in_flight, runner.app[CONFIG].shutdown_grace)
+    await runner.cleanup()
+
+
+@web.middleware
+async def _track_in_flight(request: web.Request, handler: Any) -> web.StreamResponse:
+    tasks = request.app[_IN_FLIGHT]
+    task = asyncio.current_task()
+    if task is not None:
+        tasks.add(task)
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    finally:
+        tasks.discard(task)
+
+
+async def _close_streams(
+    state: ProxyState, in_flight: set[asyncio.Task[Any]], grace: float
+) -> None:
+    """Let in-flight requests finish within ``grace`` seconds, then cancel the rest.
+
+    aiohttp's own graceful shutdown waits up to its timeout for a handler, then up to the
+    timeout again before cancelling it: on its own, a stream that outlasts the grace would
+    run for twice the grace. Cancelled streams log their summary with ended_by=shutdown.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while (tasks := {*state.active, *in_flight}) and (left := deadline - loop.time()) > 0:
+        await asyncio.wait(tasks, timeout=left)
+    leftover = {*state.active, *in_flight}
+    for task in leftover:
+        task.cancel()
+    if leftover:
+        await asyncio.wait(leftover, timeout=1.0)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def loop_factory(choice: str) -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]:
+    """The event loop a ``loop`` setting asks for: its name and factory (None: asyncio's).
+
+    uvloop by default where it installs: the proxy's per-event cost is mostly the event
+    loop's and aiohttp's own (bench/proxy_README.md), and uvloop's is the lower.
+    """
+    if choice == "asyncio":
+        return "asyncio", None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ConfigError("loop: uvloop is not installed (pip install uvloop)") from None
+        return "asyncio", None
+    return "uvloop", uvloop.new_event_loop
+
+
+def run_loop(cfg: Config, main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on the event loop the configuration chose."""
+    _, factory = loop_factory(cfg.loop)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
+
+
+def _freeze_startup_heap() -> None:
+    """Keep what startup built (modules, app, config) out of every later collection.
+
+    A full collection walks every tracked object; a serving process's tens of thousands
+    of startup objects never become garbage, so walking them is pure cost: a pause of
+    tens of ms on the event loop every few hundred streams. Frozen, a full collection
+    walks only what the streams allocated.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = ()) -> None:
+    log = get_logger(pid=os.getpid())
+    runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    _freeze_startup_heap()
+    # Signal handlers before the startup line: whoever reads it may signal at once.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    implied = [n for n in notes if n.event == "config.mode_implied"]
+    routes = runner.app[ROUTES].describe()
+    network = runner.app[NETWORK].describe()
+    log.info(
+        "proxy.started",
+        listen=url,
+        upstream=redact_url(cfg.upstream),
+        mapping=routes[-1]["example"] if len(routes) == 1 else None,
+        routes=routes,
+        network=network,
+        mode=cfg.mode,
+        loop=loop_factory(cfg.loop)[0],
+        **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
+        health=f"{url}{cfg.admin_prefix}/health",
+        metrics=f"{url}{cfg.admin_prefix}/metrics",
+        **({"inspector": f"{url}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
+    )
+    for note in notes:
+        if note.event != "config.mode_implied":
+            getattr(log, note.level)(note.event, **note.fields)
+    if not _is_loopback(cfg.host):
+        log.warning(
+            "proxy.exposed",
+            host=cfg.host,
+            notice="listening beyond loopback: whoever reaches this port can use your upstream",
+        )
+    await stop.wait()
+    log.info("proxy.stopping", grace_s=cfg.shutdown_grace, active=len(runner.app[STATE].active))
+    await stop_proxy(runner)
+    # What this process relayed, in one line: streams by verdict, alerts by kind, bytes.
+    log.info("proxy.totals", **runner.app[METRICS].shutdown_fields())
+    log.info("proxy.stopped")
+
+
+def _worker(
+    cfg: Config, notes: Sequence[StartupNote]
+) -> None:  # pragma: no cover - runs in a child process
+    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
+    # Every line a worker logs (stream.summary included) says which worker it came from.
+    structlog.contextvars.bind_contextvars(pid=os.getpid())
+    with contextlib.suppress(KeyboardInterrupt):
+        run_loop(cfg, _serve(cfg, reuse_port=True, notes=notes))
+
+
+def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
+    """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
+    if cfg.workers <= 1:
+        loop_factory(cfg.loop)  # an unavailable loop is a startup error, before anything runs
+        run_loop(cfg, _serve(cfg, reuse_port=False, notes=notes))
+        return 0
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
+    if cfg.port == 0:
+        raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
+    _validate_chaos(cfg)
+    loop_factory(cfg.loop)
+    _prepare_record_dir(cfg)
+    RouteTable.from_config(cfg)  # a missing key or bad route fails here, not in each worker
+    Network(cfg)
+    own_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    ctx = multiprocessing.get_context("spawn")
+    procs: list[Any] = [
+        ctx.Process(target=_worker, args=(cfg, tuple(notes)), daemon=False)
+        for _ in range(cfg.workers)
+    ]
+    for proc in procs:
+        proc.start()
+
+    def forward(signum: int, _frame: object) -> None:
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for proc in procs:
+        proc.join()
+    if own_dir is not None:
+        shutil.rmtree(own_dir, ignore_errors=True)
+    # A worker killed by a signal has a negative exit code: that is a failure too.
+    return max((1 if (proc.exitcode or 0) < 0 else proc.exitcode or 0) for proc in procs)

@@ -1,0 +1,257 @@
+"""A stream's timing: time to first token, inter-event gaps, stalls, the verdict fields.
+
+The relay calls :meth:`StreamObserver.tick` after every upstream read; it adds one counter
+comparison per read, and everything else happens at an alert, at a timer, or once at the
+end of the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from sse_proxy.core import StreamReassembler
+from sse_proxy.core.alerts import Alert, Level, Stall, StallEnd, Truncated
+from sse_proxy.core.streammeta import StreamMeta, has_text, meta_of
+from sse_proxy.core.verdict import verdict
+from sse_proxy.obs.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
+from sse_proxy.obs.sink import AlertSink
+from sse_proxy.server.exchange import RequestContext
+
+__all__ = ["GAP_BOUNDS", "PROM_GAP_BUCKETS", "StreamObserver"]
+
+# The per-stream gap histogram is finer than the Prometheus one (12 % steps) and contains
+# its bounds, so each fine bucket falls in exactly one Prometheus bucket.
+GAP_BOUNDS: tuple[float, ...] = tuple(
+    sorted({round(1e-4 * 10 ** (i / 20), 7) for i in range(121)} | set(PROM_GAP_BUCKETS))
+)
+_GAP_BATCH = 256
+_PROM_INDEX = tuple(bisect_left(PROM_GAP_BUCKETS, b) for b in (*GAP_BOUNDS, float("inf")))
+
+
+class _GapHistogram:
+    """Inter-event gaps in fixed log buckets: bounded memory, percentiles within 12%."""
+
+    __slots__ = ("count", "counts", "max", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(GAP_BOUNDS) + 1)
+        self.count = 0
+        self.sum = 0.0
+        self.max = 0.0
+
+    def add(self, gap: float) -> None:
+        self.counts[bisect_left(GAP_BOUNDS, gap)] += 1
+        self.count += 1
+        self.sum += gap
+        self.max = max(self.max, gap)
+
+    def settle(self, total: float, largest: float) -> None:
+        """Count, sum and max after the hot path filled only ``counts`` (see ``tick``)."""
+        self.count = sum(self.counts)
+        self.sum = total
+        self.max = largest
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound of the bucket holding the q-quantile (capped at the max seen)."""
+        if not self.count:
+            return None
+        rank = q * self.count
+        seen = 0
+        for i, n in enumerate(self.counts):
+            seen += n
+            if n and seen >= rank:
+                return min(GAP_BOUNDS[i] if i < len(GAP_BOUNDS) else self.max, self.max)
+        return self.max  # pragma: no cover - the loop always reaches the rank
+
+    def prometheus_buckets(self) -> list[int]:
+        """Counts per Prometheus gap bucket (:data:`PROM_GAP_BUCKETS` plus +Inf)."""
+        out = [0] * (len(PROM_GAP_BUCKETS) + 1)
+        for i, n in enumerate(self.counts):
+            if n:
+                out[_PROM_INDEX[i]] += n
+        return out
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+class StreamObserver:
+    """Timing and context of one SSE stream, between the reassembler and the log sink.
+
+    ``tick`` runs after every upstream read (cheap unless events were dispatched); a timer
+    task logs ``sse.stall`` while a stall goes on, and the read that ends it logs
+    ``sse.stall_end``. ``on_alert`` (traces) sees every alert of the stream.
+    """
+
+    def __init__(
+        self,
+        reassembler: StreamReassembler,
+        sink: AlertSink,
+        ctx: RequestContext,
+        *,
+        stall_threshold: float,
+        now: Callable[[], float],
+        on_alert: Callable[[Alert], None] | None = None,
+    ) -> None:
+        self.reassembler = reassembler
+        self.sink = sink
+        self.base_log = sink.log
+        self.ctx = ctx
+        self.threshold = stall_threshold
+        self.now = now
+        self.on_alert = on_alert
+        self.opened = now()
+        self.events = 0
+        self.last_event = self.opened
+        self.first_event: float | None = None
+        self.first_text: float | None = None
+        self.gaps = _GapHistogram()
+        self._gap_counts = self.gaps.counts
+        self._gap_max = 0.0
+        self._new_gaps: list[float] = []  # gaps not yet in the histogram (at most _GAP_BATCH)
+        self.stalled_since: float | None = None
+        self.stalls = 0
+        self._bound: tuple[str | None, str | None] = (None, None)
+        self._task: asyncio.Task[None] | None = None
+        self.timeout_kind: str | None = None
+        self.first_warning: str | None = None
+
+    # -- hot path ----------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """After a read at ``now``: if it completed events, time them (gap, first text,
+        stall end). A gap is put aside and bucketed with the next _GAP_BATCH (one loop while
+        the histogram is in cache, not a search through it at every token); the sum is the
+        time from the first to the last event-carrying read (the gaps telescope)."""
+        n = self.reassembler.events_dispatched
+        if n == self.events:
+            return
+        if self.events:
+            new_gaps = self._new_gaps
+            new_gaps.append(now - self.last_event)
+            if len(new_gaps) >= _GAP_BATCH:
+                self._bucket_gaps()
+        else:
+            self.first_event = now
+        if self.stalled_since is not None:
+            self._stall_end(now)
+        self.events = n
+        self.last_event = now
+        if self.first_text is None and has_text(self.reassembler):
+            self.first_text = now
+
+    def _bucket_gaps(self) -> None:
+        new_gaps = self._new_gaps
+        if not new_gaps:
+            return
+        counts = self._gap_counts
+        for gap in new_gaps:
+            counts[bisect_left(GAP_BOUNDS, gap)] += 1
+        self._gap_max = max(self._gap_max, *new_gaps)
+        new_gaps.clear()
+
+    # -- alerts ------------------------------------------------------------------------
+
+    def emit(self, alerts: tuple[Alert, ...]) -> None:
+        """Log alerts bound with the current context; hand them to the trace too."""
+        meta = meta_of(self.reassembler)
+        key = (self.ctx.request_model, meta.response_model)
+        if key != self._bound:
+            self._bound = key
+            self.sink.log = self.base_log.bind(
+                model=key[0] or key[1], response_model=key[1], response_id=meta.response_id
+            )
+        self.sink.emit_all(alerts)
+        if self.first_warning is None:
+            self.first_warning = next((a.name for a in alerts if a.level is Level.WARNING), None)
+        if self.on_alert is not None:
+            for alert in alerts:
+                self.on_alert(alert)
+
+    # -- stall timer -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.threshold > 0:
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _watch(self) -> None:
+        while True:
+            left = self.last_event + self.threshold - self.now()
+            if left > 0:
+                await asyncio.sleep(left)
+                continue
+            if self.stalled_since is None:
+                self.stalled_since = self.last_event
+                self.stalls += 1
+                gap = self.now() - self.last_event
+                self.emit(
+                    (
+                        Stall(
+                            gap_ms=_ms(gap) or 0.0,
+                            threshold_ms=_ms(self.threshold) or 0.0,
+                            after_event=self.events,
+                        ),
+                    )
+                )
+            await asyncio.sleep(self.threshold)  # nothing new to say until events resume
+
+    def _stall_end(self, now: float) -> None:
+        since = self.stalled_since
+        self.stalled_since = None
+        if since is not None:
+            self.emit((StallEnd(gap_ms=_ms(now - since) or 0.0, after_event=self.events),))
+
+    # -- end of stream -----------------------------------------------------------------
+
+    def closing_alerts(self, alerts: tuple[Alert, ...]) -> tuple[Alert, ...]:
+        """A truncation the proxy caused (a timeout) is the proxy's, not the upstream's."""
+        if self.timeout_kind is None:
+            return alerts
+        return tuple(
+            replace(a, reason=self.timeout_kind)
+            if type(a) is Truncated and a.reason == Truncated.UPSTREAM_CLOSED
+            else a
+            for a in alerts
+        )
+
+    def summary_fields(self, ended_by: str, started: float, end: float) -> dict[str, Any]:
+        """Context, usage, timing and verdict for ``stream.summary`` (and the metrics)."""
+        meta: StreamMeta = meta_of(self.reassembler)
+        self._bucket_gaps()
+        gaps = self.gaps
+        if self.first_event is not None:
+            gaps.settle(self.last_event - self.first_event, self._gap_max)
+        kind, reason = verdict(ended_by, self.sink.counts, self.first_warning)
+        if ended_by == "timeout" and self.timeout_kind is not None:
+            reason = self.timeout_kind
+        tps = None
+        if meta.output_tokens is not None:
+            begin = self.first_text or self.first_event
+            span = (self.last_event - begin) if begin is not None else 0.0
+            if span > 0:
+                tps = round(meta.output_tokens / span, 2)
+        return {
+            "verdict": kind,
+            "verdict_reason": reason,
+            "client_request_id": self.ctx.client_request_id,
+            "trace_id": self.ctx.trace_id,
+            "model": self.ctx.request_model or meta.response_model,
+            "request_model": self.ctx.request_model,
+            **meta.fields(),
+            "ttft_ms": _ms(None if self.first_text is None else self.first_text - started),
+            "gap_p50_ms": _ms(gaps.quantile(0.5)),
+            "gap_p99_ms": _ms(gaps.quantile(0.99)),
+            "gap_max_ms": _ms(gaps.max) if gaps.count else None,
+            "output_tokens_per_s": tps,
+            "stalls": self.stalls,
+        }

@@ -1,0 +1,217 @@
+"""Traces: one OpenTelemetry span per proxied request, exported over OTLP/HTTP.
+
+Optional (``pip install 'sse-proxy[otel]'``, then ``--otlp-endpoint URL``). The span
+continues the client's W3C ``traceparent`` when it sent one, carries the OpenTelemetry
+GenAI semantic-convention attributes (provider, request and response model, usage,
+finish reasons) and the proxy's own (``sse_proxy.*``: stream id, verdict, timings), and
+has one span event per alert. Spans are batched and exported off the event loop by the
+SDK's worker thread; without an endpoint nothing here runs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from sse_proxy.config import Config
+from sse_proxy.core.alerts import Alert
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.exchange import RequestContext
+
+__all__ = ["TRACING", "RequestSpan", "Tracing", "route_of"]
+
+# gen_ai.provider.name (formerly gen_ai.system) per dialect.
+_PROVIDER = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
+_OPERATION = {"openai": "chat", "responses": "chat", "anthropic": "chat"}
+
+
+@lru_cache(maxsize=8)
+def route_of(upstream: str) -> str:
+    """The ``route`` field: the upstream's host (and port when not the default)."""
+    parts = urlsplit(upstream)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        return f"{host}:{parts.port}"
+    return host
+
+
+def _attr(value: Any) -> Any:
+    """An attribute value OpenTelemetry accepts (str, bool, int, float or lists of those)."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return str(value)
+
+
+class RequestSpan:
+    """The span of one proxied request; every method is safe to call in any order."""
+
+    def __init__(self, span: Any, status_code: Any) -> None:
+        self._span = span
+        self._error = status_code.ERROR
+        self._ended = False
+
+    def response(self, status: int) -> None:
+        self._span.set_attribute("http.response.status_code", status)
+
+    def alert(self, alert: Alert) -> None:
+        """An alert as a span event (the stall timer's too)."""
+        attrs = {k: _attr(v) for k, v in alert.fields().items() if v is not None}
+        attrs["level"] = str(alert.level)
+        self._span.add_event(alert.name, attributes=attrs)
+
+    def failed(self, kind: str, status: int) -> None:
+        self._span.set_attribute("error.type", kind)
+        self._span.set_attribute("http.response.status_code", status)
+        self._span.set_status(self._error, kind)
+
+    def stream(self, fields: dict[str, Any]) -> None:
+        """The stream's summary: GenAI attributes, the verdict and the timings."""
+        span = self._span
+        dialect = fields.get("dialect")
+        provider = _PROVIDER.get(str(dialect))
+        gen_ai = {
+            "gen_ai.provider.name": provider,
+            "gen_ai.system": provider,
+            "gen_ai.operation.name": _OPERATION.get(str(dialect)),
+            "gen_ai.request.model": fields.get("request_model"),
+            "gen_ai.response.model": fields.get("response_model"),
+            "gen_ai.response.id": fields.get("response_id"),
+            "gen_ai.response.finish_reasons": fields.get("finish_reasons") or None,
+            "gen_ai.usage.input_tokens": fields.get("input_tokens"),
+            "gen_ai.usage.output_tokens": fields.get("output_tokens"),
+        }
+        own = {
+            f"sse_proxy.{k}": fields.get(k)
+            for k in (
+                "dialect",
+                "verdict",
+                "verdict_reason",
+                "ended_by",
+                "ttfb_ms",
+                "ttft_ms",
+                "gap_p99_ms",
+                "gap_max_ms",
+                "stalls",
+                "events",
+                "bytes",
+                "cached_tokens",
+                "reasoning_tokens",
+            )
+        }
+        for key, value in (gen_ai | own).items():
+            if value is not None:
+                span.set_attribute(key, _attr(value))
+        model = fields.get("model")
+        if model:
+            span.update_name(f"{gen_ai['gen_ai.operation.name'] or 'stream'} {model}")
+        if fields.get("verdict") == "broken":
+            span.set_attribute("error.type", str(fields.get("verdict_reason") or "broken"))
+            span.set_status(self._error, str(fields.get("verdict_reason")))
+
+    def end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._span.end()
+
+
+class Tracing:
+    """The app's tracer: off (``start`` returns ``None``) unless an endpoint is set."""
+
+    def __init__(self, endpoint: str = "") -> None:
+        self.endpoint = endpoint
+        self._provider: Any = None
+        self._tracer: Any = None
+        if endpoint:
+            self._setup(endpoint)
+
+    @classmethod
+    def for_config(cls, cfg: Config) -> Tracing:
+        return cls(cfg.otlp_endpoint)
+
+    def _setup(self, endpoint: str) -> None:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from opentelemetry.trace import StatusCode
+        except ImportError:
+            raise ConfigError(
+                "otlp_endpoint: tracing needs the otel extra (pip install 'sse-proxy[otel]')"
+            ) from None
+        from sse_proxy import __version__
+
+        resource = Resource.create({"service.name": "sse-proxy", "service.version": __version__})
+        provider = TracerProvider(resource=resource)
+        exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=5)
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=500))
+        self._provider = provider
+        self._tracer = provider.get_tracer("sse-proxy")
+        self._status_code = StatusCode
+
+    def start(
+        self, request: web.Request, ctx: RequestContext, stream_id: str
+    ) -> RequestSpan | None:
+        """A span for this request, child of the client's traceparent if it sent one.
+
+        A client without a trace gets a new one, and its id goes into ``ctx.trace_id``
+        so that the log lines carry it too.
+        """
+        if self._tracer is None:
+            return None
+        from opentelemetry.trace import (
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            TraceFlags,
+            set_span_in_context,
+        )
+
+        parent = None
+        if ctx.trace_id is not None and ctx.parent_span_id is not None:
+            flags = int(ctx.traceparent[-2:], 16) if ctx.traceparent else 1
+            remote = SpanContext(
+                trace_id=int(ctx.trace_id, 16),
+                span_id=int(ctx.parent_span_id, 16),
+                is_remote=True,
+                trace_flags=TraceFlags(flags & 1),
+            )
+            parent = set_span_in_context(NonRecordingSpan(remote))
+        span = self._tracer.start_span(
+            f"{request.method} {request.path}",
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes={
+                "http.request.method": request.method,
+                "url.path": request.path,
+                "server.address": ctx.route,
+                "sse_proxy.stream_id": stream_id,
+            },
+        )
+        if ctx.client_request_id:
+            span.set_attribute("sse_proxy.client_request_id", ctx.client_request_id)
+        if ctx.trace_id is None:
+            ctx.trace_id = format(span.get_span_context().trace_id, "032x")
+        return RequestSpan(span, self._status_code)
+
+    async def close(self, _app: web.Application | None = None) -> None:
+        """Flush and stop off the event loop (the SDK's shutdown blocks on the export)."""
+        if self._provider is not None:
+            import asyncio
+
+            await asyncio.to_thread(self.shutdown)
+
+    def shutdown(self) -> None:
+        """Export what is batched, then stop the exporter (at proxy shutdown)."""
+        if self._provider is not None:
+            self._provider.shutdown()
+            self._provider = None
+            self._tracer = None
+
+
+TRACING = web.AppKey("tracing", Tracing)

@@ -1,0 +1,592 @@
+"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini streaming.
+
+It serves the canonical fixtures of :mod:`sse_proxy.tools.fixtures`, clean or with a fault,
+and writes them in seeded random pieces (:func:`sse_proxy.tools.fixtures.split_reads`) so that
+characters and frames straddle TCP writes the way real upstreams make them. Echo and
+raw-byte endpoints let proxy tests push any byte stream through. Used by the demo,
+``sse-proxy mock-upstream``, the client-test harness and the test suite; it never touches
+the network beyond loopback unless told to bind elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+
+from sse_proxy.errors import UsageError
+from sse_proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
+from sse_proxy.tools import fixtures
+
+__all__ = [
+    "DEFAULT_PORT",
+    "ENDPOINTS",
+    "make_mock_app",
+    "mock_upstream",
+    "run_mock_upstream",
+    "start_mock_upstream",
+]
+
+DEFAULT_PORT: Final[int] = 8788
+"""Suggested port for ``sse-proxy mock-upstream`` (the proxy's own default is 8787)."""
+
+ENDPOINTS: Final[tuple[str, ...]] = (
+    "POST /v1/chat/completions",
+    "POST /v1/responses",
+    "POST /v1/messages",
+    "POST /v1beta/models/{model}:streamGenerateContent?alt=sse (also /v1, Vertex AI)",
+    "GET|POST /v1/text",
+    "GET /healthz",
+    "ANY /echo/{tail}",
+    "GET /bytes/{n}",
+    "POST /sse/raw",
+)
+"""What the mock serves, as printed on start-up."""
+
+SSE_CONTENT_TYPE: Final[str] = "text/event-stream; charset=utf-8"
+_MAX_BYTES = 64 * 1024 * 1024
+_MAX_DELAY = 10.0
+_NO_FAULT = ("", "none", "clean")
+
+
+@dataclass(slots=True)
+class _Settings:
+    fault: str | None
+    seed: int
+    chunk_delay: float
+    requests: int = 0
+    first_text: bool = False
+    api_key: str | None = None
+
+
+_SETTINGS: Final = web.AppKey("mock_settings", _Settings)
+
+
+def _check_fault(fault: str | None) -> str | None:
+    """Normalize a fault name; ``None``/``"none"`` mean a clean stream."""
+    if fault is None or fault.lower() in _NO_FAULT:
+        return None
+    if fault not in fixtures.FAULTS:
+        raise UsageError(
+            f"unknown fault {fault!r}; valid kinds: none, {', '.join(fixtures.FAULTS)}"
+        )
+    return fault
+
+
+def _bad_request(message: str) -> web.HTTPBadRequest:
+    """An OpenAI-shaped 400, so SDK clients surface the message instead of a parse error."""
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+    return web.HTTPBadRequest(text=body, content_type="application/json")
+
+
+def _settings(request: web.Request) -> _Settings:
+    return request.app[_SETTINGS]
+
+
+def _request_fault(request: web.Request) -> str | None:
+    """Per-request fault: ``X-Mock-Fault`` header, else ``?fault=``, else the app's."""
+    value = request.headers.get(MOCK_FAULT_HEADER, request.query.get("fault"))
+    if value is None:
+        return _settings(request).fault
+    try:
+        return _check_fault(value)
+    except UsageError as exc:
+        raise _bad_request(str(exc)) from None
+
+
+def _request_seed(request: web.Request) -> int:
+    """Per-request seed (``X-Mock-Seed`` or ``?seed=``), else the app's."""
+    raw = request.headers.get(MOCK_SEED_HEADER, request.query.get("seed"))
+    if raw is None:
+        return _settings(request).seed
+    try:
+        return int(raw)
+    except ValueError:
+        raise _bad_request(f"seed must be an integer, not {raw!r}") from None
+
+
+def _request_delay(request: web.Request) -> float:
+    """Per-request delay between writes (``X-Mock-Delay`` or ``?delay=``), else the app's."""
+    raw = request.headers.get(MOCK_DELAY_HEADER, request.query.get("delay"))
+    if raw is None:
+        return _settings(request).chunk_delay
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _bad_request(f"delay must be a number of seconds, not {raw!r}") from None
+    if not 0 <= value <= _MAX_DELAY:
+        raise _bad_request(f"delay must be between 0 and {_MAX_DELAY} seconds")
+    return value
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object; an empty body counts as ``{}``."""
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise _bad_request(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _bad_request("request body must be a JSON object")
+    return body
+
+
+def _pieces(data: bytes, seed: int) -> list[bytes]:
+    """Realistic write sizes; large bodies get larger pieces so they stay quick to send."""
+    return fixtures.split_reads(data, seed, max_size=max(64, len(data) // 1000))
+
+
+async def _write_pieces(resp: web.StreamResponse, pieces: Sequence[bytes], delay: float) -> bool:
+    """Write each piece on its own, yielding in between; False if the client went away."""
+    try:
+        for piece in pieces:
+            await resp.write(piece)
+            await asyncio.sleep(delay)
+    except ConnectionResetError:
+        return False
+    return True
+
+
+async def _start_sse(request: web.Request) -> web.StreamResponse:
+    settings = _settings(request)
+    settings.requests += 1
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": SSE_CONTENT_TYPE,
+            "Cache-Control": "no-cache",
+            "x-request-id": f"req_mock_{settings.requests:08d}",
+        }
+    )
+    await resp.prepare(request)
+    return resp
+
+
+async def _serve_sse(request: web.Request, body: bytes) -> web.StreamResponse:
+    """Stream ``body`` as an SSE response in seeded random pieces."""
+    pieces = _pieces(body, _request_seed(request))
+    delay = _request_delay(request)
+    resp = await _start_sse(request)
+    if await _write_pieces(resp, pieces, delay):
+        with contextlib.suppress(ConnectionResetError):
+            await resp.write_eof()
+    return resp
+
+
+def _stream_body(dialect: str, fault: str | None) -> bytes:
+    if fault is not None:
+        return fixtures.faulty_stream(fault, dialect)
+    return fixtures.clean_stream(dialect)
+
+
+# ------------------------------------------------------------------------ LLM routes
+
+
+def _chat_completion(n: int) -> dict[str, Any]:
+    """A non-streaming ``chat.completion`` carrying the canonical message."""
+    return {
+        "id": "chatcmpl-mock0000000000000000000001",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-mini-2024-07-18",
+        "system_fingerprint": "fp_mock0001",
+        "choices": [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": fixtures.MESSAGE, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+            for i in range(n)
+        ],
+        "usage": {
+            "prompt_tokens": 12,
+            "completion_tokens": len(fixtures.TOKENS) * n,
+            "total_tokens": 12 + len(fixtures.TOKENS) * n,
+        },
+    }
+
+
+def _json_response(obj: object) -> web.Response:
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return web.Response(text=text, content_type="application/json", charset="utf-8")
+
+
+async def _chat_completions(request: web.Request) -> web.StreamResponse:
+    """OpenAI Chat Completions: SSE when ``"stream": true``, else one JSON object."""
+    body = await _json_body(request)
+    n = body.get("n", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8:
+        raise _bad_request("n must be an integer between 1 and 8")
+    if body.get("stream") is not True:
+        return _json_response(_chat_completion(n))
+    fault = _request_fault(request)
+    if fault is not None:
+        return await _serve_sse(request, fixtures.faulty_stream(fault, "openai"))
+    options = body.get("stream_options")
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    stream = fixtures.openai_chat_stream(
+        fixtures.TOKENS, choices=n, include_usage=usage, first_text=_settings(request).first_text
+    )
+    return await _serve_sse(request, stream)
+
+
+async def _responses(request: web.Request) -> web.StreamResponse:
+    """OpenAI Responses API: SSE when ``"stream": true``, else the completed response."""
+    body = await _json_body(request)
+    if body.get("stream") is True:
+        return await _serve_sse(request, _stream_body("responses", _request_fault(request)))
+    item = {
+        "id": "msg_mock0000000000000001",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": fixtures.MESSAGE, "annotations": []}],
+    }
+    return _json_response(
+        {
+            "id": "resp_mock0000000000000001",
+            "object": "response",
+            "created_at": 1_700_000_000,
+            "status": "completed",
+            "model": "gpt-4o-mini-2024-07-18",
+            "output": [item],
+        }
+    )
+
+
+async def _messages(request: web.Request) -> web.StreamResponse:
+    """Anthropic Messages: SSE when ``"stream": true``, else the whole message."""
+    body = await _json_body(request)
+    if body.get("stream") is True:
+        return await _serve_sse(request, _stream_body("anthropic", _request_fault(request)))
+    return _json_response(
+        {
+            "id": "msg_mock0000000000000001",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-3-5-sonnet-20241022",
+            "content": [{"type": "text", "text": fixtures.MESSAGE}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": len(fixtures.TOKENS)},
+        }
+    )
+
+
+async def _text(request: web.Request) -> web.StreamResponse:  # first event: always text
+    """Raw text SSE, one unquoted ``data:`` event per token; always streams."""
+    await request.read()
+    return await _serve_sse(request, _stream_body("text", _request_fault(request)))
+
+
+def _gemini_chunks(fault: str | None) -> list[Any]:
+    """The Gemini stream's chunks as objects (what ``alt=sse`` absent returns, as an array)."""
+    body = _stream_body("gemini", fault).decode("utf-8", "replace")
+    return [json.loads(line[6:]) for line in body.split("\n") if line.startswith("data: {")]
+
+
+async def _gemini(request: web.Request) -> web.StreamResponse:
+    """Gemini ``models/{model}:streamGenerateContent`` (SSE with ``?alt=sse``, else a JSON
+    array of chunks) and ``:generateContent``; Generative Language and Vertex AI paths."""
+    model, sep, action = request.match_info["model_action"].rpartition(":")
+    if not sep or not model or action not in ("streamGenerateContent", "generateContent"):
+        body = {"error": {"code": 404, "message": "unknown method", "status": "NOT_FOUND"}}
+        return web.json_response(body, status=404)
+    await _json_body(request)
+    fault = _request_fault(request)
+    if action == "generateContent":
+        return _json_response(
+            {
+                "candidates": [
+                    {
+                        "content": {"parts": [{"text": fixtures.MESSAGE}], "role": "model"},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+                "modelVersion": model,
+            }
+        )
+    if request.query.get("alt") == "sse":
+        return await _serve_sse(request, _stream_body("gemini", fault))
+    return _json_response(_gemini_chunks(fault))
+
+
+@web.middleware
+async def _require_key(request: web.Request, handler: Any) -> web.StreamResponse:
+    """With an API key set, LLM endpoints need it, as each vendor takes it (401 otherwise)."""
+    key = _settings(request).api_key
+    if key is not None and request.path.startswith("/v1"):
+        offered = {
+            request.headers.get("Authorization", "").removeprefix("Bearer "),
+            request.headers.get("x-api-key", ""),
+            request.headers.get("x-goog-api-key", ""),
+            request.query.get("key", ""),
+        }
+        if key not in offered:
+            body = {"error": {"type": "authentication_error", "message": "invalid API key"}}
+            return web.json_response(body, status=401)
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    settings = _settings(request)
+    return _json_response({"status": "ok", "fault": settings.fault, "seed": settings.seed})
+
+
+# ---------------------------------------------------------------------- test helpers
+
+
+async def _echo(request: web.Request) -> web.Response:
+    """What the upstream received: method, raw path and query, headers, body digest.
+
+    The body is hashed as it streams in, so large or slow uploads are fine.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    async for block in request.content.iter_any():
+        digest.update(block)
+        size += len(block)
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return _json_response(
+        {
+            "method": request.method,
+            "path": request.rel_url.raw_path,
+            "query": request.rel_url.raw_query_string,
+            "headers": headers,
+            "header_list": [[k, v] for k, v in request.headers.items()],
+            "body_len": size,
+            "body_sha256": digest.hexdigest(),
+        }
+    )
+
+
+async def _bytes(request: web.Request) -> web.StreamResponse:
+    """``n`` deterministic non-SSE bytes (:func:`sse_proxy.tools.fixtures.pattern_bytes`)."""
+    try:
+        n = int(request.match_info["n"])
+    except ValueError:
+        raise _bad_request("n must be an integer") from None
+    if not 0 <= n <= _MAX_BYTES:
+        raise _bad_request(f"n must be between 0 and {_MAX_BYTES}")
+    data = fixtures.pattern_bytes(n)
+    resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    resp.content_length = n
+    await resp.prepare(request)
+    step = 64 * 1024
+    if await _write_pieces(resp, [data[i : i + step] for i in range(0, n, step)], 0.0):
+        with contextlib.suppress(ConnectionResetError):
+            await resp.write_eof()
+    return resp
+
+
+async def _sse_raw(request: web.Request) -> web.StreamResponse:
+    """Stream the request body back verbatim as ``text/event-stream``.
+
+    ``?chunk=N`` writes N-byte pieces (else one write, or seeded random pieces with
+    ``?seed=``); ``?close_early=1`` drops the connection after half the body, the way an
+    upstream that dies mid-stream looks to the client.
+    """
+    body = await request.read()
+    chunk = request.query.get("chunk")
+    if chunk is not None:
+        if not chunk.isdigit() or int(chunk) < 1:
+            raise _bad_request("chunk must be a positive integer")
+        size = int(chunk)
+        pieces = [body[i : i + size] for i in range(0, len(body), size)]
+    elif "seed" in request.query or MOCK_SEED_HEADER in request.headers:
+        pieces = fixtures.split_reads(body, _request_seed(request))
+    else:
+        pieces = [body] if body else []
+    close_early = request.query.get("close_early", "0") not in ("", "0", "false")
+    if close_early:
+        half, sent, cut = len(body) // 2, 0, []
+        for piece in pieces:
+            if sent + len(piece) > half:
+                piece = piece[: half - sent]  # noqa: PLW2901 - trim the piece at the half
+            if piece:
+                cut.append(piece)
+            sent += len(piece)
+            if sent >= half:
+                break
+        pieces = cut
+    delay = _request_delay(request)
+    resp = await _start_sse(request)
+    if not await _write_pieces(resp, pieces, delay):
+        return resp
+    if close_early:
+        # close() flushes what is buffered, then the chunked body never gets its last chunk.
+        resp.force_close()
+        if request.transport is not None:
+            request.transport.close()
+        return resp
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write_eof()
+    return resp
+
+
+# ------------------------------------------------------------------------- app, runner
+
+
+def make_mock_app(
+    *,
+    fault: str | None = None,
+    seed: int = 0,
+    chunk_delay: float = 0.0,
+    first_text: bool = False,
+    api_key: str | None = None,
+) -> web.Application:
+    """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
+
+    ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
+    With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
+    ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
+    keys then fails unless the key really arrived. Raises
+    :class:`~sse_proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
+    """
+    if chunk_delay < 0:
+        raise UsageError("chunk_delay must be >= 0")
+    app = web.Application(client_max_size=_MAX_BYTES, middlewares=[_require_key])
+    app[_SETTINGS] = _Settings(
+        fault=_check_fault(fault),
+        seed=seed,
+        chunk_delay=chunk_delay,
+        first_text=first_text,
+        api_key=api_key,
+    )
+    app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
+    app.router.add_post(DIALECT_PATHS["responses"], _responses)
+    app.router.add_post(DIALECT_PATHS["anthropic"], _messages)
+    app.router.add_post("/{version:v1|v1beta|v1alpha}/models/{model_action}", _gemini)
+    app.router.add_post(
+        "/v1/projects/{project}/locations/{location}/publishers/google/models/{model_action}",
+        _gemini,
+    )
+    app.router.add_get(DIALECT_PATHS["text"], _text)
+    app.router.add_post(DIALECT_PATHS["text"], _text)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_route("*", "/echo", _echo)
+    app.router.add_route("*", "/echo/{tail:.*}", _echo)
+    app.router.add_get("/bytes/{n}", _bytes)
+    app.router.add_post("/sse/raw", _sse_raw)
+    return app
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def start_mock_upstream(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    fault: str | None = None,
+    seed: int = 0,
+    chunk_delay: float = 0.0,
+    first_text: bool = False,
+    api_key: str | None = None,
+) -> tuple[web.AppRunner, str]:
+    """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
+
+    Stop it with ``await runner.cleanup()``; open streams get one second to finish.
+    """
+    app = make_mock_app(
+        fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text, api_key=api_key
+    )
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound_port = int(runner.addresses[0][1])
+    return runner, _base_url(host, bound_port)
+
+
+@contextlib.asynccontextmanager
+async def mock_upstream(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    fault: str | None = None,
+    seed: int = 0,
+    chunk_delay: float = 0.0,
+    api_key: str | None = None,
+) -> AsyncIterator[str]:
+    """``async with mock_upstream() as base_url:`` -- started, and cleaned up afterwards."""
+    runner, url = await start_mock_upstream(
+        host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, api_key=api_key
+    )
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+async def _serve_forever(
+    host: str, port: int, fault: str | None, seed: int, chunk_delay: float, first_text: bool
+) -> int:
+    try:
+        runner, url = await start_mock_upstream(
+            host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text
+        )
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    sys.stdout.write(
+        f"mock upstream listening on {url} (fault: {fault or 'none'}, seed: {seed}); "
+        f"endpoints: {', '.join(ENDPOINTS)}\n"
+    )
+    sys.stdout.flush()
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        await runner.cleanup()
+    return 0
+
+
+def run_mock_upstream(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    fault: str | None = None,
+    seed: int = 0,
+    *,
+    chunk_delay: float = 0.0,
+    first_text: bool = False,
+) -> int:
+    """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
+
+    Prints one line with the base URL and endpoints; returns the exit code (0). An unknown
+    fault or an unusable address raises :class:`~sse_proxy.errors.UsageError`.
+    """
+    fault = _check_fault(fault)
+    if chunk_delay < 0:
+        raise UsageError("chunk_delay must be >= 0")
+    try:
+        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text))
+    except KeyboardInterrupt:  # platforms without loop signal handlers
+        return 0

@@ -1,0 +1,188 @@
+"""`sse-proxy test-client -- CMD`: break a client on purpose, say which boundary it gets wrong.
+
+CMD is any program, in any language, that streams one answer from the URL it is given and
+prints the text. It runs once per case, each case behind its own in-process proxy, and what
+it printed is compared with the text it must print:
+
+* a ``frames`` baseline (whole frames, one write each: the friendliest stream there is),
+  run first; when it fails the run stops, since every other case would fail the same way;
+* every re-chunking strategy, every spec-equivalent rewrite on its own and a few
+  combinations, each with several seeds, against the built-in mock upstream (or a
+  recording or raw capture, ``--fixture``), the proxy in chaos mode;
+* ``faults``: the stream truncated mid-frame, without its terminal marker, with an error
+  event, or reset; there the client must *report failure*;
+* for a short fixture, every two-way cut: the stream is served in exactly two writes, split
+  at byte ``c``, for every ``c`` in ``1..n-1``.
+
+Modules: :mod:`.plan` (options, cases), :mod:`.fixture` (what is served, and its faults),
+:mod:`.faults` (the breaking upstream), :mod:`.run` (running), :mod:`.progress`,
+:mod:`.diagnose` (verdicts, crash attribution) and :mod:`.report` (text, JSON, JUnit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from sse_proxy.errors import UsageError
+from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.tools.testclient.diagnose import Diagnosis, diagnose, diagnose_fault
+from sse_proxy.tools.testclient.fixture import load_fixture
+from sse_proxy.tools.testclient.plan import (
+    DEFAULT_COMBOS,
+    Case,
+    HarnessOptions,
+    fault_kinds,
+    plan_cases,
+)
+from sse_proxy.tools.testclient.progress import Progress
+from sse_proxy.tools.testclient.report import (
+    cut_pass_note,
+    render_report,
+    report_json,
+    report_junit,
+)
+from sse_proxy.tools.testclient.run import CaseResult, run_cases
+
+__all__ = [
+    "DEFAULT_COMBOS",
+    "Case",
+    "CaseResult",
+    "Diagnosis",
+    "HarnessOptions",
+    "diagnose",
+    "diagnose_fault",
+    "plan_cases",
+    "run_test_client",
+]
+
+
+def _validate(options: HarnessOptions) -> None:
+    command = options.command
+    if not command:
+        raise UsageError("test-client needs a command to test: sse-proxy test-client -- CMD ...")
+    exe = command[0]
+    if os.sep not in exe and shutil.which(exe) is None:
+        raise UsageError(f"command not found: {exe!r}")
+    if os.sep in exe and not os.access(exe, os.X_OK):
+        raise UsageError(f"command not found or not executable: {exe!r}")
+    if options.dialect not in DIALECT_PATHS:
+        raise UsageError(
+            f"--dialect must be one of {', '.join(DIALECT_PATHS)}, not {options.dialect!r}"
+        )
+    if options.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
+    if options.jobs is not None and options.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if not options.timeout > 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if options.seed is not None and options.seed < 0:
+        raise UsageError("--seed must be a non-negative integer")
+    if options.chaos_k < 0 or options.delay_ms < 0:
+        raise UsageError("--chaos-k and --delay-ms must not be negative")
+    for flag, path in (
+        ("--report", options.report),
+        ("--junit", options.junit),
+        ("--html", options.html),
+    ):
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            raise UsageError(f"{flag}: no such directory for {path!r}")
+
+
+def _configure_proxy_log(path: str | None) -> IO[str]:
+    from sse_proxy.obs.logs import configure_logging
+
+    try:
+        stream = open(path, "a", encoding="utf-8") if path else open(os.devnull, "w")  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    configure_logging(fmt="json", stream=stream, level="info" if path else "error")
+    return stream
+
+
+def _write_file(path: str, write: Any) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+
+
+def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
+    """Run every case; print the report. 0: all passed, 1: any failed (usage errors raise)."""
+    _validate(options)
+    fixture = load_fixture(options.dialect, options.fixture)
+    seeds = [options.seed] if options.seed is not None else list(range(1, options.seeds + 1))
+    cases = plan_cases(
+        only=options.only,
+        skip=options.skip,
+        seeds=seeds,
+        cut_points=max(len(fixture.short) - 1, 0),
+        exhaustive=options.exhaustive,
+        faults=fault_kinds(fixture.dialect),
+    )
+    log_stream = _configure_proxy_log(options.proxy_log)
+    try:
+        run = asyncio.run(run_cases(options, fixture, cases, Progress(cases)))
+    finally:
+        log_stream.close()
+    text = render_report(options, fixture, run)
+    if not run.not_run:
+        text += cut_pass_note(options, fixture, run.results)
+    stream = out if out is not None else sys.stdout
+    stream.write(text)
+    stream.flush()
+    if options.report:
+        data = report_json(options, fixture, run)
+        _write_file(
+            options.report,
+            lambda p: Path(p).write_text(
+                json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+            ),
+        )
+    if options.junit:
+        tree = report_junit(options, run.results)
+        _write_file(options.junit, lambda p: tree.write(p, encoding="utf-8", xml_declaration=True))
+    if options.html:
+        _write_html(options, fixture, run.results)
+    return 0 if all(r.passed for r in run.results) and not run.not_run else 1
+
+
+def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseResult]) -> None:
+    """``--html FILE``: the cases as plain values for :mod:`sse_proxy.inspect.report`."""
+    from sse_proxy.inspect.report import ReportCase, write_report
+    from sse_proxy.tools.testclient.report import rerun_line
+
+    cases = []
+    for r in results:
+        cut = r.case.cut
+        d = r.diagnosis
+        cases.append(
+            ReportCase(
+                name=r.case.name,
+                verdict=r.outcome,
+                received=r.output,
+                expected=r.expected,
+                diagnosis=None if d is None else f"{d.family}: {d.reason}",
+                note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                + f"rerun: {rerun_line(options, r.case)}",
+                stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
+                cuts=(cut,) if cut is not None else (r.sent[1] if r.sent else ()),
+                passed=r.passed,
+                dialect=fixture.dialect,
+                strip_if_passed=False,
+            )
+        )
+    failed = sum(not r.passed for r in results)
+    write_report(
+        options.html or "",
+        f"sse-proxy test-client: {shlex.join(options.command)}",
+        sorted(cases, key=lambda c: c.passed),
+        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.",
+    )

@@ -1,0 +1,504 @@
+"""From what CMD did to the bug family it points to: pure functions, plus crash attribution.
+
+:func:`diagnose` judges a chaos case from the symptom (U+FFFD, missing text, lost spaces, a
+crash or a hang). For a combination (cuts and rewrites at once) the symptom alone cannot
+tell which part the client got wrong, so the runner also runs each part alone and hands the
+outcomes in as ``parts``: the cause is the part that fails alone, and when every part
+passes alone it is how they meet. :func:`diagnose_fault` judges the `faults` group, where
+the right outcome is that the client reports failure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+
+__all__ = [
+    "CrashSite",
+    "Diagnosis",
+    "attribute_crash",
+    "describe_cut",
+    "diagnose",
+    "diagnose_fault",
+    "first_difference",
+    "normalize_output",
+    "rules_for",
+    "short_diff",
+    "split_parts",
+]
+
+DIFF_LINES: Final = 24
+
+REWRITE_RULES: Final[dict[str, str]] = {
+    "crlf": "lines end in CRLF here; the spec allows CRLF, LF and bare CR line endings",
+    "cr": "lines end in a bare CR here; a parser that only splits on LF never sees a line end",
+    "mixed_newlines": "LF, CRLF and bare CR endings are mixed here; all three end a line",
+    "bom": "the stream starts with a UTF-8 BOM (EF BB BF), which must be skipped once; "
+    "otherwise the first field name reads as '\\ufeffdata' and the first event is lost",
+    "keepalive": "comment lines (': keep-alive') between frames must be ignored",
+    "dataless": "blocks with only retry:, event:, id: or a comment carry no data and "
+    "dispatch no event; a client must not JSON-parse them",
+    "blank_lines": "extra blank lines between frames dispatch nothing",
+    "nospace": "'data:x' (no space after the colon) is valid; strip one space only when present",
+}
+"""The spec rule each rewrite tests."""
+
+CUT_RULES: Final[dict[str, str]] = {
+    "bytewise": "a read may carry a single byte; buffer until a line ends",
+    "utf8": "a read may end inside a multi-byte UTF-8 character; decode across reads",
+    "boundaries": "a read may end anywhere: inside 'data:', between CR and LF, inside the "
+    "blank line that ends a frame",
+    "random": "a read may end anywhere; dispatch only at a blank line",
+    "coalesce": "one read may carry several events; dispatch each of them",
+}
+"""The rule each re-chunking strategy tests."""
+
+FAULT_RULES: Final[dict[str, str]] = {
+    "truncated": "a stream that stops inside a frame, without its terminal marker, is "
+    "incomplete; the partial frame is discarded and the answer must not be reported as done",
+    "no_terminal": "a JSON-dialect stream ends with its terminal marker ([DONE], "
+    "message_stop, response.completed); without it the answer is incomplete",
+    "error_event": "an error event inside the stream means the answer failed",
+    "reset": "a connection reset before the end of the response is a failure",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CrashSite:
+    """Where a crash happened when it happened inside an installed package."""
+
+    package: str
+    version: str | None
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        version = f" {self.version}" if self.version else ""
+        return f"{self.package}{version}, {self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The bug family a failure points to, and why the harness thinks so."""
+
+    family: str
+    reason: str
+    rule: str | None = None
+    site: CrashSite | None = None
+
+
+def normalize_output(stdout: bytes) -> str:
+    """CMD's stdout as UTF-8 (invalid bytes become U+FFFD), minus one trailing newline.
+
+    Exactly one ``\\n`` (or ``\\r\\n``) is removed, so ``print(text)`` and
+    ``sys.stdout.write(text)`` both pass; a second one is a real difference.
+    """
+    text = stdout.decode("utf-8", "replace")
+    if text.endswith("\r\n"):
+        return text[:-2]
+    if text.endswith("\n"):
+        return text[:-1]
+    return text
+
+
+def split_parts(strategy: str | None) -> tuple[list[str], list[str]]:
+    """(re-chunking names, rewrite names) of a strategy such as ``utf8+crlf``."""
+    names = [n for n in (strategy or "").split("+") if n]
+    return [n for n in names if n in STRATEGIES], [n for n in names if n in REWRITES]
+
+
+def rules_for(strategy: str | None) -> str | None:
+    """The spec rules a strategy (or combination) tests, rewrites first."""
+    cuts, rewrites = split_parts(strategy)
+    items = [f"{n}: {REWRITE_RULES[n]}" for n in rewrites]
+    items += [f"{n}: {CUT_RULES[n]}" for n in cuts]
+    return "; ".join(items) or None
+
+
+def _no_space(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+_REWRITE_ONLY = (
+    "this case only rewrote the syntax (writes were whole frames), so the parser "
+    "mishandles valid SSE, see the spec rule"
+)
+
+_MEETING_HINTS: Final[dict[str, str]] = {
+    "crlf": "a CRLF whose CR and LF land in different reads must still be one line end",
+    "cr": "a bare CR at the end of a read is already a line end; the next read may start a "
+    "new line",
+    "mixed_newlines": "a CR at the end of a read may be followed by LF in the next read "
+    "(one line end) or by anything else (the line already ended)",
+    "bom": "the BOM may be cut across reads and must still be skipped",
+    "keepalive": "comment lines may be cut across reads and must still be ignored",
+    "dataless": "data-less blocks may be cut across reads and must still dispatch nothing",
+    "blank_lines": "extra blank lines may be cut across reads",
+    "nospace": "'data:x' may be cut right after the colon",
+}
+
+
+def _symptom(
+    expected: str,
+    actual: str,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    timeout: float,
+    rewrite: str | None,
+    site: CrashSite | None,
+) -> tuple[str, str]:
+    """(family, reason) from the symptom alone; ``rewrite`` names a rewrite-only case."""
+    if timed_out:
+        return (
+            "parser (hang)",
+            f"no exit within {timeout:g} s: the parser waits for a line or frame end it "
+            "does not recognise, or never sees the end of the stream (an EventSource "
+            "reconnects at the end: close it at the terminal marker)",
+        )
+    if exit_code != 0:
+        reason = f"exited with status {exit_code}: the client's parser failed on this stream"
+        if site is not None:
+            reason = (
+                f"exited with status {exit_code}: crash inside {site}; the library's own "
+                "parser failed on a valid stream, so pin a version without the bug, patch "
+                "it, or report it upstream"
+            )
+        return "parser (crash)", reason
+    if "\ufffd" in actual and "\ufffd" not in expected:
+        lost = actual.count("\ufffd")
+        return (
+            "character boundary",
+            f"{lost} U+FFFD in the output: a read ended inside a multi-byte UTF-8 character "
+            "and was decoded on its own; decode with a stateful decoder, or decode whole lines",
+        )
+    if _no_space(actual) == _no_space(expected):
+        lost = len(expected) - len(actual)
+        symptom = f"the words are right but {lost} whitespace characters are lost"
+        if rewrite:
+            return f"spec conformance ({rewrite})", f"{symptom}; {_REWRITE_ONLY}"
+        return (
+            "whitespace trimming",
+            f"{symptom}: data values were trimmed; strip exactly one space after 'data:' "
+            "and never trim a delta",
+        )
+    if len(actual) < len(expected):
+        missing = len(expected) - len(actual)
+        symptom = f"{missing} of {len(expected)} characters are missing"
+        if rewrite:
+            return f"spec conformance ({rewrite})", f"{symptom}; {_REWRITE_ONLY}"
+        return (
+            "frame boundary",
+            f"{symptom}: frames were lost, e.g. a read that ended inside a frame was parsed "
+            "alone and its rest dropped; buffer across reads and dispatch only at a blank line",
+        )
+    symptom = (
+        f"the output differs from the expected text ({len(actual)} vs {len(expected)} "
+        "characters): text was duplicated, reordered or garbled"
+    )
+    if rewrite:
+        return f"spec conformance ({rewrite})", f"{symptom}; {_REWRITE_ONLY}"
+    return "wrong output", symptom
+
+
+def _bare_symptom(
+    expected: str, actual: str, exit_code: int | None, timed_out: bool, timeout: float
+) -> str:
+    """What went wrong, without a guess at the cause (for combinations explained by parts)."""
+    if timed_out:
+        return f"no exit within {timeout:g} s"
+    if exit_code != 0:
+        return f"exited with status {exit_code}"
+    if "\ufffd" in actual and "\ufffd" not in expected:
+        return f"{actual.count(chr(0xFFFD))} U+FFFD in the output"
+    if _no_space(actual) == _no_space(expected):
+        return (
+            f"the words are right but {len(expected) - len(actual)} whitespace characters are lost"
+        )
+    if len(actual) < len(expected):
+        return f"{len(expected) - len(actual)} of {len(expected)} characters are missing"
+    return (
+        f"the output differs from the expected text ({len(actual)} vs {len(expected)} characters)"
+    )
+
+
+def _part_family(part: str, found: Diagnosis) -> str:
+    return f"spec conformance ({part})" if part in REWRITES else found.family
+
+
+def diagnose(
+    expected: str,
+    actual: str,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    timeout: float = 0.0,
+    strategy: str | None = None,
+    parts: Mapping[str, Diagnosis | None] | None = None,
+    site: CrashSite | None = None,
+) -> Diagnosis | None:
+    """None when CMD passed; otherwise the family of its bug.
+
+    U+FFFD in the output: character boundary. Same text once whitespace is ignored: spaces
+    were trimmed. Text missing: frame boundary. A crash or a hang: the client's parser
+    (``site`` names the installed package it crashed in). A rewrite alone never cuts
+    inside a frame, so a wrong text there is a spec conformance bug (the rewritten syntax),
+    not a read-boundary one. For a combination, ``parts`` maps each part (``utf8``,
+    ``crlf``) to its verdict run alone (None: passed): the parts that fail alone are the
+    cause; when all pass alone, the cause is where they meet.
+    """
+    if not timed_out and exit_code == 0 and actual == expected:
+        return None
+    cuts, rewrites = split_parts(strategy)
+    names = cuts + rewrites
+    pure_rewrite = "+".join(rewrites) if rewrites and not cuts else None
+    family, reason = _symptom(
+        expected,
+        actual,
+        exit_code=exit_code,
+        timed_out=timed_out,
+        timeout=timeout,
+        rewrite=pure_rewrite,
+        site=site,
+    )
+    rule = rules_for(strategy)
+    if len(names) < 2:
+        return Diagnosis(family, reason, rule, site)
+    if not parts:
+        return Diagnosis(
+            family,
+            f"{reason} (combination {strategy}: its parts were not run alone, so the "
+            "cause may be any of them; see the spec rules)",
+            rule,
+            site,
+        )
+    failing = {p: d for p, d in parts.items() if d is not None}
+    passing = [p for p in names if p in parts and parts[p] is None]
+    if failing:
+        families = list(dict.fromkeys(_part_family(p, d) for p, d in failing.items()))
+        alone = ", ".join(f"{p} fails ({_part_family(p, d)})" for p, d in failing.items())
+        clear = ""
+        if passing:
+            verb = "passes" if len(passing) == 1 else "pass"
+            clear = f", while {' and '.join(passing)} {verb} alone"
+        why = f"run alone, {alone}{clear}: the cause is {' and '.join(failing)}, not the mix"
+        site = site or next((d.site for d in failing.values() if d.site is not None), None)
+        rule = rules_for("+".join(failing))
+        symptom = _bare_symptom(expected, actual, exit_code, timed_out, timeout)
+        if site is not None:
+            symptom += f", crash inside {site}"
+        return Diagnosis(" + ".join(families), f"{symptom}; {why}", rule, site)
+    hints = [_MEETING_HINTS[r] for r in rewrites if r in _MEETING_HINTS]
+    where = "; ".join(hints) or "the cuts fall inside the rewritten syntax"
+    meet_family = family if not family.startswith("spec conformance") else "frame boundary"
+    return Diagnosis(
+        f"{meet_family} (where {'+'.join(names)} meet)",
+        f"{reason}; every part ({', '.join(names)}) passes alone, so the bug is where they "
+        f"meet: {where}",
+        rule,
+        site,
+    )
+
+
+def diagnose_fault(
+    kind: str,
+    expected: str,
+    partial: str,
+    actual: str,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    timeout: float = 0.0,
+) -> Diagnosis | None:
+    """None when CMD reported the fault (non-zero exit); else why exiting 0 misleads.
+
+    ``expected`` is the whole answer, ``partial`` what the broken stream carries.
+    """
+    rule = f"{kind}: {FAULT_RULES.get(kind, '')}"
+    if timed_out:
+        return Diagnosis(
+            "parser (hang)",
+            f"no exit within {timeout:g} s after the stream broke ({kind}): the client "
+            "waits forever instead of reporting the failure",
+            rule,
+        )
+    if exit_code != 0:
+        return None
+    shown = f"printed {len(actual)} characters"
+    if actual == partial or expected.startswith(actual):
+        shown = f"printed {len(actual)} of the answer's {len(expected)} characters"
+    return Diagnosis(
+        "silent truncation",
+        f"exited 0 and {shown} although the stream was broken ({kind}): the caller "
+        "takes half an answer for a whole one; end with an error when the stream ends "
+        "without its terminal marker, inside a frame, on an error event or a reset",
+        rule,
+    )
+
+
+# ---------------------------------------------------------------------- crash sites
+
+_PY_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+_JS_FRAME = re.compile(r"(?:\(|at )(?:file://)?(?P<path>/[^():\s]+):(?P<line>\d+):\d+\)?")
+_PY_SITE = re.compile(r"^(?P<site>.*/(?:site|dist)-packages)/(?P<rel>.+)$")
+_PY_STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages|dist-packages)")
+
+
+def attribute_crash(stderr: str) -> CrashSite | None:
+    """The installed package a crash happened in, from the traceback in ``stderr``.
+
+    Python tracebacks list the innermost frame last; Node stacks list it first. The
+    innermost frame outside the standard library decides: when it lies in site-packages
+    (or node_modules) the crash is the library's, named with its installed version; when
+    it is the user's own file, there is nothing to attribute.
+    """
+    if "Traceback (most recent call last)" in stderr:
+        frames = [(m["path"], int(m["line"])) for m in _PY_FRAME.finditer(stderr)]
+        frames = [(p, n) for p, n in frames if not _PY_STDLIB.search(p) and "<" not in p]
+        if not frames:
+            return None
+        path, line = frames[-1]
+        return _python_site(path, line)
+    js = [(m["path"], int(m["line"])) for m in _JS_FRAME.finditer(stderr)]
+    js = [(p, n) for p, n in js if not p.startswith("node:")]
+    if js:
+        path, line = js[0]
+        return _node_site(path, line)
+    return None
+
+
+def _python_site(path: str, line: int) -> CrashSite | None:
+    match = _PY_SITE.match(path)
+    if match is None:
+        return None
+    rel = match["rel"]
+    top = rel.split("/", 1)[0].removesuffix(".py")
+    name, version = _dist_for(match["site"], top)
+    return CrashSite(name or top, version, rel, line)
+
+
+@functools.cache
+def _dist_for(site: str, top: str) -> tuple[str | None, str | None]:
+    """(distribution name, version) owning top-level module ``top`` in ``site``."""
+    try:
+        infos = sorted(Path(site).glob("*.dist-info"))
+    except OSError:
+        return None, None
+    prefixes = (f"{top}/", f"{top}.py,")
+    for info in infos:
+        try:
+            record = (info / "RECORD").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(line.startswith(prefixes) for line in record.splitlines()):
+            return _metadata(info)
+    return None, None
+
+
+def _metadata(info: Path) -> tuple[str | None, str | None]:
+    name = version = None
+    try:
+        text = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None, None
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
+    return name, version
+
+
+def _node_site(path: str, line: int) -> CrashSite | None:
+    marker = "/node_modules/"
+    at = path.rfind(marker)
+    if at < 0:
+        return None
+    rel = path[at + len(marker) :]
+    pieces = rel.split("/")
+    pkg = "/".join(pieces[:2]) if pieces[0].startswith("@") else pieces[0]
+    version = None
+    try:
+        meta = json.loads(Path(path[: at + len(marker)] + pkg, "package.json").read_text())
+        version = str(meta.get("version")) if isinstance(meta, dict) else None
+    except (OSError, ValueError):
+        pass
+    return CrashSite(pkg, version, rel, line)
+
+
+# --------------------------------------------------------------------------- texts
+
+
+def first_difference(expected: str, actual: str, context: int = 12) -> str:
+    """Where the texts first differ, with a little context on each side, quoted."""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
+        min(len(expected), len(actual)),
+    )
+    lo = max(0, at - context)
+
+    def show(text: str) -> str:
+        piece = json.dumps(text[lo : at + context], ensure_ascii=False)
+        return ("..." if lo else "") + piece + ("..." if at + context < len(text) else "")
+
+    return f"at character {at}: expected {show(expected)}, got {show(actual)}"
+
+
+def _segments(text: str) -> list[str]:
+    """Words with their leading whitespace, one per diff line, quoted so spaces show."""
+    parts = re.findall(r"\s*\S+|\s+", text)
+    return [json.dumps(p, ensure_ascii=False) + "\n" for p in parts]
+
+
+def short_diff(expected: str, actual: str, limit: int = DIFF_LINES) -> str:
+    """A unified diff of expected vs actual, word by word, cut to ``limit`` lines."""
+    lines = list(
+        difflib.unified_diff(
+            _segments(expected), _segments(actual), "expected", "got", n=1, lineterm="\n"
+        )
+    )
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"... ({len(lines) - limit} more diff lines)\n"]
+    return "".join(lines)
+
+
+def describe_cut(data: bytes, cut: int) -> str:
+    """Where cut ``cut`` of ``data`` falls, in the terms of the three boundaries."""
+    if not 0 < cut < len(data):
+        return "outside the stream"
+    start = cut
+    while start > 0 and data[start] & 0xC0 == 0x80:
+        start -= 1
+    if start < cut:
+        end = start + 1
+        while end < len(data) and data[end] & 0xC0 == 0x80:
+            end += 1
+        char = data[start:end].decode("utf-8", "replace")
+        return f"inside the {end - start}-byte character {char!r} (byte {cut - start} of it)"
+    before, after = data[:cut], data[cut:]
+    if before.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
+        return "exactly between two frames"
+    if before.endswith(b"\r") and after.startswith(b"\n"):
+        return "between CR and LF"
+    if before.endswith((b"\n", b"\r")) and after.startswith((b"\n", b"\r")):
+        return "inside the blank line that ends a frame"
+    if after.startswith((b"\n", b"\r")):
+        return "at the end of a line, just before its line ending"
+    line_start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1
+    line = data[line_start : line_start + 8]
+    if line.startswith((b"data", b"event", b"id", b"retry")) and b":" in data[line_start:cut]:
+        return f"inside a {data[line_start:].split(b':', 1)[0].decode()}: line value"
+    if line.startswith((b"data", b"event", b"id", b"retry")):
+        return "inside a field name, before its colon"
+    return "inside a frame"

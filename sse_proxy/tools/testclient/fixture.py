@@ -1,0 +1,162 @@
+"""The stream the cases serve: the built-in mock, a recording or a raw capture; its faults."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.recording import Recording, load_capture
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.testclient.diagnose import split_parts
+
+__all__ = ["SSE_HEADERS", "FaultStream", "Fixture", "load_fixture", "uses_first_text"]
+
+SSE_HEADERS: Final = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+}
+_FRAME_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+
+_ERROR_FRAMES: Final[dict[str, bytes]] = {
+    "openai": b'data: {"error": {"message": "The server had an error while processing your '
+    b'request.", "type": "server_error", "param": null, "code": null}}\n\n',
+    "responses": b'event: error\ndata: {"type": "error", "code": "server_error", "message": '
+    b'"The server had an error.", "param": null, "sequence_number": 999}\n\n',
+    "anthropic": b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
+    b'"message": "Overloaded"}}\n\n',
+    "text": b"event: error\ndata: upstream failed\n\n",
+}
+"""An in-stream error event, as each API sends one."""
+
+
+def uses_first_text(strategy: str | None) -> bool:
+    """Whether a case serves the first-event-text fixture: every case that rewrites the
+    syntax (they touch the stream's start: a BOM, a comment or data-less block in front,
+    another first line ending), so a client that drops the first event loses text."""
+    return bool(split_parts(strategy)[1])
+
+
+@dataclass(frozen=True, slots=True)
+class FaultStream:
+    """A broken variant of the fixture: the bytes sent, and what they carry."""
+
+    body: bytes
+    text: str
+    reset: bool = False
+
+
+@dataclass
+class Fixture:
+    """The upstream the cases stream from: the mock, or a recording / raw capture."""
+
+    dialect: str
+    path: str
+    expected: str
+    short: bytes
+    short_expected: str
+    body: bytes
+    recording: Recording | None = None
+    note: str | None = None
+    headers: dict[str, str] = field(default_factory=lambda: dict(SSE_HEADERS))
+
+    @property
+    def raw_capture(self) -> bool:
+        return self.recording is not None and bool(self.recording.meta.get("raw_capture"))
+
+    def fault(self, kind: str) -> FaultStream:
+        """The fixture broken by ``kind`` (:data:`sse_proxy.tools.testclient.plan.FAULT_KINDS`)."""
+        frames = _split_frames(self.body)
+        texts = [i for i, f in enumerate(frames) if _text_of(self.dialect, f)]
+        # Break after about half of the text-carrying frames, never before the first.
+        keep = (texts[len(texts) // 2] if texts else len(frames) // 2) or 1
+        head = b"".join(frames[:keep])
+        if kind == "truncated":
+            nxt = frames[keep] if keep < len(frames) else b"data: {"
+            body = head + nxt[: max(1, min(len(nxt) - 2, len(nxt) // 2))]
+        elif kind == "no_terminal":
+            body = b"".join(f for f in frames if not _is_terminal(f))
+        elif kind == "error_event":
+            body = head + _ERROR_FRAMES.get(self.dialect, _ERROR_FRAMES["text"])
+        elif kind == "reset":
+            body = head
+        else:
+            raise ValueError(f"unknown fault {kind!r}")
+        carried = head if kind == "error_event" else body  # the error's own data is no text
+        return FaultStream(body, _text_of(self.dialect, carried), reset=kind == "reset")
+
+
+def _split_frames(body: bytes) -> list[bytes]:
+    """Whole frames (each with its blank line), and any unterminated rest as the last."""
+    frames: list[bytes] = []
+    pos = 0
+    for match in _FRAME_END.finditer(body):
+        frames.append(body[pos : match.end()])
+        pos = match.end()
+    if pos < len(body):
+        frames.append(body[pos:])
+    return frames
+
+
+def _is_terminal(frame: bytes) -> bool:
+    return b"data: [DONE]" in frame or b"message_stop" in frame or b"response.completed" in frame
+
+
+def _text_of(dialect: str, body: bytes) -> str:
+    from sse_proxy.core import StreamReassembler
+
+    reassembler = StreamReassembler(dialect, emit_events=False)
+    reassembler.feed(body)
+    reassembler.close()
+    return reassembler.text
+
+
+def load_fixture(dialect: str, path: str | None) -> Fixture:
+    """The mock's canonical stream of ``dialect``, or the recording / capture at ``path``."""
+    if path is None:
+        return Fixture(
+            dialect=dialect,
+            path=DIALECT_PATHS[dialect],
+            expected=fixtures.expected_text(dialect),
+            short=fixtures.clean_stream(dialect, fixtures.SHORT_TOKENS),
+            short_expected=fixtures.SHORT_MESSAGE,
+            body=fixtures.clean_stream(dialect),
+        )
+    from sse_proxy.core import StreamReassembler, dialect_for_path
+    from sse_proxy.core.alerts import Level
+
+    recording = load_capture(path)
+    req_path = str(recording.request.get("path") or "")
+    query = str(recording.request.get("query") or "")
+    reassembler = StreamReassembler(
+        None, hint=dialect_for_path(req_path) if req_path else None, emit_events=False
+    )
+    alerts = list(reassembler.feed(recording.body).alerts)
+    alerts += reassembler.close().alerts
+    found = reassembler.dialect if reassembler.dialect != "none" else dialect
+    found = found if found in DIALECT_PATHS else dialect
+    warned = sorted({a.name for a in alerts if a.level is Level.WARNING})
+    note = None
+    if warned:
+        what = "capture" if recording.meta.get("raw_capture") else "recording"
+        note = (
+            f"the {what} itself is not clean ({', '.join(warned)}): the expected text is "
+            "what a correct client makes of it"
+        )
+    headers = {
+        str(k): str(v)
+        for k, v in (recording.response.get("headers") or {}).items()
+        if str(k).lower() in ("content-type", "cache-control")
+    } or dict(SSE_HEADERS)
+    return Fixture(
+        dialect=found,
+        path=(req_path or DIALECT_PATHS[found]) + (f"?{query}" if query else ""),
+        expected=reassembler.text,
+        short=recording.body,
+        short_expected=reassembler.text,
+        body=recording.body,
+        recording=recording,
+        note=note,
+        headers=headers,
+    )

@@ -1,0 +1,222 @@
+"""What `sse-proxy test-client` runs: the options, the cases, in report order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from sse_proxy.errors import ChaosSpecError, UsageError
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
+
+__all__ = [
+    "BASELINE",
+    "CUT",
+    "CUT_BUDGET",
+    "CUT_GAP",
+    "DEFAULT_COMBOS",
+    "FAULTS",
+    "FAULT_KINDS",
+    "Case",
+    "HarnessOptions",
+    "default_jobs",
+    "fault_kinds",
+    "plan_cases",
+]
+
+DEFAULT_COMBOS: Final[tuple[str, ...]] = (
+    "utf8+crlf",
+    "boundaries+cr",
+    "random+mixed_newlines+keepalive",
+    "coalesce+bom+nospace",
+)
+"""Combinations run by default: re-chunking and rewrites at once."""
+
+BASELINE: Final = "baseline"
+CUT: Final = "cut"
+FAULTS: Final = "faults"
+CUT_BUDGET: Final = 600
+"""The every-cut pass runs by default only up to this many cut points (one run each)."""
+CUT_GAP: Final = 0.015
+"""Seconds between the two writes of a cut case, so the client reads them apart."""
+
+FAULT_KINDS: Final[dict[str, str]] = {
+    "truncated": "the stream stops inside a frame (the HTTP response ends cleanly)",
+    "no_terminal": "the stream ends between frames, without its terminal marker",
+    "error_event": "the upstream sends an error event mid-stream, then ends",
+    "reset": "the connection is reset mid-stream (TCP RST)",
+}
+"""The `faults` group: a correct client must report failure on each."""
+
+
+def fault_kinds(dialect: str) -> tuple[str, ...]:
+    """The faults that apply to ``dialect``.
+
+    Raw text has no terminal marker, a spec-conforming parser silently drops a partial
+    frame at the end of the stream, and there is no standard error event, so only a
+    reset can be noticed there.
+    """
+    if dialect == "text":
+        return ("reset",)
+    return tuple(FAULT_KINDS)
+
+
+def default_jobs() -> int:
+    """Cases in parallel by default: one per core, at least 2, at most 8."""
+    return max(2, min(8, os.cpu_count() or 2))
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One run of CMD: a chaos ``strategy`` with ``seed``, the baseline, a two-way ``cut``,
+    or a ``fault``. A ``probe`` runs one part of a failed combination alone."""
+
+    group: str
+    strategy: str | None = None
+    seed: int = 1
+    cut: int | None = None
+    fault: str | None = None
+    probe: bool = False
+
+    @property
+    def name(self) -> str:
+        if self.cut is not None:
+            return f"cut={self.cut}"
+        if self.fault is not None:
+            return f"fault={self.fault}"
+        if self.group == BASELINE:
+            return f"baseline (frames mode) seed={self.seed}"
+        return f"{self.strategy} seed={self.seed}"
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessOptions:
+    """Everything `sse-proxy test-client` was asked to do."""
+
+    command: tuple[str, ...]
+    dialect: str = "openai"
+    fixture: str | None = None
+    only: tuple[str, ...] | None = None
+    skip: tuple[str, ...] = ()
+    seeds: int = 3
+    seed: int | None = None
+    exhaustive: bool | None = None
+    timeout: float = 20.0
+    jobs: int | None = None
+    keep_going: bool = False
+    report: str | None = None
+    junit: str | None = None
+    chaos_k: int = 3
+    delay_ms: float = 0.0
+    proxy_log: str | None = None
+    html: str | None = None
+
+    @property
+    def parallel(self) -> int:
+        return self.jobs if self.jobs is not None else default_jobs()
+
+
+def _check_strategy(name: str, flag: str) -> str:
+    try:
+        return ChaosSpec.from_options(name, 0).strategy
+    except ChaosSpecError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def _parse_cut_range(item: str, n_cuts: int, flag: str) -> range:
+    """``cut`` (all), ``cut:N`` or ``cut:A-B`` (inclusive) as cut offsets."""
+    if item == CUT:
+        return range(1, n_cuts + 1)
+    spec = item[len(CUT) + 1 :]
+    lo_text, sep, hi_text = spec.partition("-")
+    try:
+        lo = int(lo_text)
+        hi = int(hi_text) if sep else lo
+    except ValueError:
+        raise UsageError(f"{flag}: bad cut {item!r}; use cut, cut:N or cut:A-B") from None
+    if not 1 <= lo <= hi <= n_cuts:
+        raise UsageError(f"{flag}: {item!r} is out of range; this fixture has cuts 1..{n_cuts}")
+    return range(lo, hi + 1)
+
+
+def _items(values: Sequence[str] | None) -> list[str]:
+    return [v.strip().lower() for v in values or () if v.strip()]
+
+
+def _normalise_group(item: str, flag: str, faults: Sequence[str]) -> str:
+    if item in (BASELINE, FAULTS, CUT):
+        return item
+    if item.startswith(FAULTS + ":"):
+        kind = item.split(":", 1)[1]
+        if kind not in FAULT_KINDS:
+            raise UsageError(f"{flag}: unknown fault {kind!r}; valid: {', '.join(FAULT_KINDS)}")
+        if kind not in faults:
+            raise UsageError(f"{flag}: fault {kind!r} does not apply to this dialect")
+        return item
+    return _check_strategy(item, flag)
+
+
+def plan_cases(
+    *,
+    only: Sequence[str] | None,
+    seeds: Sequence[int],
+    cut_points: int,
+    exhaustive: bool | None,
+    skip: Sequence[str] = (),
+    faults: Sequence[str] = tuple(FAULT_KINDS),
+) -> list[Case]:
+    """The cases to run, in report order. ``cut_points`` is ``len(short fixture) - 1``.
+
+    Without ``only``: the baseline, every strategy, every rewrite, the default combinations,
+    the ``faults`` group, and the every-cut pass when ``exhaustive`` (``None``: when there
+    are at most :data:`CUT_BUDGET` cut points). ``only`` picks groups: strategy names or
+    combinations, ``baseline``, ``faults`` (or ``faults:KIND``), ``cut``, ``cut:N``,
+    ``cut:A-B``; an ``!name`` item in ``only`` skips it. ``skip`` drops groups (the same
+    names; ``cut`` drops every cut) from whatever was selected.
+    """
+    only_items = _items(only) if only is not None else None
+    skip_items = _items(skip)
+    if only_items is not None:
+        skip_items += [i[1:].strip() for i in only_items if i.startswith("!")]
+        only_items = [i for i in only_items if not i.startswith("!")] or None
+        if only_items is None and not skip_items:
+            raise UsageError("--only: nothing selected")
+    skipped = {_normalise_group(i, "--skip", faults) for i in skip_items if i}
+    groups: list[str] = []
+    cuts: list[int] = []
+    if only_items is None:
+        groups = [BASELINE, *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, FAULTS]
+        run_cuts = exhaustive if exhaustive is not None else cut_points <= CUT_BUDGET
+        if run_cuts:
+            cuts = list(range(1, cut_points + 1))
+    else:
+        for item in only_items:
+            if item == CUT or item.startswith(CUT + ":"):
+                cuts.extend(
+                    c for c in _parse_cut_range(item, cut_points, "--only") if c not in cuts
+                )
+            else:
+                groups.append(_normalise_group(item, "--only", faults))
+    if CUT in skipped:
+        cuts = []
+    cases: list[Case] = []
+    seen: set[str] = set()
+    wanted_faults: list[str] = []
+    for group in groups:
+        if group in seen or group in skipped:
+            continue
+        seen.add(group)
+        if group == FAULTS or group.startswith(FAULTS + ":"):
+            kinds = faults if group == FAULTS else [group.split(":", 1)[1]]
+            wanted_faults += [
+                k for k in kinds if k not in wanted_faults and f"{FAULTS}:{k}" not in skipped
+            ]
+            continue
+        strategy = None if group == BASELINE else group
+        cases.extend(Case(group, strategy, seed) for seed in seeds)
+    cases.extend(Case(FAULTS, None, 1, fault=kind) for kind in wanted_faults)
+    cases.extend(Case(CUT, None, 0, c) for c in sorted(cuts))
+    if not cases:
+        raise UsageError("nothing selected to run (check --only and --skip)")
+    return cases

@@ -1,0 +1,380 @@
+"""The three report formats: the human table, JSON (``--report``), JUnit XML (``--junit``).
+
+Each failure comes with two ways to reproduce it: ``reproduce`` re-runs exactly that case
+through `test-client`, and ``by hand`` is one shell command, pasteable as is, that starts
+the upstream and a proxy with the case's settings on free ports, waits until both listen,
+runs CMD with every variable the harness sets (dummy keys included), and stops both.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from typing import Any
+
+from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
+from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
+from sse_proxy.tools.testclient.plan import (
+    BASELINE,
+    CUT,
+    CUT_BUDGET,
+    FAULT_KINDS,
+    FAULTS,
+    Case,
+    HarnessOptions,
+)
+from sse_proxy.tools.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult, client_env
+
+__all__ = ["by_hand", "render_report", "report_json", "report_junit", "rerun_line"]
+
+_CHAOS_OUTCOMES = ("pass", "wrong", "crash", "hang")
+_FAULT_OUTCOMES = ("reported", "silent", "hang")
+
+
+def _cmd_text(command: Sequence[str]) -> str:
+    return shlex.join(command)
+
+
+def rerun_line(options: HarnessOptions, case: Case) -> str:
+    """`sse-proxy test-client` re-running exactly ``case``."""
+    parts = ["sse-proxy", "test-client", "--dialect", options.dialect]
+    if options.fixture:
+        parts += ["--fixture", options.fixture]
+    if case.cut is not None:
+        parts += ["--only", f"cut:{case.cut}"]
+    elif case.fault is not None:
+        parts += ["--only", f"{FAULTS}:{case.fault}"]
+    else:
+        parts += ["--only", case.group, "--seed", str(case.seed)]
+    if options.timeout != 20.0:
+        parts += ["--timeout", f"{options.timeout:g}"]
+    return f"{_cmd_text(parts)} -- {_cmd_text(options.command)}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def by_hand(
+    options: HarnessOptions,
+    fixture: Fixture,
+    case: Case,
+    ports: tuple[int, int] | None = None,
+) -> str | None:
+    """One shell command that reproduces ``case`` with the real commands, or None.
+
+    Cut and fault cases need the harness's own tiny upstreams, so they have none.
+    The ports are free when the report is written.
+    """
+    if case.cut is not None or case.fault is not None:
+        return None
+    up_port, px_port = ports or (_free_port(), _free_port())
+    if fixture.recording is not None and options.fixture:
+        up = ["sse-proxy", "replay", options.fixture, "--no-timing", "--port", str(up_port)]
+    else:
+        up = ["sse-proxy", "mock-upstream", "--port", str(up_port), "--seed", str(case.seed)]
+        if uses_first_text(case.strategy):
+            up.append("--first-text")
+    serve = [
+        "sse-proxy",
+        "serve",
+        "--upstream",
+        f"http://127.0.0.1:{up_port}",
+        "--port",
+        str(px_port),
+    ]
+    if case.group == BASELINE:
+        serve += ["--mode", "frames"]
+    else:
+        serve += ["--mode", "chaos", "--chaos", case.strategy or "random", "--seed", str(case.seed)]
+    if options.chaos_k != 3:
+        serve += ["--chaos-k", str(options.chaos_k)]
+    if options.delay_ms:
+        serve += ["--delay-ms", f"{options.delay_ms:g}"]
+    env = client_env(f"http://127.0.0.1:{px_port}", fixture, case.name)
+    assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items() if k not in DUMMY_KEYS]
+    assigns += [f'{k}="${{{k}:-{v}}}"' for k, v in DUMMY_KEYS.items()]
+    wait = (  # no shell metacharacters inside the double quotes
+        'until python3 -c "import socket; '
+        f"[socket.create_connection(('127.0.0.1', p), 1).close() "
+        f'for p in ({up_port}, {px_port})]" 2>/dev/null; do sleep 0.1; done'
+    )
+    return (
+        f"{_cmd_text(up)} >/dev/null & up=$!; "
+        f"{_cmd_text(serve)} 2>/dev/null & px=$!; "
+        f"{wait}; "
+        f"{' '.join(assigns)} {_cmd_text(options.command)}; "
+        "status=$?; kill $px $up; (exit $status)"
+    )
+
+
+def _groups(results: Sequence[CaseResult]) -> dict[str, list[CaseResult]]:
+    groups: dict[str, list[CaseResult]] = {}
+    for result in results:
+        groups.setdefault(result.case.group, []).append(result)
+    return groups
+
+
+def _group_label(group: str) -> str:
+    if group == BASELINE:
+        return "baseline (frames)"
+    if group == CUT:
+        return "cut (every offset)"
+    return group
+
+
+def _families(failed: Sequence[CaseResult]) -> str:
+    seen: list[str] = []
+    for result in failed:
+        if result.diagnosis is not None and result.diagnosis.family not in seen:
+            seen.append(result.diagnosis.family)
+    return ", ".join(seen)
+
+
+def _fault_count(items: Sequence[CaseResult], outcome: str) -> int:
+    want = "pass" if outcome == "reported" else outcome
+    return sum(1 for r in items if r.outcome == want)
+
+
+def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> str:
+    """The human report: the strategy x outcome table, the faults table, then each failing
+    group's first case with its diagnosis and how to reproduce it."""
+    results = run.results
+    if options.fixture:
+        what = "raw capture" if fixture.raw_capture else "recording"
+        source = f"{what} {options.fixture}"
+    else:
+        source = "built-in mock upstream"
+    out = [
+        f"sse-proxy test-client: {_cmd_text(options.command)}",
+        f"dialect {fixture.dialect}, {source}, endpoint {fixture.path}",
+    ]
+    if fixture.note:
+        out.append(f"note: {fixture.note}")
+    out.append("")
+    groups = _groups(results)
+    chaos = {g: items for g, items in groups.items() if g != FAULTS}
+    width = max([len(_group_label(g)) for g in chaos] + [24])
+    if chaos:
+        header = f"{'strategy':<{width}}  {'cases':>5}  " + "  ".join(
+            f"{o:>5}" for o in _CHAOS_OUTCOMES
+        )
+        out += [header + "  verdict", "-" * (len(header) + 30)]
+        for group, items in chaos.items():
+            counts = {o: sum(1 for r in items if r.outcome == o) for o in _CHAOS_OUTCOMES}
+            failed = [r for r in items if not r.passed]
+            verdict = "ok" if not failed else f"FAIL: {_families(failed)}"
+            row = f"{_group_label(group):<{width}}  {len(items):>5}  " + "  ".join(
+                f"{counts[o]:>5}" for o in _CHAOS_OUTCOMES
+            )
+            out.append(f"{row}  {verdict}")
+        out.append("-" * (len(header) + 30))
+    faults = groups.get(FAULTS, [])
+    if faults:
+        out += ["", "faults: the stream breaks; a correct client must report failure (exit != 0)"]
+        header = f"{'fault':<{width}}  " + "  ".join(f"{o:>8}" for o in _FAULT_OUTCOMES)
+        out += [header + "  verdict", "-" * (len(header) + 30)]
+        for result in faults:
+            kind = result.case.fault or ""
+            cells = "  ".join(f"{_fault_count([result], o):>8}" for o in _FAULT_OUTCOMES)
+            verdict = (
+                "ok: reported failure"
+                if result.passed
+                else f"FAIL: {result.diagnosis.family if result.diagnosis else '?'}"
+            )
+            out.append(f"{kind:<{width}}  {cells}  {verdict}")
+        out.append("-" * (len(header) + 30))
+    total_failed = sum(1 for r in results if not r.passed)
+    out.append(f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed")
+    failing = {g: [r for r in items if not r.passed] for g, items in groups.items()}
+    failing = {g: items for g, items in failing.items() if items}
+    if BASELINE in failing:
+        stop = (
+            f" The run stopped there: {run.not_run} other cases were not run "
+            "(--keep-going runs them anyway)."
+            if run.not_run
+            else " The failures below may share this cause."
+        )
+        out += [
+            "",
+            "The baseline failed: even whole frames, one per write, do not give the expected "
+            "text. Check that CMD reads its URL from OPENAI_BASE_URL / ANTHROPIC_BASE_URL / "
+            "SSE_PROXY_URL / SSE_PROXY_STREAM_URL, prints only the streamed text and exits "
+            "at the end of the stream." + stop,
+        ]
+    for group, items in failing.items():
+        out += _failure_block(options, fixture, group, items, len(groups[group]))
+    return "\n".join(out) + "\n"
+
+
+def _failure_block(
+    options: HarnessOptions, fixture: Fixture, group: str, items: list[CaseResult], n: int
+) -> list[str]:
+    first = items[0]
+    diagnosis = first.diagnosis
+    assert diagnosis is not None
+    out = ["", f"== {_group_label(group)}: {len(items)} of {n} failed"]
+    out.append(f"first failing case: {first.case.name}")
+    if first.case.fault is not None:
+        out.append(f"  the fault: {FAULT_KINDS[first.case.fault]}")
+    if first.cut_context:
+        out.append(f"  the cut falls {first.cut_context}")
+    out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
+    if diagnosis.rule:
+        out.append(f"  spec rule: {diagnosis.rule}")
+    if first.parts:
+        alone = ", ".join(
+            f"{p} {'passes' if d is None else 'fails: ' + d.family}" for p, d in first.parts.items()
+        )
+        out.append(f"  each part alone: {alone}")
+    out.append(f"  reproduce: {rerun_line(options, first.case)}")
+    hand = by_hand(options, fixture, first.case)
+    if hand:
+        out.append(f"  by hand:   {hand}")
+    if first.outcome == "silent":
+        ending = json.dumps(first.output[-40:], ensure_ascii=False)
+        out.append(f"  printed {len(first.output)} characters, ending ...{ending}, and exited 0")
+        if len(items) > 1:
+            out.append(f"  also silent: {', '.join(str(r.case.fault) for r in items[1:])}")
+    elif first.outcome == "wrong":
+        out.append(f"  first difference {first_difference(first.expected, first.output)}")
+        out.append("  diff (expected -> got, one word per line):")
+        out += ["    " + line for line in short_diff(first.expected, first.output).splitlines()]
+    tail = first.stderr_tail()
+    if tail:
+        out.append("  stderr tail:")
+        out += ["    " + line for line in tail.splitlines()]
+    elif first.outcome in ("crash", "hang"):
+        out.append("  stderr: (empty)")
+    if group == CUT and len(items) > 1:
+        shown = ", ".join(str(r.case.cut) for r in items[:20])
+        more = f" and {len(items) - 20} more" if len(items) > 20 else ""
+        out.append(f"  failing cuts: {shown}{more}")
+    return out
+
+
+def cut_pass_note(options: HarnessOptions, fixture: Fixture, results: Sequence[CaseResult]) -> str:
+    """Why no cut cases ran by default, when that is so."""
+    skipped_cuts = options.only is None and options.exhaustive is None
+    if skipped_cuts and not any(r.case.cut is not None for r in results):
+        return (
+            f"\n(every-cut pass skipped: {len(fixture.short) - 1} cut points in the short "
+            f"{fixture.dialect} fixture, over the default budget of {CUT_BUDGET}; "
+            "run it with --exhaustive)\n"
+        )
+    return ""
+
+
+def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) -> dict[str, Any]:
+    case = result.case
+    item: dict[str, Any] = {
+        "name": case.name,
+        "group": case.group,
+        "strategy": case.strategy,
+        "seed": None if case.cut is not None or case.fault is not None else case.seed,
+        "cut": case.cut,
+        "fault": case.fault,
+        "outcome": result.outcome,
+        "exit_code": result.exit_code,
+        "duration_s": result.duration,
+    }
+    if result.diagnosis is not None:
+        d = result.diagnosis
+        item["diagnosis"] = {
+            "family": d.family,
+            "reason": d.reason,
+            "rule": d.rule,
+            "crash_site": None
+            if d.site is None
+            else {
+                "package": d.site.package,
+                "version": d.site.version,
+                "file": d.site.file,
+                "line": d.site.line,
+            },
+        }
+        if result.parts:
+            item["parts"] = {p: None if v is None else v.family for p, v in result.parts.items()}
+        item["output"] = result.output[:4000]
+        item["diff"] = short_diff(result.expected, result.output)
+        item["first_difference"] = first_difference(result.expected, result.output)
+        item["stderr_tail"] = result.stderr_tail()
+        item["reproduce"] = rerun_line(options, case)
+        item["by_hand"] = by_hand(options, fixture, case)
+        if result.cut_context:
+            item["cut_context"] = result.cut_context
+    return item
+
+
+def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> dict[str, Any]:
+    """The machine-readable report (``--report FILE``)."""
+    summary: dict[str, dict[str, int]] = {}
+    for group, items in _groups(run.results).items():
+        summary[group] = {o: sum(1 for r in items if r.outcome == o) for o in OUTCOMES}
+        summary[group]["cases"] = len(items)
+    return {
+        "tool": "sse-proxy test-client",
+        "command": list(options.command),
+        "dialect": fixture.dialect,
+        "fixture": options.fixture,
+        "endpoint": fixture.path,
+        "expected_text": fixture.expected,
+        "passed": all(r.passed for r in run.results) and not run.not_run,
+        "cases_total": len(run.results),
+        "cases_failed": sum(1 for r in run.results if not r.passed),
+        "cases_not_run": run.not_run,
+        "summary": summary,
+        "cases": [_result_json(options, fixture, r) for r in run.results],
+    }
+
+
+def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.ElementTree:
+    """JUnit XML (``--junit FILE``): one testcase per case, grouped by strategy."""
+    failures = sum(1 for r in results if not r.passed)
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="sse-proxy test-client",
+        tests=str(len(results)),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+        time=f"{sum(r.duration for r in results):.3f}",
+    )
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="command", value=_cmd_text(options.command))
+    ET.SubElement(props, "property", name="dialect", value=options.dialect)
+    for result in results:
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"sse-proxy.{result.case.group}",
+            name=result.case.name,
+            time=f"{result.duration:.3f}",
+        )
+        if result.diagnosis is None:
+            continue
+        failure = ET.SubElement(
+            tc,
+            "failure",
+            type=result.diagnosis.family,
+            message=f"{result.diagnosis.family}: {result.diagnosis.reason}",
+        )
+        body = [f"reproduce: {rerun_line(options, result.case)}"]
+        if result.diagnosis.rule:
+            body.append(f"spec rule: {result.diagnosis.rule}")
+        if result.cut_context:
+            body.append(f"the cut falls {result.cut_context}")
+        if result.outcome in ("wrong", "silent"):
+            body.append(short_diff(result.expected, result.output))
+        failure.text = "\n".join(body)
+        if result.stderr:
+            ET.SubElement(tc, "system-err").text = result.stderr_tail(40)
+    ET.indent(suites)
+    return ET.ElementTree(suites)
