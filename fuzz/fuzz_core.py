@@ -338,9 +338,9 @@ def check_differential(raw: bytes) -> Outcome:
     The header seeds the limits and the cuts as in :func:`check_input`. The oracle lives
     in the test suite (``tests/oracle.py``), so this needs the repository checkout.
     """
-    from tests.differential import compare
-    from tests.oracle import DEFAULT_LIMIT, reference
-    from tests.oracle import DIALECTS as ORACLE_DIALECTS
+    from tests.support.differential import compare
+    from tests.support.oracle import DEFAULT_LIMIT, reference
+    from tests.support.oracle import DIALECTS as ORACLE_DIALECTS
 
     seed = int.from_bytes(raw[:HEADER].ljust(HEADER, b"\0"), "little")
     stream = raw[HEADER:]

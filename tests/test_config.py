@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tomllib
 import urllib.request
 from pathlib import Path
@@ -17,11 +16,10 @@ import pytest
 
 from sse_proxy.config import Config, load_config
 from sse_proxy.errors import ConfigError
+from tests.support.cli import ROOT, SSE_PROXY
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED = ROOT / "config" / "sse-proxy.toml"
 FIELDS = [f.name for f in dataclasses.fields(Config)]
-SSE_PROXY = Path(sys.executable).with_name("sse-proxy")
 
 
 def _write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:

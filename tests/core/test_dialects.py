@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sse_proxy.core import ErrorEvent, InvalidJson, ReplacementChar, Truncated
-from tests.helpers import every_cut, names, openai_stream, run
+from tests.support.cuts import every_cut, names, openai_stream, run
 
 
 def sse(*frames: tuple[str | None, Any], nl: str = "\n") -> bytes:

@@ -1,6 +1,6 @@
 """The core against the oracle, on hostile input, at every cut of small cases and at random.
 
-:mod:`tests.oracle` reads the whole stream at once, the way the WHATWG spec describes it
+:mod:`tests.support.oracle` reads the whole stream at once, the way the WHATWG spec describes it
 (decode, then split lines, then fields). The core is fed the same bytes in reads: whole,
 byte by byte, at every one- and two-cut split of short hostile fixtures, and at seeded
 k-way splits of generated streams, for every dialect, with the default limits and with
@@ -9,7 +9,7 @@ the same reassembled text, the same alerts (kinds, byte offsets, event indexes, 
 and the same frame ends; and a read that ends with a blank line's CR, and only such a read,
 reports that offset as its tentative frame end. Every failure message carries the stream,
 the cuts, the dialect and the limits (and the split seed), so it can be replayed with
-:func:`tests.differential.compare`.
+:func:`tests.support.differential.compare`.
 
 The planners are checked against the same oracle: their output bytes are their input
 bytes, and every frame boundary they write at is one the oracle agrees with.
@@ -38,9 +38,9 @@ from sse_proxy.rechunk.planner import (
     Write,
 )
 from sse_proxy.rechunk.spec import STRATEGIES, ChaosSpec
-from tests.differential import compare, random_split, split_at
-from tests.helpers import bytewise, run
-from tests.oracle import DEFAULT_LIMIT, DETAIL_LIMIT, DIALECTS, decode, parse, reference
+from tests.support.cuts import bytewise, run
+from tests.support.differential import compare, random_split, split_at
+from tests.support.oracle import DEFAULT_LIMIT, DETAIL_LIMIT, DIALECTS, decode, parse, reference
 
 FFFD = "\ufffd"
 SMALL = (7, 24)  # (max_line, max_frame): tiny enough that the short fixtures outgrow them

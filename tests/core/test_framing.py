@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sse_proxy.core import CrlfFraming, OversizedFrame, StreamReassembler, UnterminatedFrame
-from tests.helpers import Result, bytewise, every_cut, names, run
+from tests.support.cuts import Result, bytewise, every_cut, names, run
 
 
 def parse(data: bytes, **kw: object) -> Result:

@@ -29,7 +29,7 @@ from sse_proxy.core import (
     StreamReassembler,
     UnterminatedFrame,
 )
-from tests.helpers import Result, bytewise, every_cut, run
+from tests.support.cuts import Result, bytewise, every_cut, run
 
 DIALECTS: tuple[str | None, ...] = (
     None,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sse_proxy.core import StreamReassembler
-from tests.helpers import (
+from tests.support.cuts import (
     MESSAGE,
     TEXT,
     TOKENS,

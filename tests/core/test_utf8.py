@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 
 from sse_proxy.core.utf8 import decode_replacing, literal_offsets, make_stream_decoder
-from tests.helpers import MESSAGE, TEXT, every_cut, raw_text_stream, run
+from tests.support.cuts import MESSAGE, TEXT, every_cut, raw_text_stream, run
 
 BYTES = MESSAGE.encode()
 

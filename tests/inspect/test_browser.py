@@ -37,7 +37,8 @@ from sse_proxy.inspect.report import first_difference_at
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
-from tests.toolkit._util import CLIENTS, ROOT, cli_env
+from tests.support.cli import ROOT, cli_env
+from tests.support.recordings import CLIENTS
 
 T = TypeVar("T")
 WAIT = 20.0  # an upper bound on each wait; waits end as soon as the element is there

@@ -13,7 +13,8 @@ import pytest
 from sse_proxy.errors import UsageError
 from sse_proxy.inspect.report import ReportCase, first_difference_at, render_report, write_report
 from sse_proxy.tools import fixtures
-from tests.toolkit._util import CLIENTS, ROOT, cli_env, write_recording
+from tests.support.cli import ROOT, cli_env
+from tests.support.recordings import CLIENTS, write_recording
 
 
 @pytest.mark.parametrize(

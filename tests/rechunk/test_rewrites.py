@@ -1,6 +1,6 @@
 """Rewrites change bytes but never events: checked with the reference parser and the core.
 
-The reference parser is the suite's one oracle, :mod:`tests.oracle`: a literal reading of
+The reference parser is the suite's one oracle, :mod:`tests.support.oracle`: a literal reading of
 the WHATWG "interpreting an event stream" rules, independent of the core on purpose: two
 parsers agreeing is the evidence.
 """
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.rechunk.rewrites import BOM, apply_rewrites, is_complete_frame, rewrite_frame
 from sse_proxy.rechunk.spec import LINE_ENDING_REWRITES, REWRITES
-from tests import oracle
+from tests.support import oracle
 
 Event = tuple[str, str, "str | None", "int | None"]  # type, data, last event id, retry
 

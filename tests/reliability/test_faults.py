@@ -16,9 +16,10 @@ import aiohttp
 import pytest
 
 from sse_proxy.server.app import STATE
-from tests.timing import assert_fired_on_time
-
-from .conftest import STREAM_ID, Behaviour, UpstreamConn, eventually, free_port, named, wait_logged
+from tests.support.logs import eventually, named, wait_for
+from tests.support.net import STREAM_ID, free_port
+from tests.support.timing import assert_fired_on_time
+from tests.support.upstreams import Behaviour, UpstreamConn
 
 pytestmark = pytest.mark.asyncio
 
@@ -74,7 +75,7 @@ async def _read_until(reader: asyncio.StreamReader, marker: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("phase", ["before_headers", "before_first_byte", "after_first_byte"])
-async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, logs):
+async def test_client_disconnect_closes_upstream(phase, raw_upstream, start, logs):
     """A client that hangs up makes the proxy close its upstream connection at once: well
     before the 30 s idle timeout could (the hard timeout guards the wait)."""
     behaviour = {
@@ -83,7 +84,8 @@ async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, log
         "after_first_byte": _forever_slowly,
     }[phase]
     upstream = await raw_upstream(behaviour)
-    runner, url = await proxy(upstream.url, idle_timeout=30.0)
+    url = await start(upstream.url, idle_timeout=30.0)
+    runner = start.runner_for(url)
     async with asyncio.timeout(HARD_TIMEOUT):
         reader, writer = await _raw_get(url)
         if phase == "before_headers":
@@ -101,7 +103,7 @@ async def test_client_disconnect_closes_upstream(phase, raw_upstream, proxy, log
                 for line in head.split(b"\r\n")
                 if line.lower().startswith(STREAM_ID.lower().encode())
             )
-            summary = await wait_logged(logs, "stream.summary", stream_id)
+            summary = await wait_for(logs, "stream.summary", stream_id)
             assert summary["ended_by"] == "client_disconnect"
             assert (summary["ttfb_ms"] is None) == (phase == "before_first_byte")
         assert await eventually(lambda: not runner.app[STATE].active)
@@ -136,12 +138,13 @@ async def _collect(
 
 
 @pytest.mark.parametrize("how", ["clean_close", "tcp_reset"])
-async def test_upstream_dies_mid_stream(how, raw_upstream, proxy, logs):
+async def test_upstream_dies_mid_stream(how, raw_upstream, start, logs):
     """An upstream that dies mid-stream ends the client's stream with an error (not at the
     30 s idle timeout: the hard timeout guards the wait)."""
     delivered = asyncio.Event()
     upstream = await raw_upstream(_dies_mid_stream(how, delivered))
-    runner, url = await proxy(upstream.url, idle_timeout=30.0)
+    url = await start(upstream.url, idle_timeout=30.0)
+    runner = start.runner_for(url)
     received: list[bytes] = []
     async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
         async with client.get(url + PATH) as resp:
@@ -151,7 +154,7 @@ async def test_upstream_dies_mid_stream(how, raw_upstream, proxy, logs):
                 await _collect(resp, received, delivered)
         assert upstream.conn.closed_at is not None
         assert b"".join(received).count(b"data:") == 2
-        summary = await wait_logged(logs, "stream.summary", stream_id)
+        summary = await wait_for(logs, "stream.summary", stream_id)
     assert summary["ended_by"] == "upstream_error"
     assert summary["events"] == 2
     assert named(logs, "sse.truncated", stream_id), "no sse.truncated alert"
@@ -160,10 +163,10 @@ async def test_upstream_dies_mid_stream(how, raw_upstream, proxy, logs):
     assert not runner.app[STATE].active
 
 
-async def test_upstream_stalls_after_headers(raw_upstream, proxy, logs):
+async def test_upstream_stalls_after_headers(raw_upstream, start, logs):
     """An upstream silent after its headers is cut off at idle_timeout, ended_by=timeout."""
     upstream = await raw_upstream(_head_then_silent)
-    _runner, url = await proxy(upstream.url, idle_timeout=0.5)
+    url = await start(upstream.url, idle_timeout=0.5)
     async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
         started = time.monotonic()
         async with client.get(url + PATH) as resp:
@@ -172,17 +175,17 @@ async def test_upstream_stalls_after_headers(raw_upstream, proxy, logs):
             with pytest.raises(aiohttp.ClientPayloadError):
                 await resp.read()
         assert_fired_on_time(time.monotonic() - started, 0.5, "idle timeout after headers")
-        summary = await wait_logged(logs, "stream.summary", stream_id)
+        summary = await wait_for(logs, "stream.summary", stream_id)
         await upstream.conn.closed.wait()  # and the stalled upstream is let go
     assert summary["ended_by"] == "timeout"
     assert summary["ttfb_ms"] is None
     assert named(logs, "sse.truncated", stream_id)
 
 
-async def test_total_timeout_cuts_an_endless_stream(raw_upstream, proxy, logs):
+async def test_total_timeout_cuts_an_endless_stream(raw_upstream, start, logs):
     """A stream that never ends is closed at total_timeout with ended_by=timeout."""
     upstream = await raw_upstream(_forever_slowly)
-    _runner, url = await proxy(upstream.url, idle_timeout=30.0, total_timeout=1.0)
+    url = await start(upstream.url, idle_timeout=30.0, total_timeout=1.0)
     async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
         started = time.monotonic()
         async with client.get(url + PATH) as resp:
@@ -190,14 +193,14 @@ async def test_total_timeout_cuts_an_endless_stream(raw_upstream, proxy, logs):
             with pytest.raises(aiohttp.ClientPayloadError):
                 await resp.read()
         assert_fired_on_time(time.monotonic() - started, 1.0, "total timeout")
-        summary = await wait_logged(logs, "stream.summary", stream_id)
+        summary = await wait_for(logs, "stream.summary", stream_id)
         await upstream.conn.closed.wait()
     assert summary["ended_by"] == "timeout"
     assert summary["events"] > 5
 
 
 @pytest.mark.parametrize("where", ["reads_request_never_answers", "never_accepts"])
-async def test_upstream_never_answers_is_504(where, raw_upstream, proxy, logs):
+async def test_upstream_never_answers_is_504(where, raw_upstream, start, logs):
     """An upstream that takes the connection but never sends headers gives a prompt 504."""
     listener: socket.socket | None = None
     if where == "never_accepts":
@@ -210,7 +213,7 @@ async def test_upstream_never_answers_is_504(where, raw_upstream, proxy, logs):
         upstream = await raw_upstream(_silent)
         upstream_url = upstream.url
     try:
-        _runner, url = await proxy(upstream_url, idle_timeout=0.5, connect_timeout=0.5)
+        url = await start(upstream_url, idle_timeout=0.5, connect_timeout=0.5)
         async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
             started = time.monotonic()
             async with client.get(url + PATH) as resp:
@@ -227,10 +230,10 @@ async def test_upstream_never_answers_is_504(where, raw_upstream, proxy, logs):
             listener.close()
 
 
-async def test_upstream_port_closed_is_502(proxy, logs):
+async def test_upstream_port_closed_is_502(start, logs):
     """An upstream port with nothing listening gives a 502 at once: a refused connection,
     not a 504 after the connect timeout."""
-    _runner, url = await proxy(f"http://127.0.0.1:{free_port()}", connect_timeout=2.0)
+    url = await start(f"http://127.0.0.1:{free_port()}", connect_timeout=2.0)
     async with (
         asyncio.timeout(HARD_TIMEOUT),
         aiohttp.ClientSession() as client,

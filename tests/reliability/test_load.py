@@ -18,9 +18,7 @@ from sse_proxy.server.app import STATE
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
-from tests.helpers import metric_sum
-
-from .conftest import LogEntries, eventually
+from tests.support.logs import LogEntries, eventually, metric_sum
 
 pytestmark = pytest.mark.asyncio
 

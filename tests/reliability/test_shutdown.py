@@ -23,9 +23,10 @@ from aiohttp import web
 from sse_proxy.config import Config
 from sse_proxy.server.app import STATE
 from sse_proxy.server.run import start_proxy, stop_proxy
-from tests.timing import assert_did_not_wait, assert_fired_on_time
-
-from .conftest import STREAM_ID, UpstreamConn, eventually, free_port, wait_logged
+from tests.support.logs import eventually, wait_for
+from tests.support.net import STREAM_ID, free_port
+from tests.support.timing import assert_did_not_wait, assert_fired_on_time
+from tests.support.upstreams import UpstreamConn
 
 pytestmark = pytest.mark.asyncio
 
@@ -103,7 +104,7 @@ class ProxyProcess:
             *self.args, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
         )
         self._reader = asyncio.create_task(self._read())
-        await self.wait_logged("proxy.started", within=15.0)
+        await self.wait_for("proxy.started", within=15.0)
 
     async def _read(self) -> None:
         assert self.proc is not None
@@ -118,7 +119,7 @@ class ProxyProcess:
     def named(self, name: str) -> list[dict[str, Any]]:
         return [line for line in self.lines if line.get("event") == name]
 
-    async def wait_logged(self, name: str, within: float = 5.0) -> dict[str, Any]:
+    async def wait_for(self, name: str, within: float = 5.0) -> dict[str, Any]:
         async with asyncio.timeout(within):
             while not self.named(name):
                 assert self.proc is not None
@@ -199,7 +200,7 @@ async def test_sigterm_drains_then_closes_streams(proxy_process):
 
         proxy_process.signal(signal.SIGTERM)
         signalled = time.monotonic()
-        await proxy_process.wait_logged("proxy.stopping")
+        await proxy_process.wait_for("proxy.stopping")
         refused = False
         for _ in range(50):  # the listener closes right after proxy.stopping
             if refused := await _refused(url):
@@ -269,7 +270,7 @@ async def test_stop_proxy_closes_streams_at_the_grace_not_twice_it(upstream, log
             await stop_proxy(runner)
     assert error is not None
     assert_fired_on_time(took, grace, "stop_proxy with a stream", before=2 * grace)
-    summary = await wait_logged(logs, "stream.summary", resp.headers[STREAM_ID])
+    summary = await wait_for(logs, "stream.summary", resp.headers[STREAM_ID])
     assert summary["ended_by"] == "shutdown"
 
 
@@ -285,7 +286,7 @@ async def test_client_leaving_during_the_grace_is_client_disconnect(upstream, lo
             stopper = asyncio.create_task(stop_proxy(runner))
             assert await eventually(lambda: runner.app[STATE].shutting_down)
             resp.close()  # the client hangs up mid-drain
-            summary = await wait_logged(logs, "stream.summary", resp.headers[STREAM_ID])
+            summary = await wait_for(logs, "stream.summary", resp.headers[STREAM_ID])
             await stopper
             stopped = time.monotonic() - stopping
     finally:

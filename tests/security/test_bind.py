@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security import ServeProcess, free_port, http_get
+from tests.support.cli import ServeProcess, http_get
+from tests.support.net import free_port
 
 # The socket's own view of where it listens: /proc/net/tcp lists every listening socket.
 _LISTEN = "0A"

@@ -10,14 +10,8 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.tools.mock_upstream import mock_upstream
-from tests.security import (
-    Seen,
-    port_of,
-    raw_request,
-    recording_app,
-    running_app,
-    running_proxy,
-)
+from tests.support.net import port_of, raw_exchange, running_app, running_proxy
+from tests.support.upstreams import Seen, recording_app
 
 HOP_BY_HOP = ("connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade")
 
@@ -52,7 +46,7 @@ async def test_request_hop_by_hop_and_own_headers_are_not_forwarded() -> None:
             b"\r\n"
             b"5\r\nhello\r\n0\r\n\r\n"
         )
-        reply = await raw_request(port_of(proxy), request)
+        reply = await raw_exchange(port_of(proxy), request)
         assert reply.status == 200, reply
         echo = reply.json()
         got = set(echo["headers"])
@@ -108,7 +102,7 @@ async def test_response_hop_by_hop_and_forged_headers_are_not_passed_back(sse: b
         running_proxy(upstream) as proxy,
     ):
         request = b"GET /v1/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
-        reply = await raw_request(port_of(proxy), request)
+        reply = await raw_exchange(port_of(proxy), request)
         assert reply.status == 200, reply
         names = {k.lower() for k, _ in reply.headers}
         for name in ("keep-alive", "proxy-authenticate", "proxy-connection", "trailer"):
@@ -154,14 +148,14 @@ async def test_oversized_request_headers_are_refused_without_contacting_upstream
         else:
             fields = "X-" + "N" * (limit + 10) + ": 1\r\n"
         request = f"GET {target} HTTP/1.1\r\nHost: h\r\n{fields}Connection: close\r\n\r\n"
-        reply = await raw_request(port_of(proxy), request.encode())
+        reply = await raw_exchange(port_of(proxy), request.encode())
         assert reply.status in (400, 431), reply
         assert seen == []
         assert await _health(session, proxy) == 200
         # Just under the limit still goes through.
         field = "X-F: " + "c" * (limit // 2)
         ok = f"GET /v1/x HTTP/1.1\r\nHost: h\r\n{field}\r\nConnection: close\r\n\r\n"
-        assert (await raw_request(port_of(proxy), ok.encode())).status == 200
+        assert (await raw_exchange(port_of(proxy), ok.encode())).status == 200
         assert len(seen) == 1
 
 
@@ -178,7 +172,7 @@ async def test_content_length_over_limit_is_413_before_any_upstream_contact() ->
     ):
         # The body is never sent: a 413 that arrives anyway proves nothing waited for it.
         request = b"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 10000000\r\n\r\n"
-        reply = await raw_request(port_of(proxy), request, wait=3.0)
+        reply = await raw_exchange(port_of(proxy), request, limit_s=3.0)
         assert reply.status == 413, reply
         assert reply.json()["error"]["type"] == "request_too_large"
         assert seen == []
@@ -187,7 +181,7 @@ async def test_content_length_over_limit_is_413_before_any_upstream_contact() ->
         request = (
             b"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n"
         )
-        reply = await raw_request(port_of(proxy), request + body)
+        reply = await raw_exchange(port_of(proxy), request + body)
         assert reply.status == 200, reply
         assert [len(s.body) for s in seen] == [1000]
 

@@ -10,15 +10,8 @@ from __future__ import annotations
 import pytest
 
 from sse_proxy.tools.mock_upstream import mock_upstream
-from tests.security import (
-    Seen,
-    decoy_server,
-    port_of,
-    raw_request,
-    recording_app,
-    running_app,
-    running_proxy,
-)
+from tests.support.net import port_of, raw_exchange, running_app, running_proxy
+from tests.support.upstreams import Seen, decoy_server, recording_app
 
 
 def _get(target: str, host: str, extra: str = "") -> bytes:
@@ -47,7 +40,7 @@ async def test_non_origin_form_targets_are_refused(target: str) -> None:
     ):
         upstream_host = upstream.removeprefix("http://")
         wire = target.format(decoy=decoy.port, upstream_host=upstream_host)
-        reply = await raw_request(port_of(proxy), _get(wire, f"127.0.0.1:{decoy.port}"))
+        reply = await raw_exchange(port_of(proxy), _get(wire, f"127.0.0.1:{decoy.port}"))
         assert reply.status == 400, reply
         assert decoy.connections == 0
         assert seen == []
@@ -65,7 +58,7 @@ async def test_connect_is_refused(target: str) -> None:
     ):
         wire = target.format(decoy=decoy.port)
         request = f"CONNECT {wire} HTTP/1.1\r\nHost: {wire}\r\n\r\n".encode()
-        reply = await raw_request(port_of(proxy), request)
+        reply = await raw_exchange(port_of(proxy), request)
         assert reply.status in (400, 405), reply
         assert reply.status == 405 or target == "/x"
         assert decoy.connections == 0
@@ -82,7 +75,7 @@ async def test_host_header_never_selects_the_upstream() -> None:
     ):
         elsewhere = f"127.0.0.1:{decoy.port}"
         extra = f"X-Forwarded-Host: {elsewhere}\r\nForwarded: host={elsewhere}\r\n"
-        reply = await raw_request(port_of(proxy), _get("/echo/who", elsewhere, extra))
+        reply = await raw_exchange(port_of(proxy), _get("/echo/who", elsewhere, extra))
         assert reply.status == 200, reply
         echo = reply.json()
         assert echo["path"] == "/echo/who"
@@ -121,7 +114,7 @@ async def test_path_tricks_never_change_the_upstream_host(target: str) -> None:
         running_proxy(upstream) as proxy,
     ):
         wire = target.format(decoy=decoy.port)
-        reply = await raw_request(port_of(proxy), _get(wire, f"127.0.0.1:{decoy.port}"))
+        reply = await raw_exchange(port_of(proxy), _get(wire, f"127.0.0.1:{decoy.port}"))
         assert decoy.connections == 0, decoy.received
         assert reply.header("X-SSE-Proxy-Stream-Id") or reply.status == 400
         if reply.status == 400:
@@ -144,7 +137,7 @@ async def test_upstream_with_a_base_path_keeps_its_host() -> None:
         running_proxy(upstream + "/base") as proxy,
     ):
         for wire in (f"//127.0.0.1:{decoy.port}/x", f"/@127.0.0.1:{decoy.port}"):
-            reply = await raw_request(port_of(proxy), _get(wire, "x"))
+            reply = await raw_exchange(port_of(proxy), _get(wire, "x"))
             assert reply.status == 200, reply
         assert [s.raw_path for s in seen] == [
             f"/base//127.0.0.1:{decoy.port}/x",

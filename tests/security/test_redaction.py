@@ -26,12 +26,8 @@ from sse_proxy.errors import ConfigError
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import format_exception_redacted, redact_text
 from sse_proxy.tools.mock_upstream import mock_upstream
-from tests.security import (
-    ServeProcess,
-    free_port,
-    raw_request,
-    running_proxy,
-)
+from tests.support.cli import ServeProcess
+from tests.support.net import free_port, raw_exchange, running_proxy
 
 MARKER = "SECRET"
 WORD = "Zanzibarquux"  # a distinctive word of the streamed message text
@@ -134,7 +130,7 @@ async def _send_everything(port: int) -> list[int]:
         b"GET /v1/x HTTP/1.1\r\nHost: h\r\nAuthorization SECRET-badline\r\n\r\n",
         b"GET /v1/x HTTP/1.1\r\nHost: h\r\nX-Api-Key: SECRET-\x00nul\r\n\r\n",
     ):
-        reply = await raw_request(port, request)
+        reply = await raw_exchange(port, request)
         statuses.append(reply.status)
     return statuses
 

@@ -12,17 +12,9 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.tools import fixtures
-from tests.server.conftest import (
-    STREAM_ID,
-    LogEntries,
-    StartApp,
-    StartProxy,
-    alert_names,
-    named,
-    read_all,
-    summary,
-    warnings,
-)
+from tests.support.logs import LogEntries, alert_names, named, summary, warnings
+from tests.support.net import STREAM_ID, read_all
+from tests.support.stack import StartApp, StartProxy
 
 ENDPOINTS = {
     "openai": "/v1/chat/completions",

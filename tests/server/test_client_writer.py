@@ -9,14 +9,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.server.conftest import (
-    LogEntries,
-    StartApp,
-    StartProxy,
-    firehose_app,
-    raw_exchange,
-    wait_for,
-)
+from tests.support.logs import LogEntries, wait_for
+from tests.support.net import raw_exchange
+from tests.support.stack import StartApp, StartProxy
+from tests.support.upstreams import firehose_app
 
 EVENT = b'data: {"choices":[{"index":0,"delta":{"content":" tok\xc3\xa9n %d"}}]}\n\n'
 

@@ -25,15 +25,9 @@ from sse_proxy.server.decompress import (
     ObserverDecoder,
     make_observer_decoder,
 )
-from tests.server.conftest import (
-    ALERT_EVENTS,
-    STREAM_ID,
-    LogEntries,
-    StartApp,
-    StartProxy,
-    named,
-    wait_for,
-)
+from tests.support.logs import ALERT_EVENTS, LogEntries, named, wait_for
+from tests.support.net import STREAM_ID
+from tests.support.stack import StartApp, StartProxy
 
 MIB = 1 << 20
 Compress = Callable[[bytes], bytes]

@@ -19,17 +19,11 @@ from aiohttp import web
 from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
-from tests.server.conftest import (
-    STREAM_ID,
-    LogEntries,
-    StartApp,
-    StartProxy,
-    firehose_app,
-    named,
-    summary,
-    wait_for,
-)
-from tests.timing import assert_fired_on_time
+from tests.support.logs import LogEntries, named, summary, wait_for
+from tests.support.net import STREAM_ID
+from tests.support.stack import StartApp, StartProxy
+from tests.support.timing import assert_fired_on_time
+from tests.support.upstreams import firehose_app
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]
 SSE_HEAD = (

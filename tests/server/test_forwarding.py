@@ -14,13 +14,9 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from sse_proxy.tools import fixtures
-from tests.server.conftest import (
-    STREAM_ID,
-    LogEntries,
-    StartApp,
-    StartProxy,
-    raw_exchange,
-)
+from tests.support.logs import LogEntries
+from tests.support.net import STREAM_ID, raw_exchange
+from tests.support.stack import StartApp, StartProxy
 
 
 async def _echo(

@@ -15,17 +15,9 @@ from aiohttp import web
 
 from sse_proxy.core import StreamReassembler
 from sse_proxy.tools import fixtures
-from tests.server.conftest import (
-    STREAM_ID,
-    LogEntries,
-    RawResponse,
-    StartApp,
-    StartProxy,
-    alert_names,
-    named,
-    raw_exchange,
-    summary,
-)
+from tests.support.logs import LogEntries, alert_names, named, summary
+from tests.support.net import STREAM_ID, RawResponse, raw_exchange
+from tests.support.stack import StartApp, StartProxy
 
 BLANK_LINE_ENDINGS = (b"\n\n", b"\r\n\r\n", b"\r\r", b"\n\r\n", b"\r\n\n", b"\n\r", b"\r\r\n")
 

@@ -15,7 +15,8 @@ from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.run import start_proxy
 from sse_proxy.tools import fixtures
-from tests.server.conftest import LogEntries, StartProxy, wait_for
+from tests.support.logs import LogEntries, wait_for
+from tests.support.stack import StartProxy
 
 SECRET = "sk-held-0123456789abcdef"
 CHAT = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}

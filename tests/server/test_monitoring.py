@@ -16,8 +16,9 @@ from aiohttp import web
 
 from sse_proxy.core.streammeta import META_FIELDS
 from tests.core.test_streammeta import ANTHROPIC, EXPECTED, OPENAI, RESPONSES
-from tests.helpers import metric_sum
-from tests.server.conftest import STREAM_ID, LogEntries, StartApp, StartProxy, named, wait_for
+from tests.support.logs import LogEntries, metric_sum, named, wait_for
+from tests.support.net import STREAM_ID
+from tests.support.stack import StartApp, StartProxy
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 PATHS = {

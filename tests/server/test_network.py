@@ -13,9 +13,10 @@ from sse_proxy.errors import ConfigError
 from sse_proxy.server.network import Network
 from sse_proxy.server.run import start_proxy
 from sse_proxy.tools import fixtures
-from tests.security import free_port
-from tests.server.conftest import LogEntries, StartProxy, named
-from tests.server.net_helpers import forward_proxy, private_ca, tls_mock_upstream
+from tests.support.logs import LogEntries, named
+from tests.support.net import free_port
+from tests.support.peers import forward_proxy, private_ca, tls_mock_upstream
+from tests.support.stack import StartProxy
 
 CHAT = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")

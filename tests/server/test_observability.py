@@ -16,14 +16,9 @@ from aiohttp import web
 
 from sse_proxy.obs.logs import configure_logging
 from sse_proxy.tools import fixtures
-from tests.helpers import metric_sum
-from tests.server.conftest import (
-    STREAM_ID,
-    LogEntries,
-    StartApp,
-    StartProxy,
-    wait_for,
-)
+from tests.support.logs import LogEntries, metric_sum, wait_for
+from tests.support.net import STREAM_ID
+from tests.support.stack import StartApp, StartProxy
 
 SECRETS = {
     "Authorization": "Bearer sk-live-SECRET-authz-0001",

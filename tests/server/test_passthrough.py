@@ -11,16 +11,9 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.tools import fixtures
-from tests.server.conftest import (
-    STREAM_ID,
-    LogEntries,
-    StartApp,
-    StartProxy,
-    alert_names,
-    read_all,
-    summary,
-    warnings,
-)
+from tests.support.logs import LogEntries, alert_names, summary, warnings
+from tests.support.net import STREAM_ID, read_all
+from tests.support.stack import StartApp, StartProxy
 
 # Invalid UTF-8 (lone continuation, truncated 4-byte sequence, 0xFF), NUL, a BOM, CRLF,
 # bare CR and a frame left open at the end: the proxy must not touch any of it.

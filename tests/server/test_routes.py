@@ -13,7 +13,8 @@ from sse_proxy.errors import ConfigError
 from sse_proxy.server.routes import RouteTable, join_upstream
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
-from tests.server.conftest import LogEntries, StartProxy, named, summary, wait_for
+from tests.support.logs import LogEntries, named, summary, wait_for
+from tests.support.stack import StartProxy
 
 STREAM_ID = "X-SSE-Proxy-Stream-Id"
 CHAT = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
@@ -192,7 +193,7 @@ async def test_two_routes_to_two_upstreams_stream_exactly(
 async def test_upstream_error_names_route_and_full_redacted_url(
     start: StartProxy, logs: LogEntries, session: aiohttp.ClientSession
 ) -> None:
-    from tests.security import free_port
+    from tests.support.net import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/v1"
     proxy = await start(dead, log_level="debug")

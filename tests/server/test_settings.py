@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ import pytest
 from sse_proxy.config import Config, load_config, load_config_with_notes
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import start_proxy, stop_proxy
-from tests.server.conftest import LogEntries, StartProxy, named, raw_exchange
-
-SSE_PROXY = Path(sys.executable).with_name("sse-proxy")
+from tests.support.cli import SSE_PROXY
+from tests.support.logs import LogEntries, named
+from tests.support.net import raw_exchange
+from tests.support.stack import StartProxy
 
 
 def _clean_env(**extra: str) -> dict[str, str]:

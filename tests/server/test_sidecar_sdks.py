@@ -23,8 +23,8 @@ from google.genai import types
 
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import mock_upstream
-from tests.security import ServeProcess
-from tests.server.net_helpers import forward_proxy
+from tests.support.cli import ServeProcess
+from tests.support.peers import forward_proxy
 
 OPENAI_KEY = "sk-openai-held-by-the-sidecar-0001"
 ANTHROPIC_KEY = "sk-ant-held-by-the-sidecar-0002"

@@ -18,7 +18,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import start_proxy, stop_proxy
-from tests.server.conftest import STREAM_ID, LogEntries, StartApp, wait_for
+from tests.support.logs import LogEntries, wait_for
+from tests.support.net import STREAM_ID
+from tests.support.stack import StartApp
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"

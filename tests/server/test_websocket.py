@@ -13,8 +13,9 @@ from aiohttp import WSMsgType, web
 from sse_proxy.config import Config, RouteSpec
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
-from tests.server.conftest import LogEntries, StartApp, StartProxy, named, wait_for
-from tests.server.net_helpers import forward_proxy, private_ca
+from tests.support.logs import LogEntries, named, wait_for
+from tests.support.peers import forward_proxy, private_ca
+from tests.support.stack import StartApp, StartProxy
 
 SECRET = "sk-ws-held-key-0123456789"
 _CLOSES = web.AppKey("closes", list)

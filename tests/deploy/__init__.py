@@ -1,0 +1,1 @@
+"""Tests of deploy/: manifests, alert rules, dashboards, the image."""

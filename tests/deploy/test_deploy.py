@@ -1,0 +1,203 @@
+"""The Kubernetes example under deploy/ is valid, and agrees with what sse-proxy really does.
+
+The manifests are checked against the Kubernetes API schemas shipped by the
+``kubernetes-validate`` package (offline, strict: unknown fields fail), then their contents
+against the proxy itself: every ``SSE_PROXY_*`` name is a real setting and loads into a
+valid :class:`~sse_proxy.config.Config`, the probes and the scrape annotations point at that
+config's port and admin prefix, and the pod's grace period outlasts the proxy's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from sse_proxy.config import Config, load_config
+from tests.support.cli import ROOT
+
+SIDECAR = ROOT / "deploy" / "kubernetes" / "sidecar.yaml"
+K8S_VERSIONS = ("1.29.0", "1.33.0")  # native sidecars are on by default from 1.29
+
+
+def _docs() -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(SIDECAR.read_text(encoding="utf-8")) if d]
+    assert all(isinstance(d, dict) for d in docs)
+    return docs
+
+
+def _one(kind: str) -> dict[str, Any]:
+    found = [d for d in _docs() if d["kind"] == kind]
+    assert len(found) == 1, kind
+    doc: dict[str, Any] = found[0]
+    return doc
+
+
+def _pod() -> dict[str, Any]:
+    pod: dict[str, Any] = _one("Deployment")["spec"]["template"]
+    return pod
+
+
+def _container(name: str) -> dict[str, Any]:
+    spec = _pod()["spec"]
+    every = [*spec.get("initContainers", []), *spec["containers"]]
+    found = [c for c in every if c["name"] == name]
+    assert len(found) == 1, name
+    container: dict[str, Any] = found[0]
+    return container
+
+
+def _proxy_env() -> dict[str, str]:
+    """The sidecar's environment: its ConfigMap's data plus any literal env entries."""
+    proxy = _container("sse-proxy")
+    env: dict[str, str] = {}
+    for source in proxy.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        config_map = _one("ConfigMap")
+        assert config_map["metadata"]["name"] == name
+        env.update(config_map["data"])
+    for item in proxy.get("env", []):
+        env[item["name"]] = item["value"]
+    return env
+
+
+def _proxy_config() -> Config:
+    return load_config(env=_proxy_env())
+
+
+def test_manifests_parse_and_have_the_expected_kinds() -> None:
+    """One ConfigMap, one Deployment, one NetworkPolicy; the proxy sits next to an app."""
+    assert sorted(d["kind"] for d in _docs()) == ["ConfigMap", "Deployment", "NetworkPolicy"]
+    assert _container("app")["image"]
+    assert _container("sse-proxy")["image"].startswith("sse-proxy:")
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_manifests_validate_against_the_kubernetes_schemas(version: str) -> None:
+    """Strict schema validation (kubernetes-validate, offline); unknown fields fail."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for doc in _docs():
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_schema_check_can_fail() -> None:
+    """A misspelt field or a wrong type is rejected, so the check above means something."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    deployment = _one("Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSIONS[0], strict=True)
+    deployment = _one("Deployment")
+    deployment["spec"]["replicas"] = "two"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSIONS[0], strict=True)
+
+
+def test_every_sse_proxy_variable_is_a_real_setting() -> None:
+    """SSE_PROXY_<NAME> must name a Config field (a typo would be silently ignored)."""
+    names = {f.lower() for f in Config.__dataclass_fields__}
+    env = _proxy_env()
+    assert env
+    for key in env:
+        assert key.startswith("SSE_PROXY_"), key
+        assert key.removeprefix("SSE_PROXY_").lower() in names, key
+    assert "SSE_PROXY_UPSTREAM" in env
+    # The app container carries none of the proxy's settings.
+    app_env = {e["name"] for e in _container("app").get("env", [])}
+    assert not [n for n in app_env if n.startswith("SSE_PROXY_")]
+
+
+def test_the_config_loads_and_logs_json() -> None:
+    """The env is a valid sse-proxy config: JSON logs, the upstream set, loopback-free bind."""
+    cfg = _proxy_config()
+    assert cfg.upstream.startswith("https://")
+    assert cfg.log_format == "json"
+    # Probes and scrapes come from outside the pod: the proxy must listen beyond loopback,
+    # and then a NetworkPolicy must say who may connect (see below).
+    assert cfg.host == "0.0.0.0"
+
+
+def _resolve_port(container: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    return int(named[port])
+
+
+def test_probes_hit_the_proxy_health_path_on_its_port() -> None:
+    """startup, readiness and liveness probes: GET <admin_prefix>/health on the proxy port."""
+    cfg = _proxy_config()
+    proxy = _container("sse-proxy")
+    assert [p["containerPort"] for p in proxy["ports"]] == [cfg.port]
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = proxy[kind]["httpGet"]
+        assert probe["path"] == f"{cfg.admin_prefix}/health", kind
+        assert _resolve_port(proxy, probe["port"]) == cfg.port, kind
+
+
+def test_prometheus_annotations_point_at_the_metrics_path() -> None:
+    """The pod template's scrape annotations name the proxy's port and metrics path."""
+    cfg = _proxy_config()
+    annotations = _pod()["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == str(cfg.port)
+    assert annotations["prometheus.io/path"] == f"{cfg.admin_prefix}/metrics"
+
+
+def test_app_reaches_the_proxy_on_loopback() -> None:
+    """The app's OPENAI_BASE_URL is the sidecar on 127.0.0.1 at the proxy's port, /v1."""
+    cfg = _proxy_config()
+    env = {e["name"]: e for e in _container("app")["env"]}
+    assert env["OPENAI_BASE_URL"]["value"] == f"http://127.0.0.1:{cfg.port}/v1"
+    # The API key comes from a Secret, never a literal in the manifest.
+    assert "secretKeyRef" in env["OPENAI_API_KEY"]["valueFrom"]
+
+
+def test_sidecar_is_native_and_the_grace_period_outlasts_the_proxy() -> None:
+    """restartPolicy Always (starts first, stops last); pod grace > proxy shutdown grace."""
+    cfg = _proxy_config()
+    spec = _pod()["spec"]
+    assert _container("sse-proxy") in spec["initContainers"]
+    assert _container("sse-proxy")["restartPolicy"] == "Always"
+    assert spec["terminationGracePeriodSeconds"] > cfg.shutdown_grace + 5
+
+
+@pytest.mark.parametrize("name", ["sse-proxy", "app"])
+def test_containers_are_locked_down(name: str) -> None:
+    """Non-root, no privilege escalation, read-only root filesystem, no capabilities."""
+    pod_security = _pod()["spec"]["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security["runAsUser"] != 0
+    container = _container(name)
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]["memory"]
+
+
+def test_read_only_root_leaves_a_writable_tmp_for_workers() -> None:
+    """--workers keeps Prometheus multiprocess files in a temp dir: /tmp is an emptyDir."""
+    mounts = {m["mountPath"]: m["name"] for m in _container("sse-proxy")["volumeMounts"]}
+    volumes = {v["name"]: v for v in _pod()["spec"]["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+
+
+def test_network_policy_limits_the_proxy_port_to_monitoring() -> None:
+    """Listening on 0.0.0.0 is fenced: only the monitoring namespace may reach the proxy port."""
+    cfg = _proxy_config()
+    policy = _one("NetworkPolicy")["spec"]
+    labels = _pod()["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    proxy_rules = [
+        rule
+        for rule in policy["ingress"]
+        if any(p["port"] == cfg.port for p in rule.get("ports", []))
+    ]
+    assert len(proxy_rules) == 1
+    sources = proxy_rules[0]["from"]
+    assert sources, "the proxy port must not be open to every source"
+    assert all("namespaceSelector" in s or "podSelector" in s for s in sources)

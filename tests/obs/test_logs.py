@@ -1,0 +1,289 @@
+"""Alerts as log lines: floods rate-limited per stream and kind, counts exact, secrets redacted.
+
+Most tests capture structlog events with ``structlog.testing.capture_logs``; one renders a
+real JSON line through ``configure_logging``, and one floods the real ``sse-proxy check``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from sse_proxy.core import Alert, CrlfFraming, InvalidJson, OversizedFrame, ReplacementChar
+from sse_proxy.obs.redact import REDACTED, redact_headers, redact_url
+from sse_proxy.obs.sink import AlertSink
+from tests.support.logs import configured_logging
+
+FFFD_NAME = "sse.replacement_char"
+
+
+def fffd(offset: int) -> ReplacementChar:
+    return ReplacementChar(cause=ReplacementChar.INVALID_UTF8, byte_offset=offset, event_index=0)
+
+
+def invalid_json(offset: int) -> InvalidJson:
+    return InvalidJson(byte_offset=offset, event_index=1, error="eof", preview="{")
+
+
+def oversized(offset: int) -> OversizedFrame:
+    return OversizedFrame(kind="line", limit=10, byte_offset=offset)
+
+
+def crlf(mixed: bool) -> CrlfFraming:
+    return CrlfFraming(counts={"lf": 1, "crlf": 2, "cr": 0}, mixed=mixed)
+
+
+def sink(max_per_kind: int = 10, **bind: Any) -> AlertSink:
+    return AlertSink(structlog.get_logger().bind(**bind), max_per_kind=max_per_kind)
+
+
+def of(logs: Sequence[Mapping[str, Any]], event: str) -> list[Mapping[str, Any]]:
+    return [entry for entry in logs if entry["event"] == event]
+
+
+# -- rate limiting ------------------------------------------------------------------------
+
+
+def test_flood_logs_the_first_n_in_full_then_only_counts() -> None:
+    s = sink(stream_id="s1")
+    with capture_logs() as logs:
+        for i in range(1000):
+            s.emit(fffd(i))
+        s.summary(ended_by="eof")
+    lines = of(logs, FFFD_NAME)
+    assert len(lines) == 10
+    assert [e["byte_offset"] for e in lines] == list(range(10))
+    assert all(e["cause"] == "invalid_utf8" and e["event_index"] == 0 for e in lines)
+    assert all(e["stream_id"] == "s1" for e in lines)
+    assert [e.get("further_suppressed", False) for e in lines] == [False] * 9 + [True]
+    (summary,) = of(logs, "stream.summary")
+    assert summary["alerts"] == {FFFD_NAME: 1000}
+    assert summary["alerts_suppressed"] == {FFFD_NAME: 990}
+    assert summary["ended_by"] == "eof"
+    assert s.counts == {FFFD_NAME: 1000}
+    assert s.suppressed == {FFFD_NAME: 990}
+    assert len(logs) == 11
+
+
+def test_kinds_are_limited_independently_and_counted_exactly() -> None:
+    s = sink()
+    alerts: list[Alert] = []
+    for i in range(60):
+        alerts.append(fffd(i))
+        if i % 20 == 0:
+            alerts.append(invalid_json(i))
+        if i % 2 == 0:
+            alerts.append(oversized(i))
+    with capture_logs() as logs:
+        s.emit_all(tuple(alerts))
+        s.summary()
+    assert len(of(logs, FFFD_NAME)) == 10
+    assert len(of(logs, "sse.invalid_json")) == 3
+    assert len(of(logs, "sse.oversized_frame")) == 10
+    (summary,) = of(logs, "stream.summary")
+    assert summary["alerts"] == {FFFD_NAME: 60, "sse.invalid_json": 3, "sse.oversized_frame": 30}
+    assert summary["alerts_suppressed"] == {FFFD_NAME: 50, "sse.oversized_frame": 20}
+    # A kind under its limit never gets the suppression marker.
+    assert not any("further_suppressed" in e for e in of(logs, "sse.invalid_json"))
+
+
+def test_each_stream_has_its_own_budget() -> None:
+    first, second = sink(stream_id="a"), sink(stream_id="b")
+    with capture_logs() as logs:
+        for i in range(25):
+            first.emit(fffd(i))
+            second.emit(fffd(i))
+    assert len([e for e in logs if e["stream_id"] == "a"]) == 10
+    assert len([e for e in logs if e["stream_id"] == "b"]) == 10
+    assert first.suppressed == second.suppressed == {FFFD_NAME: 15}
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3])
+def test_max_per_kind_is_honoured(limit: int) -> None:
+    s = sink(max_per_kind=limit)
+    with capture_logs() as logs:
+        for i in range(7):
+            s.emit(fffd(i))
+        s.summary()
+    assert len(of(logs, FFFD_NAME)) == limit
+    assert of(logs, "stream.summary")[0]["alerts"] == {FFFD_NAME: 7}
+    assert of(logs, "stream.summary")[0]["alerts_suppressed"] == {FFFD_NAME: 7 - limit}
+
+
+def test_summary_without_suppression_has_no_suppressed_field() -> None:
+    s = sink()
+    with capture_logs() as logs:
+        s.emit(fffd(0))
+        s.summary(bytes=12)
+    (summary,) = of(logs, "stream.summary")
+    assert summary["alerts"] == {FFFD_NAME: 1}
+    assert "alerts_suppressed" not in summary
+    assert summary["bytes"] == 12
+    assert summary["log_level"] == "info"
+
+
+# -- levels -------------------------------------------------------------------------------
+
+
+def test_levels_follow_the_alert_and_warned_tracks_the_worst() -> None:
+    s = sink()
+    with capture_logs() as logs:
+        s.emit(crlf(mixed=False))
+        assert not s.warned
+        s.emit(fffd(0))
+        assert s.warned
+        s.emit(crlf(mixed=True))
+    assert [(e["event"], e["log_level"]) for e in logs] == [
+        ("sse.crlf_framing", "info"),
+        (FFFD_NAME, "warning"),
+        ("sse.crlf_framing", "warning"),
+    ]
+    assert s.warned  # an info alert after a warning does not lower it
+
+
+def test_a_suppressed_warning_still_sets_warned() -> None:
+    """The exit status of `check` must not depend on the log budget."""
+    s = sink(max_per_kind=2)
+    with capture_logs() as logs:
+        s.emit(crlf(mixed=False))
+        s.emit(crlf(mixed=False))
+        s.emit(crlf(mixed=True))  # over the budget: not logged, but a warning all the same
+    assert [e["log_level"] for e in logs] == ["info", "info"]
+    assert s.warned
+
+
+def test_no_alerts_is_not_warned() -> None:
+    s = sink()
+    with capture_logs() as logs:
+        s.emit_all(())
+        s.summary()
+    assert not s.warned
+    assert of(logs, "stream.summary")[0]["alerts"] == {}
+
+
+# -- redaction helpers --------------------------------------------------------------------
+
+
+def test_redact_headers_hides_every_secret_looking_header_in_any_case() -> None:
+    headers = {
+        "Authorization": "Bearer sk-1",
+        "PROXY-AUTHORIZATION": "Basic x",
+        "x-api-key": "k",
+        "Api-Key": "k",
+        "Cookie": "a=b",
+        "Set-Cookie": "a=b",
+        "X-Custom-Token": "t",
+        "X-Client-Secret": "s",
+        "X-Session-Id": "s",
+        "Content-Type": "text/event-stream",
+        "Accept": "*/*",
+        "X-Request-Id": "r-1",
+    }
+    out = redact_headers(headers)
+    assert list(out) == list(headers)
+    kept = {"Content-Type", "Accept", "X-Request-Id"}
+    for name, value in out.items():
+        assert value == (headers[name] if name in kept else REDACTED), name
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            "https://api.example.com/v1/chat?api_key=abc&model=gpt-4",
+            f"https://api.example.com/v1/chat?api_key={REDACTED}&model=gpt-4",
+        ),
+        (
+            "https://h/p?model=m&access_token=t1&KEY=t2&x-goog-api-key=t3#frag",
+            f"https://h/p?model=m&access_token={REDACTED}&KEY={REDACTED}"
+            f"&x-goog-api-key={REDACTED}#frag",
+        ),
+        ("https://h/p?sig=abc&se=2030", f"https://h/p?sig={REDACTED}&se=2030"),
+        ("https://user:pass@h.example/v1", f"https://{REDACTED}@h.example/v1"),
+        ("http://token@h:8080/a@b", f"http://{REDACTED}@h:8080/a@b"),
+        (
+            "https://u:p@h/v1?secret=s&q=1",
+            f"https://{REDACTED}@h/v1?secret={REDACTED}&q=1",
+        ),
+        (
+            "https://api.openai.com/v1/chat/completions",
+            "https://api.openai.com/v1/chat/completions",
+        ),
+        ("https://h/p?monkey=1", f"https://h/p?monkey={REDACTED}"),  # 'key' inside: redacted
+    ],
+)
+def test_redact_url_hides_userinfo_and_key_like_query_values(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+    assert redact_url(expected) == expected  # idempotent
+
+
+# -- the rendered JSON line -------------------------------------------------------------------
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """configure_logging(fmt="json") into a StringIO; the previous setup restored after."""
+    with configured_logging("json") as stream:
+        yield stream
+
+
+def test_alert_renders_as_one_json_object_per_line(json_log: io.StringIO) -> None:
+    from sse_proxy.obs.logs import get_logger
+
+    s = AlertSink(get_logger(stream_id="0123456789abcdef", source="-"), max_per_kind=1)
+    s.emit(fffd(42))
+    s.emit(fffd(43))  # suppressed
+    s.emit(crlf(mixed=True))
+    s.summary(ended_by="eof", url="https://h/v1?api_key=SECRET")
+    lines = json_log.getvalue().splitlines()
+    assert len(lines) == 3
+    first, second, summary = (json.loads(line) for line in lines)
+    assert first["event"] == FFFD_NAME
+    assert first["level"] == "warning"
+    assert first["stream_id"] == "0123456789abcdef"
+    assert first["byte_offset"] == 42
+    assert first["further_suppressed"] is True
+    assert datetime.fromisoformat(first["timestamp"]).tzinfo is not None
+    assert second["counts"] == {"lf": 1, "crlf": 2, "cr": 0}  # a dict stays a JSON object
+    assert summary["event"] == "stream.summary"
+    assert summary["level"] == "info"
+    assert summary["alerts"] == {FFFD_NAME: 2, "sse.crlf_framing": 1}
+    assert summary["alerts_suppressed"] == {FFFD_NAME: 1}
+    assert "SECRET" not in json_log.getvalue()  # the last line of defence redacts URLs
+
+
+# -- a real flood through `sse-proxy check` -----------------------------------------------
+
+
+def test_check_flood_of_100k_invalid_bytes_logs_a_few_lines_and_the_exact_count() -> None:
+    """Each 0xFF is its own maximal invalid subpart: 100k U+FFFD, so 100k alerts."""
+    n = 100_000
+    proc = subprocess.run(
+        [sys.executable, "-m", "sse_proxy", "check", "--text", "-"],
+        input=b"data: " + b"\xff" * n + b"\n\n",
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.decode() == "\ufffd" * n
+    err = proc.stderr.decode()
+    assert "Traceback" not in err
+    logs = [json.loads(line) for line in err.splitlines()]
+    fffd_lines = of(logs, FFFD_NAME)
+    print(f"{n} invalid bytes through check: {len(fffd_lines)} alert lines, {len(logs)} in all")
+    assert 1 <= len(fffd_lines) <= 10
+    assert fffd_lines[-1]["further_suppressed"] is True
+    (summary,) = of(logs, "stream.summary")
+    assert summary["alerts"] == {FFFD_NAME: n}
+    assert summary["alerts_suppressed"] == {FFFD_NAME: n - len(fffd_lines)}
+    assert len(logs) == len(fffd_lines) + 1

@@ -1,0 +1,165 @@
+"""Loopback networking for tests: free ports, raw HTTP exchanges, servers started and stopped.
+
+Nothing here is mocked: a raw exchange writes the request bytes verbatim to a real socket
+and parses what comes back, keeping the HTTP/1.1 chunk boundaries the proxy chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from sse_proxy.config import Config
+from sse_proxy.server.run import start_proxy, stop_proxy
+
+__all__ = [
+    "STREAM_ID",
+    "RawResponse",
+    "free_port",
+    "port_of",
+    "raw_exchange",
+    "read_all",
+    "running_app",
+    "running_proxy",
+]
+
+
+STREAM_ID = "X-SSE-Proxy-Stream-Id"
+"""The response header that names a proxied stream (the contract's spelling)."""
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_of(url: str) -> int:
+    """The port of ``http://host:port[/path]``."""
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+@dataclass
+class RawResponse:
+    """An HTTP/1.x response read off a plain socket: chunk boundaries kept, chunked bodies
+    decoded; ``complete`` says whether the body ended properly (last chunk or full length),
+    as opposed to a connection that was closed or reset mid-body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    chunks: list[bytes] = field(default_factory=list)
+    complete: bool = False
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def header_all(self, name: str) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def raw_exchange(target: str | int, request: bytes, *, limit_s: float = 10.0) -> RawResponse:
+    """Send ``request`` verbatim to ``target`` (a base URL, or a port on 127.0.0.1); read one
+    reply, chunk by chunk. A connection closed or reset mid-body ends the reply with
+    ``complete`` false; no reply at all within ``limit_s`` raises TimeoutError."""
+    if isinstance(target, int):
+        host, port = "127.0.0.1", target
+    else:
+        host, _, port_text = target.removeprefix("http://").split("/", 1)[0].rpartition(":")
+        port = int(port_text)
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        async with asyncio.timeout(limit_s):
+            return await _read_response(reader)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def _read_response(reader: asyncio.StreamReader) -> RawResponse:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        raise AssertionError(f"not an HTTP response: {exc.partial[:200]!r}") from None
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0].startswith("HTTP/"), f"not an HTTP response: {head[:200]!r}"
+    status = int(lines[0].split(" ", 2)[1])
+    headers = []
+    for line in lines[1:]:
+        if line:
+            key, _, value = line.partition(":")
+            headers.append((key.strip(), value.strip()))
+    out = RawResponse(status, headers)
+    with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+        await _read_body(reader, out)
+    return out
+
+
+async def _read_body(reader: asyncio.StreamReader, out: RawResponse) -> None:
+    if "chunked" in (out.header("Transfer-Encoding") or "").lower():
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")  # no trailers from the proxy
+                out.complete = True
+                return
+            out.chunks.append(await reader.readexactly(size))
+            assert await reader.readexactly(2) == b"\r\n"
+    length = out.header("Content-Length")
+    if length is not None:
+        if int(length):
+            out.chunks.append(await reader.readexactly(int(length)))
+        out.complete = True
+        return
+    rest = await reader.read()
+    if rest:
+        out.chunks.append(rest)
+    out.complete = True
+
+
+async def read_all(resp: aiohttp.ClientResponse) -> list[bytes]:
+    """The body as the reads that delivered it."""
+    return [chunk async for chunk in resp.content.iter_any()]
+
+
+@contextlib.asynccontextmanager
+async def running_app(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on an ephemeral loopback port; yield its base URL."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def running_proxy(upstream: str, **overrides: Any) -> AsyncIterator[str]:
+    """The real proxy in-process on an ephemeral loopback port; yield its base URL."""
+    settings: dict[str, Any] = {"port": 0, "shutdown_grace": 0.5, **overrides}
+    runner, url = await start_proxy(Config(upstream=upstream, **settings))
+    try:
+        yield url
+    finally:
+        await stop_proxy(runner)

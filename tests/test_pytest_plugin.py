@@ -1,0 +1,193 @@
+"""The pytest plugin: the ``sse_chaos_proxy`` fixture, its parameters, marker and entry point."""
+
+from __future__ import annotations
+
+import codecs
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from sse_proxy.pytest_plugin import SSEChaosProxy, chaos_proxy, sse_chaos_strategies
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+from tests.support.cli import cli_env
+from tests.tools.clients._sse import LineParser, delta_text
+
+
+def _read_text(proxy: SSEChaosProxy, dialect: str, **headers: str) -> tuple[str, httpx.Headers]:
+    """Stream ``dialect`` with httpx and a spec-correct parser; return text and headers."""
+    parts: list[str] = []
+    parser = LineParser(lambda event, data: parts.append(delta_text(dialect, event, data)))
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "POST", proxy.stream_url(dialect), json=proxy.stream_body(dialect), headers=headers
+        ) as resp,
+    ):
+        for chunk in resp.iter_raw():
+            parser.feed(decoder.decode(chunk))
+        parser.feed(decoder.decode(b"", final=True))
+        return "".join(parts), resp.headers
+
+
+def test_strategy_list_covers_strategies_rewrites_and_seeds() -> None:
+    """sse_chaos_strategies() lists every name; options trim it or multiply it by seeds."""
+    assert sse_chaos_strategies() == [*STRATEGIES, *REWRITES]
+    assert sse_chaos_strategies(rewrites=False) == list(STRATEGIES)
+    assert "utf8+crlf" in sse_chaos_strategies(combos=True)
+    assert sse_chaos_strategies(rewrites=False, seeds=[1, 2])[:2] == ["bytewise:1", "bytewise:2"]
+
+
+@pytest.mark.parametrize("sse_chaos_proxy", sse_chaos_strategies(rewrites=False), indirect=True)
+def test_openai_sdk_in_process_under_every_rechunking_strategy(
+    sse_chaos_proxy: SSEChaosProxy,
+) -> None:
+    """The synchronous openai client streams the exact text through each strategy."""
+    client = OpenAI(base_url=sse_chaos_proxy.openai_base_url, api_key="test", max_retries=0)
+    stream = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == sse_chaos_proxy.expected_text("openai")
+    client.close()
+
+
+@pytest.mark.parametrize(
+    "sse_chaos_proxy", sse_chaos_strategies(combos=True, seeds=[3]), indirect=True
+)
+def test_a_correct_parser_survives_every_strategy_rewrite_and_combo(
+    sse_chaos_proxy: SSEChaosProxy,
+) -> None:
+    """A spec-correct parser gets the exact raw-text answer whatever the proxy does."""
+    text, headers = _read_text(sse_chaos_proxy, "text")
+    assert text == sse_chaos_proxy.expected_text("text")
+    assert headers["X-SSE-Proxy-Chaos-Seed"] == "3"
+    assert sse_chaos_proxy.seed == 3
+
+
+@pytest.mark.sse_chaos("utf8", seed=7)
+def test_marker_sets_strategy_and_seed(sse_chaos_proxy: SSEChaosProxy) -> None:
+    """@pytest.mark.sse_chaos picks the strategy and seed; the proxy announces the seed."""
+    assert (sse_chaos_proxy.strategy, sse_chaos_proxy.seed) == ("utf8", 7)
+    text, headers = _read_text(sse_chaos_proxy, "anthropic")
+    assert text == sse_chaos_proxy.expected_text("anthropic")
+    assert headers["X-SSE-Proxy-Chaos-Seed"] == "7"
+
+
+def test_default_is_random_seed_1_and_a_header_overrides_one_request(
+    sse_chaos_proxy: SSEChaosProxy,
+) -> None:
+    """Unparametrized it is random/1; chaos_header() switches a single request."""
+    assert (sse_chaos_proxy.strategy, sse_chaos_proxy.seed) == ("random", 1)
+    assert sse_chaos_proxy.anthropic_base_url == sse_chaos_proxy.url
+    text, headers = _read_text(
+        sse_chaos_proxy, "responses", **sse_chaos_proxy.chaos_header("bytewise+crlf", 99)
+    )
+    assert text == sse_chaos_proxy.expected_text("responses")
+    assert headers["X-SSE-Proxy-Chaos-Seed"] == "99"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("sse_chaos_proxy", ["boundaries:5"], indirect=True)
+async def test_async_tests_can_use_the_fixture(sse_chaos_proxy: SSEChaosProxy) -> None:
+    """The servers run on their own loop, so an async client in the test's loop works."""
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream(
+            "POST", sse_chaos_proxy.stream_url("openai"), json=sse_chaos_proxy.stream_body()
+        ) as resp,
+    ):
+        body = b"".join([chunk async for chunk in resp.aiter_raw()])
+    assert resp.headers["X-SSE-Proxy-Chaos-Seed"] == "5"
+    assert body.endswith(b"data: [DONE]\n\n")
+
+
+def test_chaos_proxy_context_manager_stops_its_thread() -> None:
+    """Outside pytest, chaos_proxy() serves and leaves no thread behind."""
+    with chaos_proxy("coalesce", seed=2) as proxy:
+        text, _ = _read_text(proxy, "text")
+        assert text == proxy.expected_text("text")
+    assert not [t for t in threading.enumerate() if t.name == "sse-chaos-proxy"]
+
+
+def test_importing_the_plugin_is_cheap() -> None:
+    """The entry point module pulls in neither aiohttp nor the proxy server at import."""
+    code = (
+        "import sys, sse_proxy.pytest_plugin; "
+        "print(sorted({'aiohttp', 'sse_proxy.server'} & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=True, env=cli_env(), timeout=30
+    )
+    assert out.stdout.decode().strip() == "[]"
+
+
+def test_entry_point_registers_the_fixture_in_any_project(tmp_path: Path) -> None:
+    """In a bare project the fixture just works; a bad parameter fails with one clear line."""
+    (tmp_path / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import urllib.request
+
+            import pytest
+
+            @pytest.mark.parametrize("sse_chaos_proxy", ["utf8:4", "nope"], indirect=True)
+            def test_stream(sse_chaos_proxy):
+                req = urllib.request.Request(
+                    sse_chaos_proxy.stream_url("text"), data=b"{}", method="POST"
+                )
+                with urllib.request.urlopen(req) as resp:
+                    assert resp.headers["X-SSE-Proxy-Chaos-Seed"] == "4"
+
+            @pytest.mark.sse_chaos("bytewise")
+            def test_marker_is_registered(sse_chaos_proxy):
+                assert sse_chaos_proxy.strategy == "bytewise"
+            """
+        )
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--strict-markers",
+            "test_user.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+    out = proc.stdout.decode()
+    assert "2 passed, 1 error" in out, out
+    assert "During handling" not in out
+    assert "sse_chaos_proxy: unknown chaos strategy 'nope'" in out
+    disabled = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:sse_proxy",
+            "test_user.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+    assert "fixture 'sse_chaos_proxy' not found" in disabled.stdout.decode()

@@ -1,1 +1,0 @@
-"""Tests of the client-testing toolkit: replay, test-client, the pytest plugin, real clients."""

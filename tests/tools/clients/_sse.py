@@ -1,0 +1,175 @@
+"""Shared plumbing of the small test-subject clients: one request, raw reads, delta text.
+
+Run a client from the repository root as a module, e.g.
+``sse-proxy test-client -- python -m tests.tools.clients.reference``.
+
+Stdlib only, so a client starts in milliseconds. ``http.client`` returns at most one HTTP
+chunk per ``read1``, so each read follows one proxy write (unless a write arrives in parts),
+which is what lets these clients show their bugs reliably. The correct pieces live here;
+each buggy client replaces exactly one of them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import http.client
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
+
+Dispatch = Callable[[str, str], None]
+
+
+def reads() -> Iterator[bytes]:
+    """POST the dialect's streaming body to SSE_PROXY_STREAM_URL; yield the raw reads."""
+    url = urlsplit(os.environ["SSE_PROXY_STREAM_URL"])
+    body = os.environ.get("SSE_PROXY_STREAM_BODY", "{}").encode()
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+    target = url.path + (f"?{url.query}" if url.query else "")
+    conn.request(
+        "POST",
+        target,
+        body=body,
+        headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+    )
+    resp = conn.getresponse()
+    if resp.status != 200:
+        sys.exit(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+    while chunk := resp.read1(65536):
+        yield chunk
+    conn.close()
+
+
+def delta_text(dialect: str, event: str, data: str) -> str:
+    """The message text one event carries, per dialect (``text``: the data itself)."""
+    if dialect == "text":
+        return data
+    if data == "[DONE]":
+        return ""
+    obj = json.loads(data)
+    if dialect == "openai":
+        choices = obj.get("choices") or []
+        return "".join((c.get("delta") or {}).get("content") or "" for c in choices)
+    if dialect == "anthropic":
+        delta = obj.get("delta") or {}
+        return delta.get("text") or "" if obj.get("type") == "content_block_delta" else ""
+    if dialect == "responses":
+        return obj.get("delta") or "" if obj.get("type") == "response.output_text.delta" else ""
+    raise SystemExit(f"unknown dialect {dialect!r}")
+
+
+class LineParser:
+    """A correct WHATWG event-stream parser over text: CR, LF, CRLF; BOM; one space."""
+
+    def __init__(self, dispatch: Dispatch) -> None:
+        self.dispatch = dispatch
+        self.buf = ""
+        self.pending_cr = False
+        self.first = True
+        self.data: list[str] = []
+        self.event = ""
+
+    def feed(self, text: str) -> None:
+        if self.first and text:
+            self.first = False
+            text = text.removeprefix("\ufeff")
+        if self.pending_cr and text.startswith("\n"):
+            text = text[1:]
+        self.pending_cr = False
+        self.buf += text
+        while True:
+            cut = min((i for i in (self.buf.find("\r"), self.buf.find("\n")) if i >= 0), default=-1)
+            if cut < 0:
+                return
+            line = self.buf[:cut]
+            if self.buf[cut] == "\r":
+                if cut + 1 == len(self.buf):
+                    self.pending_cr = True
+                    self.buf = ""
+                else:
+                    skip = 2 if self.buf[cut + 1] == "\n" else 1
+                    self.buf = self.buf[cut + skip :]
+            else:
+                self.buf = self.buf[cut + 1 :]
+            self.line(line)
+
+    def line(self, line: str) -> None:
+        if not line:
+            if self.data:
+                self.dispatch(self.event or "message", "\n".join(self.data))
+            self.data, self.event = [], ""
+            return
+        if line.startswith(":"):
+            return
+        name, _, value = line.partition(":")
+        value = self.value(value)
+        if name == "data":
+            self.data.append(value)
+        elif name == "event":
+            self.event = value
+
+    def value(self, raw: str) -> str:
+        return raw[1:] if raw.startswith(" ") else raw
+
+
+def emit(text: str) -> None:
+    """Print the answer as UTF-8 whatever the locale says."""
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogatepass"))
+    sys.stdout.buffer.flush()
+
+
+_TERMINAL = {"openai": "[DONE]", "anthropic": "message_stop", "responses": "response.completed"}
+
+
+def failure(dialect: str, event: str, data: str) -> str | None:
+    """Why this event means the answer failed (an error event), else None."""
+    if event == "error":
+        return f"error event: {data[:200]}"
+    if dialect != "text" and data.startswith("{"):
+        obj = json.loads(data)
+        if isinstance(obj, dict) and (obj.get("type") == "error" or "error" in obj):
+            return f"error event: {data[:200]}"
+    return None
+
+
+def is_terminal(dialect: str, data: str) -> bool:
+    marker = _TERMINAL.get(dialect)
+    return marker is not None and (data == marker or f'"type": "{marker}"' in data)
+
+
+def run(
+    make_parser: Callable[[Dispatch], object],
+    decode_each_read: bool = False,
+    *,
+    report_faults: bool = False,
+) -> None:
+    """Stream, parse with ``make_parser(dispatch)``'s ``feed``, print the joined text.
+
+    ``report_faults``: exit non-zero on an error event, on a stream without its terminal
+    marker, or one that ends inside a frame, as a careful client does.
+    """
+    dialect = os.environ.get("SSE_PROXY_DIALECT", "openai")
+    parts: list[str] = []
+    ended = False
+
+    def dispatch(event: str, data: str) -> None:
+        nonlocal ended
+        if report_faults:
+            why = failure(dialect, event, data)
+            if why:
+                emit("".join(parts))
+                sys.exit(why)
+            ended = ended or is_terminal(dialect, data)
+        parts.append(delta_text(dialect, event, data))
+
+    parser = make_parser(dispatch)
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    for chunk in reads():
+        text = chunk.decode("utf-8", "replace") if decode_each_read else decoder.decode(chunk)
+        parser.feed(text)  # type: ignore[attr-defined]
+    parser.feed(decoder.decode(b"", final=True))  # type: ignore[attr-defined]
+    emit("".join(parts))
+    if report_faults and dialect in _TERMINAL and not ended:
+        sys.exit("the stream ended without its terminal marker: the answer is incomplete")
