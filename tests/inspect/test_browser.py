@@ -6,7 +6,8 @@ page has its alert marker at the byte the core reports. The report: ``test-clien
 --html`` on a client that decodes each read alone; the first difference is highlighted.
 
 A missing browser fails these tests (``.ci/run`` installs it); they never skip. Set
-``SSE_PROXY_SCREENSHOTS=DIR`` to save the screenshots the README shows.
+``SSE_PROXY_SCREENSHOTS=DIR`` to save screenshots; ``docs/screenshots.sh`` makes the ones
+docs/inspector.md shows (from a clean home, so no machine path appears in them).
 """
 
 from __future__ import annotations
