@@ -31,6 +31,9 @@ OTHER_TOOLS_FLAGS = frozenset(
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+_REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:sse_proxy|tests|bench|fuzz|scripts|config|deploy|docs)/[\w./-]*\w\.[a-z]+)\b"
+)
 _COMMAND = re.compile(r"sse-proxy\s+([a-z][a-z-]*|--[a-z-]+)([^|;&#`]*)")
 
 
@@ -87,6 +90,14 @@ def test_relative_links_lead_to_files_and_headings(path: Path) -> None:
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(f"{target}: no heading #{anchor} in {dest.name}")
     assert not broken, broken
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_files_named_in_the_docs_exist(path: Path) -> None:
+    """A file of the repository the docs name (`tests/...py`, `sse_proxy/...py`, ...) is there."""
+    named = _REPO_PATH.findall(_text(path))
+    missing = sorted({p for p in named if not (ROOT / p).exists()})
+    assert not missing, missing
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
