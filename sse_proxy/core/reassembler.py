@@ -13,14 +13,16 @@ from typing import Any
 
 from sse_proxy.core.alerts import Alert, CrlfFraming, ReplacementChar, Truncated
 from sse_proxy.core.dialects import (
-    Accumulator,
+    DIALECTS,
     DetectingAccumulator,
+    Dialect,
+    DialectAccumulator,
     detect,
-    make_accumulator,
     normalize_dialect,
 )
 from sse_proxy.core.events import SSEEvent
 from sse_proxy.core.framing import DEFAULT_LIMIT, EventStreamParser
+from sse_proxy.core.streammeta import StreamMeta
 from sse_proxy.errors import ReassemblerStateError
 
 __all__ = ["Limits", "Output", "StreamReassembler"]
@@ -60,8 +62,9 @@ _EMPTY = Output()
 class StreamReassembler:
     """Incremental, cut-point independent reassembly of one SSE stream.
 
-    ``dialect`` names the message format (``openai``, ``responses``, ``anthropic``,
-    ``text``, ``none``) or ``None`` to detect it from the first data event; ``hint`` is the
+    ``dialect`` names the message format (a name or alias of
+    :data:`~sse_proxy.core.dialects.DIALECTS`) or ``None`` to detect it from the first
+    data event; ``hint`` is the
     dialect to assume when detection cannot tell (the proxy derives it from the request
     path). ``emit_events=False`` skips building :class:`SSEEvent` objects and
     ``frame_ends=False`` skips reporting frame end offsets, when only text and alerts are
@@ -87,10 +90,9 @@ class StreamReassembler:
         self._alerts: list[Alert] = []
         self._events: list[SSEEvent] = []
         self._decided = forced is not None
-        self._acc: Accumulator = (
-            make_accumulator(forced, self._alerts, keep_text=keep_text)
-            if forced is not None
-            else DetectingAccumulator(self._alerts)
+        self._dialect: Dialect | None = None  # None until known
+        self._acc: DialectAccumulator = (
+            self._use(forced) if forced is not None else DetectingAccumulator(self._alerts)
         )
         self._parser = EventStreamParser(
             self._acc.accept if self._decided else self._detect,
@@ -137,19 +139,22 @@ class StreamReassembler:
         parser = self._parser
         parser.close(report=not abandoned)
         if not self._decided and self._hint is not None:
-            self._acc = make_accumulator(self._hint, self._alerts, keep_text=self._keep_text)
+            self._acc = self._use(self._hint)
             self._acc.locate = parser.data_offset
         acc = self._acc
         if not abandoned:
             acc.finish()
         end = self._bytes
+        marker = self._dialect.terminal_marker if self._dialect is not None else None
         if upstream_error:
             self._alerts.append(
-                Truncated(reason=Truncated.UPSTREAM_CLOSED, dialect=acc.name, byte_offset=end)
+                Truncated(reason=Truncated.UPSTREAM_CLOSED, dialect=self.dialect, byte_offset=end)
             )
-        elif acc.terminal_marker is not None and not acc.terminal_seen and not abandoned:
+        elif marker is not None and not acc.terminal_seen and not abandoned:
             self._alerts.append(
-                Truncated(reason=Truncated.NO_TERMINAL_MARKER, dialect=acc.name, byte_offset=end)
+                Truncated(
+                    reason=Truncated.NO_TERMINAL_MARKER, dialect=self.dialect, byte_offset=end
+                )
             )
         counts = parser.line_endings
         if counts["crlf"] or counts["cr"]:
@@ -170,7 +175,22 @@ class StreamReassembler:
 
     @property
     def dialect(self) -> str:
-        return self._acc.name
+        """The dialect's name; ``unknown`` until detection (or the hint) settles it."""
+        return self._dialect.name if self._dialect is not None else "unknown"
+
+    @property
+    def has_text(self) -> bool:
+        """Whether any message text has been reassembled yet."""
+        return self._acc.text_length > 0
+
+    @property
+    def reasoning(self) -> tuple[str, int]:
+        """(reasoning text, its length): reasoning streamed apart from the answer."""
+        return self._acc.reasoning, self._acc.reasoning_length
+
+    def stream_meta(self) -> StreamMeta:
+        """Model, response id, finish reasons and usage, as the stream has reported them."""
+        return self._acc.stream_meta()
 
     @property
     def closed(self) -> bool:
@@ -193,7 +213,7 @@ class StreamReassembler:
         return {
             "bytes": self._bytes,
             "events": self._parser.event_count,
-            "dialect": self._acc.name,
+            "dialect": self.dialect,
             "text_length": self._acc.text_length,
             "terminal_seen": self._acc.terminal_seen,
             "line_endings": self._parser.line_endings,
@@ -223,6 +243,11 @@ class StreamReassembler:
             events.clear()
         return out
 
+    def _use(self, name: str) -> DialectAccumulator:
+        """The accumulator of dialect ``name``, which becomes the stream's dialect."""
+        self._dialect = DIALECTS[name]
+        return self._dialect.accumulator(self._alerts, keep_text=self._keep_text)
+
     def _detect(self, etype: str, data: str, index: int, data_off: int) -> None:
         """Until the dialect is known, look at each event; then hand the parser to it."""
         if not self._decided:
@@ -231,7 +256,7 @@ class StreamReassembler:
                 name = self._hint
             if name is not None:
                 self._decided = True
-                self._acc = make_accumulator(name, self._alerts, keep_text=self._keep_text)
+                self._acc = self._use(name)
                 self._acc.locate = self._parser.data_offset
                 self._parser.set_callbacks(
                     self._acc.accept, self._acc.accept_batch, self._acc.accept_one

@@ -1,10 +1,11 @@
 """What a stream says about itself: model, response id, finish reasons, token usage.
 
 Every dialect reports the same fields under the same names, so a log query, a metric label
-or a trace attribute never depends on which API answered. The hook is duck-typed: a dialect
-accumulator that has ``stream_meta() -> StreamMeta`` is read by :func:`meta_of`; one that
-has not (raw text, framing only) gives an empty :class:`StreamMeta`. A new dialect fills
-the same fields with the helpers below.
+or a trace attribute never depends on which API answered. Every accumulator implements
+``stream_meta() -> StreamMeta`` (it is part of
+:class:`~sse_proxy.core.dialects.protocol.DialectAccumulator`; raw text and framing only
+return an empty one), and the reassembler passes it on. A new dialect fills the same fields
+with the helpers below.
 
 Cheap by design: accumulators keep only what they already parse (the first event's
 model and id, the usage object when it arrives); the fields are assembled on demand, at an
@@ -21,6 +22,8 @@ __all__ = [
     "HasStreamMeta",
     "StreamMeta",
     "anthropic_usage",
+    "gemini_counts",
+    "gemini_head",
     "gemini_usage",
     "has_text",
     "meta_of",
@@ -85,34 +88,28 @@ class StreamMeta:
 
 
 class HasStreamMeta(Protocol):
-    """The hook a dialect accumulator implements to report its metadata."""
+    """What reports stream metadata: every accumulator, and the reassembler."""
 
     def stream_meta(self) -> StreamMeta: ...
 
 
-def meta_of(reassembler: object) -> StreamMeta:
-    """The current metadata of a :class:`~sse_proxy.core.StreamReassembler`'s stream.
-
-    The reassembler swaps its accumulator once the dialect is detected and exposes no
-    accessor for it, so this reads its ``_acc`` (proposed: a public ``meta`` property on
-    the reassembler and a default ``stream_meta`` on the accumulator base class).
-    """
-    acc = getattr(reassembler, "_acc", None)
-    fn = getattr(acc, "stream_meta", None)
-    if fn is None:
-        return StreamMeta()
-    meta: StreamMeta = fn()
-    return meta
+class _HasText(Protocol):
+    @property
+    def has_text(self) -> bool: ...
 
 
-def has_text(reassembler: object) -> bool:
+def meta_of(reassembler: HasStreamMeta) -> StreamMeta:
+    """The current metadata of a :class:`~sse_proxy.core.StreamReassembler`'s stream."""
+    return reassembler.stream_meta()
+
+
+def has_text(reassembler: _HasText) -> bool:
     """Whether the stream has produced message text yet (for time to first token).
 
-    Reads the accumulator the same way as :func:`meta_of`; the shell asks only until the
-    answer is yes, so a stream pays for this on its first text-carrying reads only.
+    The shell asks only until the answer is yes, so a stream pays for this on its first
+    text-carrying reads only.
     """
-    acc = getattr(reassembler, "_acc", None)
-    return bool(getattr(acc, "text_length", 0))
+    return reassembler.has_text
 
 
 def openai_usage(meta: StreamMeta, usage: object) -> None:
@@ -151,17 +148,31 @@ def anthropic_usage(meta: StreamMeta, usage: object) -> None:
 def gemini_usage(meta: StreamMeta, obj: object) -> None:
     """Gemini / Vertex AI: ``modelVersion``, ``responseId`` and ``usageMetadata`` of a chunk.
 
-    For the ``gemini`` dialect (added separately): call it on each chunk that has
-    ``usageMetadata`` (the counts are cumulative; the last one wins) and on the first chunk
-    for the model and id; finish reasons are ``candidates[].finishReason`` by ``index``.
+    :func:`gemini_head` and :func:`gemini_counts` at once. The ``gemini`` dialect calls the
+    first on chunks until it has model and id, the second on the last usage it kept, when
+    asked; finish reasons are ``candidates[].finishReason`` by ``index``.
     """
     if type(obj) is not dict:
         return
+    gemini_head(meta, obj)
+    gemini_counts(meta, obj.get("usageMetadata"))
+
+
+def gemini_head(meta: StreamMeta, obj: dict[str, Any]) -> None:
+    """Model (``modelVersion``) and id (``responseId``), the first of each that is sent."""
     if meta.response_model is None:
         meta.response_model = short_str(obj.get("modelVersion"))
     if meta.response_id is None:
         meta.response_id = short_str(obj.get("responseId"))
-    usage = obj.get("usageMetadata")
+
+
+def gemini_counts(meta: StreamMeta, usage: object) -> None:
+    """Gemini's ``usageMetadata``: cumulative, so a later count replaces an earlier one.
+
+    ``candidatesTokenCount`` (output tokens) counts the answer only: the thoughts are
+    ``thoughtsTokenCount`` (reasoning tokens), whereas OpenAI and Anthropic count reasoning
+    inside their output tokens.
+    """
     if type(usage) is not dict:
         return
     for name, attr in (

@@ -1,69 +1,70 @@
 """Dialects: how a stream's events make up a message, and how to tell them apart.
 
-Detection looks at the first event that carries data (its JSON shape, or its event type
-when the data is a JSON object that agrees with it); it can be overridden by name, and the
-proxy passes a hint from the request path.
+Each dialect is a module: its accumulator (:class:`~.protocol.DialectAccumulator`) and its
+descriptor (:class:`~.descriptor.Dialect`), registered in :data:`DIALECTS`; names, aliases,
+path hints and every other table that lists dialects are read from there. Detection looks
+at the first event that carries data (its JSON shape, or its event type when the data is a
+JSON object that agrees with it); it can be overridden by name, and the proxy passes a
+hint from the request path.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
 
 from sse_proxy.core.alerts import Alert
-from sse_proxy.core.dialects.anthropic import AnthropicAccumulator
-from sse_proxy.core.dialects.base import Accumulator, JsonAccumulator, json_loads
-from sse_proxy.core.dialects.gemini import GeminiAccumulator
-from sse_proxy.core.dialects.openai_chat import OpenAIChatAccumulator
-from sse_proxy.core.dialects.openai_responses import OpenAIResponsesAccumulator
-from sse_proxy.core.dialects.raw_text import RawTextAccumulator
+from sse_proxy.core.dialects import (
+    anthropic,
+    framing_only,
+    gemini,
+    openai_chat,
+    openai_responses,
+    raw_text,
+)
+from sse_proxy.core.dialects.base import JsonAccumulator, json_loads
+from sse_proxy.core.dialects.descriptor import Dialect, Provider
+from sse_proxy.core.dialects.protocol import AccumulatorFactory, DialectAccumulator
+from sse_proxy.core.streammeta import StreamMeta
 
 __all__ = [
     "DIALECTS",
-    "Accumulator",
+    "TEXT_DIALECTS",
+    "AccumulatorFactory",
     "DetectingAccumulator",
+    "Dialect",
+    "DialectAccumulator",
+    "Provider",
     "detect",
     "dialect_for_path",
+    "dialect_named",
     "make_accumulator",
     "normalize_dialect",
     "reasoning_of",
 ]
 
+DIALECTS: Final[Mapping[str, Dialect]] = MappingProxyType(
+    {
+        d.name: d
+        for d in (
+            openai_chat.DIALECT,
+            openai_responses.DIALECT,
+            anthropic.DIALECT,
+            gemini.DIALECT,
+            raw_text.DIALECT,
+            framing_only.DIALECT,
+        )
+    }
+)
+"""Every dialect by name, in the order they are listed to users (``none`` last)."""
 
-class FramingOnly(Accumulator):
-    """Dialect ``none``: events only, no message text."""
+TEXT_DIALECTS: Final[tuple[str, ...]] = tuple(d.name for d in DIALECTS.values() if d.carries_text)
+"""The dialects that carry message text: each has a fixture, a mock endpoint, an example."""
 
-    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
-        return True  # nothing to extract; the framer has validated the payloads
-
-
-DIALECTS: dict[str, type[Accumulator]] = {
-    "openai": OpenAIChatAccumulator,
-    "responses": OpenAIResponsesAccumulator,
-    "anthropic": AnthropicAccumulator,
-    "gemini": GeminiAccumulator,
-    "text": RawTextAccumulator,
-    "none": FramingOnly,
-}
-_ALIASES = {
-    "auto": "auto",
-    "openai": "openai",
-    "openai_chat": "openai",
-    "openai-chat": "openai",
-    "chat": "openai",
-    "responses": "responses",
-    "openai_responses": "responses",
-    "openai-responses": "responses",
-    "anthropic": "anthropic",
-    "messages": "anthropic",
-    "gemini": "gemini",
-    "google": "gemini",
-    "vertex": "gemini",
-    "vertexai": "gemini",
-    "text": "text",
-    "raw": "text",
-    "raw_text": "text",
-    "none": "none",
-}
+_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
+    {"auto": "auto"} | {alias: d.name for d in DIALECTS.values() for alias in (d.name, *d.aliases)}
+)
 _ANTHROPIC_TYPES = frozenset(
     {
         "message_start",
@@ -88,17 +89,17 @@ def normalize_dialect(name: str | None) -> str | None:
     return None if canon == "auto" else canon
 
 
+def dialect_named(name: str) -> Dialect:
+    """The descriptor of a dialect given by name or alias; ``ValueError`` if unknown or auto."""
+    canon = normalize_dialect(name)
+    if canon is None:
+        raise ValueError("auto is not a dialect: detection picks one")
+    return DIALECTS[canon]
+
+
 def dialect_for_path(path: str) -> str | None:
     """A hint from the request path of well-known streaming endpoints."""
-    if path.endswith("/chat/completions"):
-        return "openai"
-    if path.endswith("/responses"):
-        return "responses"
-    if path.endswith("/messages"):
-        return "anthropic"
-    if path.endswith((":streamGenerateContent", ":generateContent")):
-        return "gemini"  # Generative Language API and Vertex AI alike
-    return None
+    return next((d.name for d in DIALECTS.values() if d.hinted_by(path)), None)
 
 
 def _shape(obj: dict[str, Any]) -> str | None:
@@ -145,19 +146,19 @@ def detect(etype: str, data: str) -> str | None:
     return None
 
 
-def reasoning_of(acc: Accumulator) -> tuple[str, int]:
+def reasoning_of(acc: DialectAccumulator) -> tuple[str, int]:
     """(reasoning text, its length) of a dialect that streams reasoning apart from text.
 
     OpenAI-compatible ``reasoning_content``, Anthropic ``thinking_delta``, Responses
     reasoning summaries and Gemini thought parts; ("", 0) for the others.
     """
-    text = getattr(acc, "reasoning", "")
-    length = getattr(acc, "reasoning_length", len(text))
-    return (text if isinstance(text, str) else ""), (length if isinstance(length, int) else 0)
+    return acc.reasoning, acc.reasoning_length
 
 
-def make_accumulator(name: str, alerts: list[Alert], *, keep_text: bool = True) -> Accumulator:
-    return DIALECTS[name](alerts, keep_text=keep_text)
+def make_accumulator(
+    name: str, alerts: list[Alert], *, keep_text: bool = True
+) -> DialectAccumulator:
+    return DIALECTS[name].accumulator(alerts, keep_text=keep_text)
 
 
 class DetectingAccumulator(JsonAccumulator):
@@ -167,9 +168,10 @@ class DetectingAccumulator(JsonAccumulator):
     but do not parse, and error objects.
     """
 
-    name = "unknown"
-
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         obj = self.parse(data, index, offset)
         if obj is not None and (etype == "error" or obj.get("type") == "error"):
             self.error_event(obj, index, offset)
+
+    def stream_meta(self) -> StreamMeta:
+        return StreamMeta()  # nothing is read for metadata before the dialect is known

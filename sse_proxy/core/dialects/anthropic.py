@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Final
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
+from sse_proxy.core.dialects.descriptor import Dialect, Provider
 from sse_proxy.core.streammeta import StreamMeta, anthropic_usage
 
-__all__ = ["AnthropicAccumulator"]
+__all__ = ["DIALECT", "AnthropicAccumulator"]
 
 
 @dataclass(slots=True)
@@ -26,9 +27,6 @@ class AnthropicAccumulator(JsonAccumulator):
     ``text`` joins the text blocks in index order. An ``error`` event ends the stream
     legitimately (reported as ``sse.error_event``, not as truncation).
     """
-
-    name: ClassVar[str] = "anthropic"
-    terminal_marker: ClassVar[str | None] = "message_stop"
 
     def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         super().__init__(alerts, keep_text=keep_text)
@@ -146,3 +144,26 @@ class AnthropicAccumulator(JsonAccumulator):
                 for idx, b in sorted(self._blocks.items())
             ],
         }
+
+
+DIALECT: Final = Dialect(
+    name="anthropic",
+    title="Anthropic Messages",
+    accumulator=AnthropicAccumulator,
+    aliases=("messages",),
+    path_suffixes=("/messages",),
+    example_path="/v1/messages",
+    example_body={
+        "model": "claude-3-5-sonnet-20241022",
+        "max_tokens": 1024,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Say hello"}],
+    },
+    providers=(Provider("anthropic", "anthropic", "chat"),),
+    terminal_marker="message_stop",
+    terminal_frame=b"message_stop",
+    error_frame=b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
+    b'"message": "Overloaded"}}\n\n',
+    error_ends_stream=True,
+)
+"""The Anthropic Messages API."""

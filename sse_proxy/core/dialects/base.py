@@ -8,7 +8,7 @@ import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 
@@ -98,13 +98,12 @@ class TextTally(list[str]):
 class Accumulator:
     """Turns dispatched events into message text; reports what breaks the dialect's rules.
 
-    ``accept`` sees every dispatched event; ``finish`` runs once at end of stream. Alerts go
-    to the shared list. ``fffd_seen`` counts U+FFFD in the text this accumulator extracted,
-    so the reassembler can attribute those that came from JSON escapes.
+    The shared machinery of :class:`~sse_proxy.core.dialects.protocol.DialectAccumulator`
+    (whose docstring lists what each hook does); a dialect adds ``accept`` and
+    ``stream_meta``, and the batch paths where they pay. ``fffd_seen`` counts U+FFFD in the
+    text this accumulator extracted, so the reassembler can attribute those that came from
+    JSON escapes.
     """
-
-    name: ClassVar[str] = "none"
-    terminal_marker: ClassVar[str | None] = None
 
     def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         self.alerts = alerts
@@ -140,6 +139,15 @@ class Accumulator:
     @property
     def text(self) -> str:
         return ""
+
+    @property
+    def reasoning(self) -> str:
+        """Reasoning text streamed apart from the answer; none unless the dialect has it."""
+        return ""
+
+    @property
+    def reasoning_length(self) -> int:
+        return len(self.reasoning)
 
     @property
     def text_length(self) -> int:

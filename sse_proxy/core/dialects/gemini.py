@@ -5,18 +5,21 @@ text (``"thought": true`` marks reasoning), function calls and more; the candida
 ends carries ``finishReason``; ``usageMetadata`` comes with the chunks (the last one is
 final). There is no end-of-stream marker: a stream none of whose candidates finished
 (and whose prompt was not blocked) was cut short. An error is an ``{"error": {...}}``
-object (``code``, ``message``, ``status``).
+object (``code``, ``message``, ``status``). Every chunk names the model (``modelVersion``)
+and the response (``responseId``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Final
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, text_of
+from sse_proxy.core.dialects.descriptor import Dialect, Provider
+from sse_proxy.core.streammeta import StreamMeta, gemini_counts, gemini_head
 
-__all__ = ["GeminiAccumulator"]
+__all__ = ["DIALECT", "GeminiAccumulator"]
 
 
 @dataclass(slots=True)
@@ -39,16 +42,13 @@ class GeminiAccumulator(JsonAccumulator):
     :attr:`reasoning` is its thought text, kept apart.
     """
 
-    name: ClassVar[str] = "gemini"
-    # Not a marker in the stream: a candidate's finish reason plays that part.
-    terminal_marker: ClassVar[str | None] = "finishReason"
-
     def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         super().__init__(alerts, keep_text=keep_text)
         self._candidates: dict[int, _Candidate] = {}
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
         self._block_reason: str | None = None
+        self._meta = StreamMeta()
 
     def _candidate(self, idx: int) -> _Candidate:
         cand = self._candidates.get(idx)
@@ -60,6 +60,9 @@ class GeminiAccumulator(JsonAccumulator):
         obj = self.parse(data, index, offset)
         if obj is None:
             return
+        meta = self._meta
+        if meta.response_model is None or meta.response_id is None:
+            gemini_head(meta, obj)
         candidates = obj.get("candidates")
         if type(candidates) is list:
             for cand in candidates:
@@ -108,6 +111,18 @@ class GeminiAccumulator(JsonAccumulator):
         if reason:
             state.finish_reason = text_of(reason)
             self.terminal_seen = True
+
+    def stream_meta(self) -> StreamMeta:
+        """Model and id as first sent, the last usage, one finish reason per candidate."""
+        meta = self._meta
+        # the last usageMetadata is the whole count; nothing of an earlier one survives it
+        meta.input_tokens = meta.output_tokens = meta.cached_tokens = None
+        meta.reasoning_tokens = None
+        gemini_counts(meta, self._usage)
+        meta.finish_reasons = [
+            c.finish_reason[:200] for _, c in sorted(self._candidates.items()) if c.finish_reason
+        ]
+        return meta
 
     def _first(self) -> _Candidate | None:
         return self._candidates[min(self._candidates)] if self._candidates else None
@@ -159,3 +174,27 @@ class GeminiAccumulator(JsonAccumulator):
                 for idx, c in sorted(self._candidates.items())
             ],
         }
+
+
+DIALECT: Final = Dialect(
+    name="gemini",
+    title="Google Gemini",
+    accumulator=GeminiAccumulator,
+    aliases=("google", "vertex", "vertexai"),
+    # Generative Language API and Vertex AI alike
+    path_suffixes=(":streamGenerateContent", ":generateContent"),
+    example_path="/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+    example_body={"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]},
+    providers=(
+        # Vertex AI paths name a project and a location; the rest is the Gemini API
+        Provider("gcp.vertex_ai", "vertex_ai", "generate_content", path_contains="/locations/"),
+        Provider("gcp.gemini", "gemini", "generate_content"),
+    ),
+    # Not a marker in the stream: a candidate's finish reason plays that part.
+    terminal_marker="finishReason",
+    terminal_frame=b'"finishReason"',
+    error_frame=b'data: {"error": {"code": 503, "message": "The model is overloaded. Please '
+    b'try again later.", "status": "UNAVAILABLE"}}\n\n',
+    error_ends_stream=True,
+)
+"""Gemini: the Generative Language API and Vertex AI."""

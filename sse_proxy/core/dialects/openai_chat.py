@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, Final, cast
 
 import msgspec
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, json_loads, text_of
+from sse_proxy.core.dialects.descriptor import Dialect, Provider
 from sse_proxy.core.streammeta import StreamMeta, openai_usage
 
-__all__ = ["OpenAIChatAccumulator"]
+__all__ = ["DIALECT", "OpenAIChatAccumulator"]
 
 
 # gc=False: one chunk per token makes these the most frequent allocations of a stream;
@@ -67,9 +68,6 @@ class OpenAIChatAccumulator(JsonAccumulator):
     ``text`` is the content of the lowest choice index (choice 0 for ``n=1``); all choices
     are in :meth:`details`.
     """
-
-    name: ClassVar[str] = "openai"
-    terminal_marker: ClassVar[str | None] = "[DONE]"
 
     def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         super().__init__(alerts, keep_text=keep_text)
@@ -263,3 +261,26 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 for idx, c in sorted(self._choices.items())
             ],
         }
+
+
+DIALECT: Final = Dialect(
+    name="openai",
+    title="OpenAI Chat Completions",
+    accumulator=OpenAIChatAccumulator,
+    aliases=("openai_chat", "openai-chat", "chat"),
+    path_suffixes=("/chat/completions",),
+    example_path="/v1/chat/completions",
+    example_body={
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Say hello"}],
+    },
+    providers=(Provider("openai", "openai", "chat"),),
+    terminal_marker="[DONE]",
+    terminal_frame=b"data: [DONE]",
+    error_frame=b'data: {"error": {"message": "The server had an error while processing your '
+    b'request.", "type": "server_error", "param": null, "code": null}}\n\n',
+    # the chunk is reported; without [DONE] after it the stream is also truncated
+    error_ends_stream=False,
+)
+"""OpenAI Chat Completions and the many servers compatible with it."""

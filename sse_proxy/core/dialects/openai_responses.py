@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Final
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
+from sse_proxy.core.dialects.descriptor import Dialect, Provider
 from sse_proxy.core.streammeta import StreamMeta, openai_usage, short_str
 
-__all__ = ["OpenAIResponsesAccumulator"]
+__all__ = ["DIALECT", "OpenAIResponsesAccumulator"]
 
 _TERMINAL = frozenset({"response.completed", "response.failed", "response.incomplete"})
 
@@ -19,9 +20,6 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
     ``response.failed``/``response.incomplete`` end the stream as well (the response object
     says why); an ``error`` event is reported and also ends it.
     """
-
-    name: ClassVar[str] = "responses"
-    terminal_marker: ClassVar[str | None] = "response.completed"
 
     def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         super().__init__(alerts, keep_text=keep_text)
@@ -131,3 +129,21 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
 
 def _int(value: object) -> int:
     return value if type(value) is int else 0
+
+
+DIALECT: Final = Dialect(
+    name="responses",
+    title="OpenAI Responses",
+    accumulator=OpenAIResponsesAccumulator,
+    aliases=("openai_responses", "openai-responses"),
+    path_suffixes=("/responses",),
+    example_path="/v1/responses",
+    example_body={"model": "gpt-4o-mini", "stream": True, "input": "Say hello"},
+    providers=(Provider("openai", "openai", "chat"),),
+    terminal_marker="response.completed",
+    terminal_frame=b"response.completed",
+    error_frame=b'event: error\ndata: {"type": "error", "code": "server_error", "message": '
+    b'"The server had an error.", "param": null, "sequence_number": 999}\n\n',
+    error_ends_stream=True,
+)
+"""The OpenAI Responses API."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Final
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import Accumulator
+from sse_proxy.core.dialects.descriptor import Dialect
+from sse_proxy.core.streammeta import StreamMeta
 
-__all__ = ["RawTextAccumulator"]
+__all__ = ["DIALECT", "RawTextAccumulator"]
 
 
 class RawTextAccumulator(Accumulator):
@@ -15,8 +17,6 @@ class RawTextAccumulator(Accumulator):
 
     A ``[DONE]`` event is taken as the conventional end sentinel, not as text.
     """
-
-    name: ClassVar[str] = "text"
 
     def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
         super().__init__(alerts, keep_text=keep_text)
@@ -37,6 +37,22 @@ class RawTextAccumulator(Accumulator):
         self._parts.append(b"".join(payloads).decode())
         return True
 
+    def stream_meta(self) -> StreamMeta:
+        """Raw text says nothing about itself."""
+        return StreamMeta()
+
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+
+DIALECT: Final = Dialect(
+    name="text",
+    title="raw text",
+    accumulator=RawTextAccumulator,
+    aliases=("raw", "raw_text"),
+    example_path="/v1/text",
+    example_method="GET",  # the mock answers GET too, as EventSource sends
+    example_body={"stream": True},
+)
+"""Any SSE stream whose data lines are the text: no JSON, no terminal marker, no errors."""

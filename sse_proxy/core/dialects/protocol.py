@@ -1,0 +1,79 @@
+"""The contract between the reassembler and a dialect, declared (as structlog's ``typing``).
+
+The reassembler, ``check`` and the server read a dialect only through
+:class:`DialectAccumulator`; a descriptor's ``accumulator`` must build one
+(:class:`AccumulatorFactory`), so mypy refuses a dialect whose accumulator lacks a hook.
+``stream_meta`` has no default on purpose: a dialect says what its stream reports about
+itself, even when that is nothing (raw text).
+
+Outcomes, for an accumulator fed by the reassembler:
+
+* ``accept`` gets every dispatched event that the batch paths did not take; alerts go to
+  the shared list it was built with, never raised.
+* ``accept_batch`` / ``accept_one`` take a run of checked single-line ``data:`` payloads
+  whole and return True, or return False untouched (the events then come one by one).
+* ``finish`` runs once, at the end of a stream that was not abandoned: checks that need
+  the whole stream (tool-call arguments that never became JSON).
+* ``terminal_seen`` says the stream ended cleanly (its terminal marker, or an error or a
+  block that ends it legitimately); the reassembler reports ``sse.truncated`` otherwise,
+  for dialects whose descriptor names a terminal marker.
+* ``fffd_seen`` counts U+FFFD in extracted text, so the reassembler can check every one was
+  reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from sse_proxy.core.alerts import Alert
+from sse_proxy.core.streammeta import StreamMeta
+
+__all__ = ["AccumulatorFactory", "DialectAccumulator"]
+
+
+@runtime_checkable
+class DialectAccumulator(Protocol):
+    """What every dialect accumulator implements (see the module docstring)."""
+
+    terminal_seen: bool
+    fffd_seen: int
+    locate: Callable[[str, int, int], int]
+    """Where character i of an event's data is in the stream (the reassembler sets it)."""
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None: ...
+
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool: ...
+
+    def accept_one(self, payload: bytes, index: int, pos: int) -> bool: ...
+
+    def finish(self) -> None: ...
+
+    def compact(self) -> None:
+        """Fold kept-as-counts text into counts (called now and then on long streams)."""
+
+    @property
+    def text(self) -> str:
+        """The message text ("" when the text is only counted)."""
+
+    @property
+    def text_length(self) -> int: ...
+
+    @property
+    def reasoning(self) -> str:
+        """Reasoning streamed apart from the answer ("" if none, or not kept)."""
+
+    @property
+    def reasoning_length(self) -> int: ...
+
+    def stream_meta(self) -> StreamMeta:
+        """Model, response id, finish reasons and usage, as the stream reported them so far."""
+
+    def details(self) -> dict[str, Any]:
+        """Everything reassembled beyond the text (choices, tool calls, blocks)."""
+
+
+class AccumulatorFactory(Protocol):
+    """How a descriptor builds its accumulator: the class itself, usually."""
+
+    def __call__(self, alerts: list[Alert], *, keep_text: bool = True) -> DialectAccumulator: ...
