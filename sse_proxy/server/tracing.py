@@ -18,14 +18,11 @@ from aiohttp import web
 
 from sse_proxy.config import Config
 from sse_proxy.core.alerts import Alert
+from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.exchange import RequestContext
 
 __all__ = ["TRACING", "RequestSpan", "Tracing", "route_of"]
-
-# gen_ai.provider.name (formerly gen_ai.system) per dialect.
-_PROVIDER = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
-_OPERATION = {"openai": "chat", "responses": "chat", "anthropic": "chat"}
 
 
 @lru_cache(maxsize=8)
@@ -50,8 +47,9 @@ def _attr(value: Any) -> Any:
 class RequestSpan:
     """The span of one proxied request; every method is safe to call in any order."""
 
-    def __init__(self, span: Any, status_code: Any) -> None:
+    def __init__(self, span: Any, status_code: Any, path: str = "") -> None:
         self._span = span
+        self._path = path  # the request's: it tells Vertex AI from the Gemini API
         self._error = status_code.ERROR
         self._ended = False
 
@@ -72,12 +70,12 @@ class RequestSpan:
     def stream(self, fields: dict[str, Any]) -> None:
         """The stream's summary: GenAI attributes, the verdict and the timings."""
         span = self._span
-        dialect = fields.get("dialect")
-        provider = _PROVIDER.get(str(dialect))
+        described = DIALECTS.get(str(fields.get("dialect")))
+        provider = described.provider_for(self._path) if described is not None else None
         gen_ai = {
-            "gen_ai.provider.name": provider,
-            "gen_ai.system": provider,
-            "gen_ai.operation.name": _OPERATION.get(str(dialect)),
+            "gen_ai.provider.name": provider.name if provider else None,
+            "gen_ai.system": provider.system if provider else None,
+            "gen_ai.operation.name": provider.operation if provider else None,
             "gen_ai.request.model": fields.get("request_model"),
             "gen_ai.response.model": fields.get("response_model"),
             "gen_ai.response.id": fields.get("response_id"),
@@ -197,7 +195,7 @@ class Tracing:
             span.set_attribute("sse_proxy.client_request_id", ctx.client_request_id)
         if ctx.trace_id is None:
             ctx.trace_id = format(span.get_span_context().trace_id, "032x")
-        return RequestSpan(span, self._status_code)
+        return RequestSpan(span, self._status_code, request.path)
 
     async def close(self, _app: web.Application | None = None) -> None:
         """Flush and stop off the event loop (the SDK's shutdown blocks on the export)."""

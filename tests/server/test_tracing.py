@@ -18,6 +18,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, wait_for
 from tests.support.net import STREAM_ID
 from tests.support.stack import StartApp
@@ -124,6 +125,54 @@ async def test_one_span_per_request_continuing_the_clients_trace(
     assert attrs["sse_proxy.verdict"] == "ok"
     assert clean.status.code != 2
     assert not clean.events
+
+
+@pytest.mark.asyncio
+async def test_gemini_spans_name_the_google_provider_and_carry_the_stream_meta(
+    start_app: StartApp, mock_url: str
+) -> None:
+    """Gemini API and Vertex AI paths: their own provider names, and model, response id,
+    finish reason and usage read from the chunks (``modelVersion``, ``usageMetadata``)."""
+    receiver = Receiver()
+    endpoint = await start_app(receiver.app())
+    runner, url = await start_proxy(Config(upstream=mock_url, port=0, otlp_endpoint=endpoint))
+    gemini = "/v1beta/models/gemini-2.0-flash:streamGenerateContent"
+    vertex = (
+        "/v1/projects/p/locations/us-central1/publishers/google/models/"
+        "gemini-2.0-flash:streamGenerateContent"
+    )
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    sids: dict[str, str] = {}
+    try:
+        async with aiohttp.ClientSession() as session:
+            for path in (gemini, vertex):
+                async with session.post(url + path, params={"alt": "sse"}, json=body) as resp:
+                    await resp.read()
+                    sids[path] = resp.headers[STREAM_ID]
+    finally:
+        await stop_proxy(runner)
+    async with asyncio.timeout(10):
+        while len(receiver.spans) < 2:
+            receiver.arrived.clear()
+            await receiver.arrived.wait()
+    by_sid = {_attrs(s.attributes)["sse_proxy.stream_id"]: s for s in receiver.spans}
+    for path, (provider, system) in {
+        gemini: ("gcp.gemini", "gemini"),
+        vertex: ("gcp.vertex_ai", "vertex_ai"),
+    }.items():
+        span = by_sid[sids[path]]
+        attrs = _attrs(span.attributes)
+        assert attrs["gen_ai.provider.name"] == provider, path
+        assert attrs["gen_ai.system"] == system, path
+        assert attrs["gen_ai.operation.name"] == "generate_content"
+        assert attrs["gen_ai.response.model"] == "gemini-2.0-flash"
+        assert attrs["gen_ai.response.id"] == "mockGeminiResponse0001"
+        assert attrs["gen_ai.response.finish_reasons"] == ["STOP"]
+        assert attrs["gen_ai.usage.input_tokens"] == 12
+        assert attrs["gen_ai.usage.output_tokens"] == len(fixtures.TOKENS)
+        assert attrs["sse_proxy.dialect"] == "gemini"
+        assert attrs["sse_proxy.verdict"] == "ok"
+        assert span.name == "generate_content gemini-2.0-flash"
 
 
 def test_bad_otlp_endpoint_is_a_config_error() -> None:
