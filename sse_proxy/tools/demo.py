@@ -19,18 +19,17 @@ import structlog
 from aiohttp import web
 
 from sse_proxy.core import StreamReassembler
+from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.stack import Stack, start_stack
 
 __all__ = ["run_demo"]
 
-_ENDPOINTS = (
-    ("openai", "OpenAI Chat Completions", "POST", DIALECT_PATHS["openai"]),
-    ("responses", "OpenAI Responses", "POST", DIALECT_PATHS["responses"]),
-    ("anthropic", "Anthropic Messages", "POST", DIALECT_PATHS["anthropic"]),
-    ("gemini", "Google Gemini", "POST", DIALECT_PATHS["gemini"]),
-    ("text", "raw text", "GET", DIALECT_PATHS["text"]),
+_ENDPOINTS = tuple(
+    (d.name, d.title, d.example_method, DIALECT_PATHS[d.name])
+    for d in DIALECTS.values()
+    if d.carries_text
 )
 
 
@@ -173,7 +172,7 @@ async def _find_by_request_id(
         session,
         "POST",
         proxy_url + "/v1/chat/completions",
-        "truncated",
+        "no_terminal",
         {"X-Request-ID": _DEMO_REQUEST_ID, "traceparent": _DEMO_TRACEPARENT},
     )
     for _ in range(100):  # the summary is logged as the stream ends, just after the client

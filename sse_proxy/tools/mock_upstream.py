@@ -15,6 +15,8 @@ import contextlib
 import hashlib
 import json
 import signal
+import socket
+import struct
 import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -71,14 +73,14 @@ _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
 
 
 def _check_fault(fault: str | None) -> str | None:
-    """Normalize a fault name; ``None``/``"none"`` mean a clean stream."""
+    """The canonical name of a fault (older names too); ``None``/``"none"``: clean."""
     if fault is None or fault.lower() in _NO_FAULT:
         return None
-    if fault not in fixtures.FAULTS:
-        raise UsageError(
-            f"unknown fault {fault!r}; valid kinds: none, {', '.join(fixtures.FAULTS)}"
-        )
-    return fault
+    try:
+        return fixtures.fault_named(fault).name
+    except ValueError:
+        valid = fixtures.names_help(fixtures.KINDS, fixtures.MOCK_LEGACY_NAMES)
+        raise UsageError(f"unknown fault {fault!r}; valid kinds: none, {valid}") from None
 
 
 def _bad_request(message: str) -> web.HTTPBadRequest:
@@ -171,15 +173,44 @@ async def _start_sse(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-async def _serve_sse(request: web.Request, body: bytes) -> web.StreamResponse:
-    """Stream ``body`` as an SSE response in seeded random pieces."""
+async def _serve_sse(
+    request: web.Request, body: bytes, *, reset: bool = False
+) -> web.StreamResponse:
+    """Stream ``body`` as an SSE response in seeded random pieces; then end the response,
+    or (``reset``) reset the connection instead, as an upstream that crashed does."""
     pieces = _pieces(body, _request_seed(request))
     delay = _request_delay(request)
     resp = await _start_sse(request)
-    if await _write_pieces(resp, pieces, delay):
-        with contextlib.suppress(ConnectionResetError):
-            await resp.write_eof()
+    if not await _write_pieces(resp, pieces, delay):
+        return resp
+    if reset:
+        _reset(request)
+        return resp
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write_eof()
     return resp
+
+
+def _reset(request: web.Request) -> None:
+    """Close the connection with a TCP RST (``SO_LINGER`` 0), not the chunked body's end."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def _serve_stream(
+    request: web.Request, dialect: str, fault: str | None
+) -> web.StreamResponse:
+    """The canonical stream of ``dialect``, broken by ``fault`` if any."""
+    if fault is None:
+        return await _serve_sse(request, fixtures.clean_stream(dialect))
+    reset = fixtures.KINDS[fault].reset
+    return await _serve_sse(request, fixtures.faulty_stream(fault, dialect), reset=reset)
 
 
 def _stream_body(dialect: str, fault: str | None) -> bytes:
@@ -231,7 +262,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         return _json_response(_chat_completion(n))
     fault = _request_fault(request)
     if fault is not None:
-        return await _serve_sse(request, fixtures.faulty_stream(fault, "openai"))
+        return await _serve_stream(request, "openai", fault)
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
     stream = fixtures.openai_chat_stream(
@@ -244,7 +275,7 @@ async def _responses(request: web.Request) -> web.StreamResponse:
     """OpenAI Responses API: SSE when ``"stream": true``, else the completed response."""
     body = await _json_body(request)
     if body.get("stream") is True:
-        return await _serve_sse(request, _stream_body("responses", _request_fault(request)))
+        return await _serve_stream(request, "responses", _request_fault(request))
     item = {
         "id": "msg_mock0000000000000001",
         "type": "message",
@@ -268,7 +299,7 @@ async def _messages(request: web.Request) -> web.StreamResponse:
     """Anthropic Messages: SSE when ``"stream": true``, else the whole message."""
     body = await _json_body(request)
     if body.get("stream") is True:
-        return await _serve_sse(request, _stream_body("anthropic", _request_fault(request)))
+        return await _serve_stream(request, "anthropic", _request_fault(request))
     return _json_response(
         {
             "id": "msg_mock0000000000000001",
@@ -286,7 +317,7 @@ async def _messages(request: web.Request) -> web.StreamResponse:
 async def _text(request: web.Request) -> web.StreamResponse:  # first event: always text
     """Raw text SSE, one unquoted ``data:`` event per token; always streams."""
     await request.read()
-    return await _serve_sse(request, _stream_body("text", _request_fault(request)))
+    return await _serve_stream(request, "text", _request_fault(request))
 
 
 def _gemini_chunks(fault: str | None) -> list[Any]:
@@ -319,7 +350,7 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
             }
         )
     if request.query.get("alt") == "sse":
-        return await _serve_sse(request, _stream_body("gemini", fault))
+        return await _serve_stream(request, "gemini", fault)
     return _json_response(_gemini_chunks(fault))
 
 
@@ -469,6 +500,7 @@ def make_mock_app(
         first_text=first_text,
         api_key=api_key,
     )
+    # (every dialect of the registry has its endpoint here: tests/core/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
     app.router.add_post(DIALECT_PATHS["responses"], _responses)
     app.router.add_post(DIALECT_PATHS["anthropic"], _messages)

@@ -41,6 +41,7 @@ ALERT_EVENTS = frozenset(
         "sse.crlf_framing",
         "sse.invalid_json",
         "sse.truncated",
+        "sse.error_event",
         "sse.oversized_frame",
     }
 )

@@ -61,6 +61,8 @@ class Dialect:
     terminal_frame: bytes | None = None
     error_frame: bytes | None = None
     error_ends_stream: bool = False
+    json: bool = True
+    """Its payloads are JSON (so they can be invalid JSON)."""
     carries_text: bool = True
     """False only for ``none``: events, no message text (no fixture, no example)."""
 

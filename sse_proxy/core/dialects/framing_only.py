@@ -22,5 +22,5 @@ class FramingOnly(Accumulator):
 
 
 DIALECT: Final = Dialect(
-    name="none", title="framing only", accumulator=FramingOnly, carries_text=False
+    name="none", title="framing only", accumulator=FramingOnly, json=False, carries_text=False
 )

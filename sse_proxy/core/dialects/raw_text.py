@@ -54,5 +54,6 @@ DIALECT: Final = Dialect(
     example_path="/v1/text",
     example_method="GET",  # the mock answers GET too, as EventSource sends
     example_body={"stream": True},
+    json=False,
 )
 """Any SSE stream whose data lines are the text: no JSON, no terminal marker, no errors."""
