@@ -8,12 +8,21 @@ import sys
 from collections.abc import Sequence
 
 from sse_proxy import __version__
+from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError
 from sse_proxy.names import MODES
+from sse_proxy.tools.fixtures.faults import (
+    ENDINGS,
+    KINDS,
+    MOCK_LEGACY_NAMES,
+    TEST_CLIENT_LEGACY_NAMES,
+    names_help,
+)
 
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_ALERT, EXIT_USAGE = 0, 1, 2
+_DIALECT_NAMES = "|".join(["auto", *DIALECTS])
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--dialect",
         default=None,
-        help="auto|openai|responses|anthropic|gemini|text|none (default: auto)",
+        help=f"{_DIALECT_NAMES} (default: auto)",
     )
     check.add_argument("--max-line", type=_positive_int, default=None, help="line limit, bytes")
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
@@ -104,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="let clients pick chaos per request with X-SSE-Proxy-Chaos",
     )
-    serve.add_argument("--dialect", help="auto|openai|responses|anthropic|gemini|text|none")
+    serve.add_argument("--dialect", help=_DIALECT_NAMES)
     serve.add_argument("--max-line-bytes", type=int)
     serve.add_argument("--max-frame-bytes", type=int)
     serve.add_argument(
@@ -162,7 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     mock = sub.add_parser("mock-upstream", help="run the built-in mock LLM upstream alone")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=None)
-    mock.add_argument("--fault", default=None, help="a fault that triggers an alert")
+    mock.add_argument(
+        "--fault",
+        default=None,
+        metavar="KIND",
+        help=f"break every stream: none, {names_help(KINDS, MOCK_LEGACY_NAMES)}",
+    )
     mock.add_argument("--seed", type=int, default=0, help="chunking seed")
     mock.add_argument("--delay", type=float, default=0.0, help="seconds between writes")
     mock.add_argument(
@@ -190,13 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument(
         "--dialect",
         default="openai",
-        choices=("openai", "anthropic", "responses", "gemini", "text"),
+        choices=TEXT_DIALECTS,
     )
     tc.add_argument("--fixture", metavar="FILE", help="serve a recording (.ssrec) or a raw capture")
     tc.add_argument(
         "--only",
         metavar="GROUP[,..]",
-        help="strategies, combos, baseline, faults, faults:KIND, cut, cut:N, cut:A-B",
+        help="strategies, combos, baseline, faults, faults:KIND, cut, cut:N, cut:A-B; "
+        f"fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}",
     )
     tc.add_argument("--skip", metavar="GROUP[,..]", help="groups not to run, e.g. dataless,faults")
     tc.add_argument(

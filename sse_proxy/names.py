@@ -1,12 +1,16 @@
 """Names shared by the server, the mock upstream, the demo and the client-test tools.
 
 Endpoint paths, proxy modes and header names are spelled once, here, so the demo, the
-mock upstream, `test-client`, the pytest plugin and the proxy can never disagree.
+mock upstream, `test-client`, the pytest plugin and the proxy can never disagree (the
+per-dialect ones come from the dialect descriptors).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Final
+
+from sse_proxy.core.dialects import DIALECTS
 
 __all__ = [
     "ADMIN_PREFIX",
@@ -35,28 +39,11 @@ MOCK_SEED_HEADER: Final[str] = "X-Mock-Seed"
 MOCK_DELAY_HEADER: Final[str] = "X-Mock-Delay"
 
 DIALECT_PATHS: Final[dict[str, str]] = {
-    "openai": "/v1/chat/completions",
-    "responses": "/v1/responses",
-    "anthropic": "/v1/messages",
-    "gemini": "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
-    "text": "/v1/text",
+    d.name: d.example_path for d in DIALECTS.values() if d.example_path is not None
 }
-"""The mock upstream's streaming endpoint of each dialect."""
+"""The mock upstream's streaming endpoint of each dialect (its descriptor's example)."""
 
 DIALECT_BODIES: Final[dict[str, dict[str, Any]]] = {
-    "openai": {
-        "model": "gpt-4o-mini",
-        "stream": True,
-        "messages": [{"role": "user", "content": "Say hello"}],
-    },
-    "responses": {"model": "gpt-4o-mini", "stream": True, "input": "Say hello"},
-    "anthropic": {
-        "model": "claude-3-5-sonnet-20241022",
-        "max_tokens": 1024,
-        "stream": True,
-        "messages": [{"role": "user", "content": "Say hello"}],
-    },
-    "gemini": {"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]},
-    "text": {"stream": True},
+    d.name: copy.deepcopy(d.example_body) for d in DIALECTS.values() if d.example_path
 }
 """A request body that makes each endpoint stream."""

@@ -394,7 +394,7 @@ def test_faults_pass_a_careful_client_and_catch_a_silent_one(tmp_path: Path) -> 
     assert silent.code == 1
     outcomes = {c["fault"]: c["outcome"] for c in silent.cases("faults")}
     assert outcomes == {
-        "truncated": "silent",
+        "unterminated": "silent",
         "no_terminal": "silent",
         "error_event": "silent",
         "reset": "pass",

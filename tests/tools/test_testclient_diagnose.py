@@ -124,7 +124,7 @@ def test_a_combination_without_its_parts_says_the_cause_is_not_pinned_down() -> 
     assert _verdict("utf8+crlf", EXPECTED, 0) is None
 
 
-@pytest.mark.parametrize("kind", ["truncated", "no_terminal", "error_event", "reset"])
+@pytest.mark.parametrize("kind", ["unterminated", "no_terminal", "error_event", "reset"])
 def test_a_fault_passes_only_when_the_client_reports_failure(kind: str) -> None:
     """Exit != 0: reported. Exit 0 with half the text: silent truncation. No exit: hang."""
     assert diagnose_fault(kind, EXPECTED, HALF, HALF, exit_code=1, timed_out=False) is None

@@ -42,7 +42,7 @@ def test_default_plan_covers_baseline_strategies_rewrites_combos_and_seeds() -> 
         sorted(c.seed for c in cases if c.group == g) == [1, 2] for g in groups if g != "faults"
     )
     assert [c.fault for c in cases if c.group == "faults"] == [
-        "truncated",
+        "unterminated",
         "no_terminal",
         "error_event",
         "reset",
@@ -210,7 +210,7 @@ def test_skip_drops_groups_and_bang_items_in_only_skip_too() -> None:
     one_fault = plan_cases(
         only=None, skip=["faults:reset", "cut"], seeds=[1], cut_points=10, exhaustive=None
     )
-    assert [c.fault for c in one_fault if c.fault] == ["truncated", "no_terminal", "error_event"]
+    assert [c.fault for c in one_fault if c.fault] == ["unterminated", "no_terminal", "error_event"]
     assert not [c for c in one_fault if c.cut]
     with pytest.raises(UsageError, match="--skip: unknown chaos strategy"):
         plan_cases(only=None, skip=["bogus"], seeds=[1], cut_points=5, exhaustive=None)

@@ -9,8 +9,10 @@ it printed is compared with the text it must print:
 * every re-chunking strategy, every spec-equivalent rewrite on its own and a few
   combinations, each with several seeds, against the built-in mock upstream (or a
   recording or raw capture, ``--fixture``), the proxy in chaos mode;
-* ``faults``: the stream truncated mid-frame, without its terminal marker, with an error
-  event, or reset; there the client must *report failure*;
+* ``faults``: the stream stops inside a frame (``unterminated``), ends between frames
+  without its terminal marker (``no_terminal``), sends the API's error event
+  (``error_event``) or is reset (``reset``): the fixtures' fault names; there the client
+  must *report failure*;
 * for a short fixture, every two-way cut: the stream is served in exactly two writes, split
   at byte ``c``, for every ``c`` in ``1..n-1``.
 

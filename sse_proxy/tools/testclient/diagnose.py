@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS
 
 __all__ = [
     "CrashSite",
@@ -61,14 +62,7 @@ CUT_RULES: Final[dict[str, str]] = {
 }
 """The rule each re-chunking strategy tests."""
 
-FAULT_RULES: Final[dict[str, str]] = {
-    "truncated": "a stream that stops inside a frame, without its terminal marker, is "
-    "incomplete; the partial frame is discarded and the answer must not be reported as done",
-    "no_terminal": "a JSON-dialect stream ends with its terminal marker ([DONE], "
-    "message_stop, response.completed); without it the answer is incomplete",
-    "error_event": "an error event inside the stream means the answer failed",
-    "reset": "a connection reset before the end of the response is a failure",
-}
+FAULT_RULES: Final[dict[str, str]] = {name: KINDS[name].rule for name in ENDINGS}
 
 
 @dataclass(frozen=True, slots=True)

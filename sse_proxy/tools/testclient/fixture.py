@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.tools import fixtures
@@ -19,16 +20,8 @@ SSE_HEADERS: Final = {
 }
 _FRAME_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 
-_ERROR_FRAMES: Final[dict[str, bytes]] = {
-    "openai": b'data: {"error": {"message": "The server had an error while processing your '
-    b'request.", "type": "server_error", "param": null, "code": null}}\n\n',
-    "responses": b'event: error\ndata: {"type": "error", "code": "server_error", "message": '
-    b'"The server had an error.", "param": null, "sequence_number": 999}\n\n',
-    "anthropic": b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
-    b'"message": "Overloaded"}}\n\n',
-    "text": b"event: error\ndata: upstream failed\n\n",
-}
-"""An in-stream error event, as each API sends one."""
+_NO_ERROR_EVENT: Final = b"event: error\ndata: upstream failed\n\n"
+"""What stands for an error event in a dialect that has none."""
 
 
 def uses_first_text(strategy: str | None) -> bool:
@@ -66,19 +59,28 @@ class Fixture:
         return self.recording is not None and bool(self.recording.meta.get("raw_capture"))
 
     def fault(self, kind: str) -> FaultStream:
-        """The fixture broken by ``kind`` (:data:`sse_proxy.tools.testclient.plan.FAULT_KINDS`)."""
+        """The fixture broken by ``kind`` (:data:`sse_proxy.tools.testclient.plan.FAULT_KINDS`).
+
+        Unlike the mock's faults (:func:`sse_proxy.tools.fixtures.faulty_stream`), which
+        keep the whole text, these break after about half of it, so that a client which
+        takes a broken stream for a whole one shows it; the error event and the terminal
+        marker are the dialect's own (its :class:`~sse_proxy.core.dialects.Dialect`).
+        """
         frames = _split_frames(self.body)
         texts = [i for i, f in enumerate(frames) if _text_of(self.dialect, f)]
         # Break after about half of the text-carrying frames, never before the first.
         keep = (texts[len(texts) // 2] if texts else len(frames) // 2) or 1
         head = b"".join(frames[:keep])
-        if kind == "truncated":
+        described = DIALECTS.get(self.dialect)
+        if kind == "unterminated":
             nxt = frames[keep] if keep < len(frames) else b"data: {"
             body = head + nxt[: max(1, min(len(nxt) - 2, len(nxt) // 2))]
         elif kind == "no_terminal":
-            body = b"".join(f for f in frames if not _is_terminal(f))
+            marker = described.terminal_frame if described is not None else None
+            body = b"".join(f for f in frames if marker is None or marker not in f)
         elif kind == "error_event":
-            body = head + _ERROR_FRAMES.get(self.dialect, _ERROR_FRAMES["text"])
+            error = described.error_frame if described is not None else None
+            body = head + (error or _NO_ERROR_EVENT)
         elif kind == "reset":
             body = head
         else:
@@ -97,10 +99,6 @@ def _split_frames(body: bytes) -> list[bytes]:
     if pos < len(body):
         frames.append(body[pos:])
     return frames
-
-
-def _is_terminal(frame: bytes) -> bool:
-    return b"data: [DONE]" in frame or b"message_stop" in frame or b"response.completed" in frame
 
 
 def _text_of(dialect: str, body: bytes) -> str:

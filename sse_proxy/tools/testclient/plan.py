@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import ChaosSpecError, UsageError
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
+from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS, TEST_CLIENT_LEGACY_NAMES, names_help
 
 __all__ = [
     "BASELINE",
@@ -41,25 +43,23 @@ CUT_BUDGET: Final = 600
 CUT_GAP: Final = 0.015
 """Seconds between the two writes of a cut case, so the client reads them apart."""
 
-FAULT_KINDS: Final[dict[str, str]] = {
-    "truncated": "the stream stops inside a frame (the HTTP response ends cleanly)",
-    "no_terminal": "the stream ends between frames, without its terminal marker",
-    "error_event": "the upstream sends an error event mid-stream, then ends",
-    "reset": "the connection is reset mid-stream (TCP RST)",
-}
-"""The `faults` group: a correct client must report failure on each."""
+FAULT_KINDS: Final[dict[str, str]] = {name: KINDS[name].description for name in ENDINGS}
+"""The `faults` group (the fixtures' :data:`~sse_proxy.tools.fixtures.ENDINGS`): a correct
+client must report failure on each."""
 
 
 def fault_kinds(dialect: str) -> tuple[str, ...]:
-    """The faults that apply to ``dialect``.
+    """The faults that apply to ``dialect``, as its descriptor tells.
 
-    Raw text has no terminal marker, a spec-conforming parser silently drops a partial
-    frame at the end of the stream, and there is no standard error event, so only a
-    reset can be noticed there.
+    Without a terminal marker (raw text) a clean end cannot be told from a cut one, and a
+    spec-conforming parser silently drops a partial frame at the end of the stream; without
+    an error event there is none to send. A reset can always be noticed.
     """
-    if dialect == "text":
-        return ("reset",)
-    return tuple(FAULT_KINDS)
+    described = DIALECTS.get(dialect)
+    marker = described is not None and described.terminal_marker is not None
+    error = described is not None and described.error_frame is not None
+    applies = {"unterminated": marker, "no_terminal": marker, "error_event": error}
+    return tuple(kind for kind in FAULT_KINDS if applies.get(kind, True))
 
 
 def default_jobs() -> int:
@@ -148,12 +148,14 @@ def _normalise_group(item: str, flag: str, faults: Sequence[str]) -> str:
     if item in (BASELINE, FAULTS, CUT):
         return item
     if item.startswith(FAULTS + ":"):
-        kind = item.split(":", 1)[1]
+        given = item.split(":", 1)[1]
+        kind = TEST_CLIENT_LEGACY_NAMES.get(given, given)
         if kind not in FAULT_KINDS:
-            raise UsageError(f"{flag}: unknown fault {kind!r}; valid: {', '.join(FAULT_KINDS)}")
+            valid = names_help(FAULT_KINDS, TEST_CLIENT_LEGACY_NAMES)
+            raise UsageError(f"{flag}: unknown fault {given!r}; valid: {valid}")
         if kind not in faults:
             raise UsageError(f"{flag}: fault {kind!r} does not apply to this dialect")
-        return item
+        return f"{FAULTS}:{kind}"
     return _check_strategy(item, flag)
 
 
