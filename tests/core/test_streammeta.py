@@ -116,6 +116,48 @@ ANTHROPIC = _sse(
     ("message_stop", {"type": "message_stop"}),
 )
 
+
+def _gemini(
+    parts: list[dict[str, object]], usage: dict[str, int], finish: str | None = None, idx: int = 0
+) -> dict[str, object]:
+    cand: dict[str, object] = {"content": {"parts": parts, "role": "model"}, "index": idx}
+    if finish is not None:
+        cand["finishReason"] = finish
+    return {
+        "candidates": [cand],
+        "usageMetadata": usage,
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "gR7x-abc",
+    }
+
+
+# Gemini 2.5 with thinking and a cached prompt, two candidates: usage in every chunk, the
+# last one complete and final.
+GEMINI = _sse(
+    (None, _gemini([{"text": "Plan: greet.", "thought": True}], {"promptTokenCount": 40})),
+    (None, _gemini([{"text": "Hello"}], {"promptTokenCount": 40, "candidatesTokenCount": 1})),
+    (None, _gemini([{"text": "Hi"}], {"promptTokenCount": 40, "candidatesTokenCount": 2}, idx=1)),
+    (
+        None,
+        _gemini([{"text": " world"}], {"promptTokenCount": 40, "candidatesTokenCount": 9}, "STOP"),
+    ),
+    (
+        None,
+        _gemini(
+            [],
+            {
+                "promptTokenCount": 40,
+                "candidatesTokenCount": 17,
+                "cachedContentTokenCount": 32,
+                "thoughtsTokenCount": 25,
+                "totalTokenCount": 82,
+            },
+            "MAX_TOKENS",
+            idx=1,
+        ),
+    ),
+)
+
 EXPECTED = {
     "openai": (
         OPENAI,
@@ -128,6 +170,10 @@ EXPECTED = {
     "anthropic": (
         ANTHROPIC,
         StreamMeta("claude-sonnet-4", "msg_1", ["max_tokens"], 40, 17, 32, None),
+    ),
+    "gemini": (
+        GEMINI,
+        StreamMeta("gemini-2.5-flash", "gR7x-abc", ["STOP", "MAX_TOKENS"], 40, 17, 32, 25),
     ),
 }
 
@@ -153,7 +199,7 @@ def test_meta_is_the_same_at_every_cut(dialect: str) -> None:
         assert _run(data, reads, keep_text=True) == expected, f"{dialect} seed {seed}"
 
 
-@pytest.mark.parametrize("dialect", ["openai", "responses", "anthropic"])
+@pytest.mark.parametrize("dialect", ["openai", "responses", "anthropic", "gemini"])
 def test_fixture_streams_report_their_model(dialect: str) -> None:
     """The mock's own streams (batch path included for OpenAI) report model and id."""
     data = fixtures.clean_stream(dialect)

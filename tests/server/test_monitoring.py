@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.core.streammeta import META_FIELDS
-from tests.core.test_streammeta import ANTHROPIC, EXPECTED, OPENAI, RESPONSES
+from tests.core.test_streammeta import ANTHROPIC, EXPECTED, GEMINI, OPENAI, RESPONSES
 from tests.support.logs import LogEntries, metric_sum, named, wait_for
 from tests.support.net import STREAM_ID
 from tests.support.stack import StartApp, StartProxy
@@ -25,8 +25,9 @@ PATHS = {
     "openai": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
 }
-BODIES = {"openai": OPENAI, "responses": RESPONSES, "anthropic": ANTHROPIC}
+BODIES = {"openai": OPENAI, "responses": RESPONSES, "anthropic": ANTHROPIC, "gemini": GEMINI}
 CONTEXT = ("client_request_id", "trace_id", "traceparent", "route", "model", "response_model")
 
 
