@@ -23,6 +23,7 @@ from multidict import CIMultiDict
 
 from sse_proxy.config import Config, RouteSpec
 from sse_proxy.errors import ConfigError
+from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.obs.redact import hold_secret, redact_url
 
 __all__ = ["CLIENT_AUTH_HEADERS", "Route", "RouteTable", "join_upstream", "resolve_value"]
@@ -139,10 +140,10 @@ class Route:
 def _example_for(route: Route) -> str:
     """A request path that shows how the mapping works for this upstream."""
     if route.dialect == "anthropic" or "anthropic" in route.upstream:
-        return "/v1/messages"
+        return DIALECT_PATHS["anthropic"]
     if route.dialect == "gemini" or "generativelanguage" in route.upstream:
-        return "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"
-    return "/v1/chat/completions"
+        return DIALECT_PATHS["gemini"]
+    return DIALECT_PATHS["openai"]
 
 
 class RouteTable:

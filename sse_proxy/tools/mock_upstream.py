@@ -500,7 +500,7 @@ def make_mock_app(
         first_text=first_text,
         api_key=api_key,
     )
-    # (every dialect of the registry has its endpoint here: tests/core/test_dialect_registry)
+    # (every dialect of the registry has its endpoint here: tests/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
     app.router.add_post(DIALECT_PATHS["responses"], _responses)
     app.router.add_post(DIALECT_PATHS["anthropic"], _messages)

@@ -4,7 +4,7 @@ Every table that lists dialects (aliases, request-path hints, the tracing provid
 fixtures, the mock upstream's endpoints, the test-client's error frames and terminal
 markers, the CLI choices) is built from :data:`sse_proxy.core.dialects.DIALECTS`, so a new
 dialect is a module with an accumulator and a :class:`Dialect`, registered there;
-``tests/core/test_dialect_registry.py`` then fails until every per-dialect piece of code
+``tests/test_dialect_registry.py`` then fails until every per-dialect piece of code
 outside the core (a fixture builder, a mock endpoint) exists for it.
 """
 
