@@ -28,6 +28,10 @@ from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
 from sse_proxy.tools import fixtures
 
+if sys.platform != "win32":
+    import fcntl
+    import termios
+
 __all__ = [
     "DEFAULT_PORT",
     "ENDPOINTS",
@@ -184,19 +188,39 @@ async def _serve_sse(
     if not await _write_pieces(resp, pieces, delay):
         return resp
     if reset:
-        _reset(request)
+        await _reset(request)
         return resp
     with contextlib.suppress(ConnectionResetError):
         await resp.write_eof()
     return resp
 
 
-def _reset(request: web.Request) -> None:
-    """Close the connection with a TCP RST (``SO_LINGER`` 0), not the chunked body's end."""
+def _unsent(sock: Any) -> int:
+    """Bytes the kernel has not yet had acknowledged (Linux ``SIOCOUTQ``); 0 elsewhere."""
+    if sys.platform == "win32":
+        return 0
+    try:
+        out = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except (OSError, AttributeError, ValueError):
+        return 0
+    return int(struct.unpack("i", out)[0])
+
+
+async def _reset(request: web.Request) -> None:
+    """Close the connection with a TCP RST (``SO_LINGER`` 0), not the chunked body's end.
+
+    A reset throws away what is not sent yet, so the body goes out first: out of the
+    transport's buffer, then out of the kernel's (a second at most, for a client that
+    stopped reading).
+    """
     transport = request.transport
     if transport is None:
         return
     sock = transport.get_extra_info("socket")
+    for _ in range(1000):
+        if not transport.get_write_buffer_size() and (sock is None or not _unsent(sock)):
+            break
+        await asyncio.sleep(0.001)
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

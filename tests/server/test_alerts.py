@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.tools import fixtures
-from tests.support.logs import LogEntries, alert_names, named, summary, warnings
+from tests.support.logs import LogEntries, alert_names, named, summary, wait_for, warnings
 from tests.support.net import STREAM_ID, read_all
 from tests.support.stack import StartApp, StartProxy
 
@@ -70,6 +70,26 @@ async def test_faults_alert_in_every_dialect(
     sid = headers[STREAM_ID]
     assert alert_names(logs, sid) == set(fixtures.expected_alerts(dialect, fault))
     assert summary(logs, sid)["dialect"] == dialect
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "text"])
+async def test_an_upstream_reset_is_a_truncation_by_upstream_close(
+    proxy_url: str, session: aiohttp.ClientSession, logs: LogEntries, dialect: str
+) -> None:
+    """The mock's ``reset`` fault: the proxy passes on what came and reports the stream
+    truncated because upstream closed it (in raw text too: the one fault it can see)."""
+    headers = {"X-Mock-Fault": "reset"}
+    url = proxy_url + ENDPOINTS[dialect]
+    async with session.post(url, json={"stream": True}, headers=headers) as resp:
+        sid = resp.headers[STREAM_ID]
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await resp.read()
+    line = await wait_for(logs, "stream.summary", sid)
+    (truncated,) = named(logs, "sse.truncated", sid)
+    assert truncated["reason"] == "upstream_closed"
+    assert line["ended_by"] == "upstream_error"
+    assert line["verdict"] == "broken"
 
 
 @pytest.mark.asyncio

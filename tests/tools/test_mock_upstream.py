@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -16,7 +18,9 @@ import pytest
 import pytest_asyncio
 from pytest_aiohttp import AiohttpClient
 
+from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import UsageError
+from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import make_mock_app, mock_upstream, run_mock_upstream
 from tests.support.cli import ROOT
@@ -263,3 +267,104 @@ def test_run_mock_upstream_serves_until_sigterm() -> None:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _raw_stream(url: str, path: str, fault: str) -> tuple[bytes, bytes, BaseException | None]:
+    """POST over a blocking socket: (response head, de-chunked body, the read's error).
+
+    A blocking socket, because after a TCP reset it still returns the bytes that arrived
+    before it (then raises), where a stream reader may drop them.
+    """
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    body = b'{"stream": true}'
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nX-Mock-Fault: {fault}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
+    data, error = b"", None
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except ConnectionResetError as exc:
+            error = exc
+    head, _, rest = data.partition(b"\r\n\r\n")
+    out = b""
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            out += b"<end>"  # the chunked body's last chunk: a clean end
+            break
+        out, rest = out + rest[:size], rest[size + 2 :]
+    return head, out, error
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("dialect", fixtures.DIALECTS)
+async def test_reset_fault_resets_the_connection_after_the_text(dialect: str) -> None:
+    """``reset``: the stream up to its end, then a TCP reset instead of the body's end."""
+    path = DIALECT_PATHS[dialect].split("?")[0]
+    query = "?alt=sse" if dialect == "gemini" else ""
+    async with mock_upstream(seed=4) as url:
+        head, body, error = await asyncio.to_thread(_raw_stream, url, path + query, "reset")
+        assert head.startswith(b"HTTP/1.1 200")
+        assert isinstance(error, ConnectionResetError), (body[-40:], error)
+        assert body == fixtures.faulty_stream("reset", dialect)
+        assert body != fixtures.clean_stream(dialect)
+        _, clean, error = await asyncio.to_thread(_raw_stream, url, path + query, "none")
+        assert error is None
+        assert clean == fixtures.clean_stream(dialect) + b"<end>"
+
+
+@pytest.mark.asyncio
+async def test_error_event_fault_sends_the_dialects_own_error(base_url: str) -> None:
+    """``error_event``: every text delta, then the API's error event, then a clean end."""
+    for dialect in ("openai", "anthropic", "responses"):
+        _, body = await _post(
+            base_url + DIALECT_PATHS[dialect], {"stream": True}, **{"X-Mock-Fault": "error_event"}
+        )
+        error = DIALECTS[dialect].error_frame
+        assert error is not None
+        assert body.endswith(error), dialect
+        assert fixtures.clean_stream(dialect).startswith(body.removesuffix(error))
+
+
+@pytest.mark.asyncio
+async def test_older_fault_names_still_work(base_url: str) -> None:
+    """``truncated`` was the mock's name of ``no_terminal``; it still is one, and the
+    usage error says so."""
+    _, old = await _post(
+        f"{base_url}/v1/messages", {"stream": True}, **{"X-Mock-Fault": "truncated"}
+    )
+    _, new = await _post(
+        f"{base_url}/v1/messages", {"stream": True}, **{"X-Mock-Fault": "no_terminal"}
+    )
+    assert old == new == fixtures.faulty_stream("no_terminal", "anthropic")
+    assert fixtures.faulty_stream("truncated", "openai") == fixtures.faulty_stream(
+        "no_terminal", "openai"
+    )
+    with pytest.raises(UsageError, match="truncated = no_terminal"):
+        make_mock_app(fault="mid_stream")
+    async with (
+        mock_upstream(fault="truncated") as url,
+        aiohttp.ClientSession() as session,
+        session.get(f"{url}/healthz") as resp,
+    ):
+        assert (await resp.json())["fault"] == "no_terminal"
+
+
+def test_cli_fault_help_lists_every_kind_and_the_older_name() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "sse_proxy", "mock-upstream", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    text = " ".join(proc.stdout.split())
+    for kind in fixtures.KINDS:
+        assert kind in text
+    assert "truncated = no_terminal" in text
