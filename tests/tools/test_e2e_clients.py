@@ -406,6 +406,24 @@ def test_faults_pass_a_careful_client_and_catch_a_silent_one(tmp_path: Path) -> 
     assert fixtures.MESSAGE.startswith(truncated["output"])
 
 
+def test_gemini_faults_break_the_stream_with_gemini_s_own_end_and_error(tmp_path: Path) -> None:
+    """Gemini's faults: its finishing chunk is what no_terminal drops, its error object what
+    error_event sends; the reference client reports all four, a careless one none but
+    the reset."""
+    careful = run_test_client(
+        tmp_path, client("reference"), "--dialect", "gemini", "--only", "faults"
+    )
+    assert careful.outcomes("faults") == {"pass": 4}, careful.stdout
+    silent = run_test_client(tmp_path, client("lf_only"), "--dialect", "gemini", "--only", "faults")
+    outcomes = {c["fault"]: c["outcome"] for c in silent.cases("faults")}
+    assert outcomes == {
+        "unterminated": "silent",
+        "no_terminal": "silent",
+        "error_event": "silent",
+        "reset": "pass",
+    }
+
+
 def test_a_failing_baseline_stops_the_run_at_once(tmp_path: Path) -> None:
     """A client that never ends (an EventSource-style reconnect) hangs in the baseline; the
     run stops there instead of timing out in every other case."""

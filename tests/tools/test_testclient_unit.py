@@ -235,7 +235,22 @@ def test_faults_that_cannot_be_noticed_are_not_planned_for_raw_text() -> None:
         )
 
 
-@pytest.mark.parametrize("dialect", ["openai", "responses", "anthropic", "text"])
+def test_the_older_fault_name_still_selects_its_fault() -> None:
+    """``truncated`` was the test-client's name of ``unterminated`` (it means no_terminal to
+    the mock, so it is a name of neither now); the old spelling still works."""
+    old = plan_cases(only=["faults:truncated"], seeds=[1], cut_points=5, exhaustive=None)
+    new = plan_cases(only=["faults:unterminated"], seeds=[1], cut_points=5, exhaustive=None)
+    assert old == new
+    assert [c.fault for c in old] == ["unterminated"]
+    skipped = plan_cases(
+        only=["faults"], skip=["faults:truncated"], seeds=[1], cut_points=5, exhaustive=None
+    )
+    assert [c.fault for c in skipped] == ["no_terminal", "error_event", "reset"]
+    with pytest.raises(UsageError, match="truncated = unterminated"):
+        plan_cases(only=["faults:mid"], seeds=[1], cut_points=5, exhaustive=None)
+
+
+@pytest.mark.parametrize("dialect", ["openai", "responses", "anthropic", "gemini", "text"])
 def test_fault_streams_break_after_some_text_and_carry_less_than_the_whole(dialect: str) -> None:
     """Each fault keeps some text (so silent truncation shows as partial text) but not all."""
     fixture = load_fixture(dialect, None)

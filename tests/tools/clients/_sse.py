@@ -57,6 +57,14 @@ def delta_text(dialect: str, event: str, data: str) -> str:
         return delta.get("text") or "" if obj.get("type") == "content_block_delta" else ""
     if dialect == "responses":
         return obj.get("delta") or "" if obj.get("type") == "response.output_text.delta" else ""
+    if dialect == "gemini":  # candidate 0's parts, thoughts left out
+        return "".join(
+            p.get("text") or ""
+            for c in obj.get("candidates") or []
+            if c.get("index", 0) == 0
+            for p in (c.get("content") or {}).get("parts") or []
+            if not p.get("thought")
+        )
     raise SystemExit(f"unknown dialect {dialect!r}")
 
 
@@ -120,7 +128,12 @@ def emit(text: str) -> None:
     sys.stdout.buffer.flush()
 
 
-_TERMINAL = {"openai": "[DONE]", "anthropic": "message_stop", "responses": "response.completed"}
+_TERMINAL = {
+    "openai": "[DONE]",
+    "anthropic": "message_stop",
+    "responses": "response.completed",
+    "gemini": "finishReason",  # a candidate that finished
+}
 
 
 def failure(dialect: str, event: str, data: str) -> str | None:
@@ -136,6 +149,8 @@ def failure(dialect: str, event: str, data: str) -> str | None:
 
 def is_terminal(dialect: str, data: str) -> bool:
     marker = _TERMINAL.get(dialect)
+    if dialect == "gemini":
+        return f'"{marker}"' in data
     return marker is not None and (data == marker or f'"type": "{marker}"' in data)
 
 
