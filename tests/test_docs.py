@@ -172,7 +172,7 @@ def test_readme_lists_the_mock_upstreams_faults() -> None:
     section = _mock_section()
     table = section[section.index("| `--fault` |") :].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `([a-z_0-9]+)` \|", table, re.M)
-    assert rows == list(fixtures.FAULTS)
+    assert rows == list(fixtures.KINDS)  # the faults in the bytes, and the reset
 
 
 def test_readme_lists_the_mock_upstreams_endpoints() -> None:
