@@ -8,7 +8,6 @@ import random
 import pytest
 
 from sse_proxy.core import StreamReassembler, dialect_for_path
-from sse_proxy.core.dialects import reasoning_of
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures import SHORT_MESSAGE, SHORT_TOKENS
 
@@ -33,7 +32,7 @@ def test_every_single_cut_point() -> None:
         r = _run(data, [cut])
         assert r.dialect == "gemini", cut
         assert r.text == SHORT_MESSAGE, cut
-        assert reasoning_of(r._acc) == ("".join(THOUGHT), len("".join(THOUGHT))), cut
+        assert r.reasoning == ("".join(THOUGHT), len("".join(THOUGHT))), cut
         assert not r.alert_counts, (cut, r.alert_counts)
 
 
@@ -123,7 +122,7 @@ def test_counting_without_keeping_text() -> None:
     r = _run(data, list(range(1, len(data), 97)), keep_text=False)
     assert r.text == ""
     assert r.summary()["text_length"] == len(fixtures.MESSAGE) * 20
-    assert reasoning_of(r._acc)[1] == len("".join(THOUGHT))
+    assert r.reasoning[1] == len("".join(THOUGHT))
 
 
 # --------------------------------------------- reasoning apart from text, every dialect
@@ -160,6 +159,6 @@ def test_reasoning_is_kept_apart_in_every_dialect() -> None:
             r = _run(data, [cut], hint=None)
             assert r.dialect == name
             assert r.text == SHORT_MESSAGE, (name, cut)
-            assert reasoning_of(r._acc) == (reasoning, len(reasoning)), (name, cut)
+            assert r.reasoning == (reasoning, len(reasoning)), (name, cut)
             assert r.details()["reasoning"] == reasoning
             assert not r.alert_counts, (name, cut, r.alert_counts)
