@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict
+
+from sse_proxy.obs.redact import scrub_held
 
 __all__ = [
     "HOP_BY_HOP",
     "OWN_PREFIX",
     "is_event_stream",
+    "loggable_headers",
     "request_headers_for_upstream",
     "response_headers_for_client",
 ]
@@ -63,3 +67,9 @@ def is_event_stream(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+def loggable_headers(headers: Any) -> dict[str, str]:
+    """Headers as a plain dict for a debug line (the log sink redacts secret values);
+    values the proxy holds (route keys) never enter it at all."""
+    return {str(k): scrub_held(str(v)) for k, v in headers.items()}

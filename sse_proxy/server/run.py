@@ -29,7 +29,8 @@ from sse_proxy.inspect.web import close_feeds
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
-from sse_proxy.server.app import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState, make_app
+from sse_proxy.server.app import make_app
+from sse_proxy.server.keys import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import ProxyAppRunner
 from sse_proxy.server.routes import RouteTable

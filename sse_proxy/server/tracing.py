@@ -22,7 +22,7 @@ from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.exchange import RequestContext
 
-__all__ = ["TRACING", "RequestSpan", "Tracing", "route_of"]
+__all__ = ["RequestSpan", "Tracing", "route_of"]
 
 
 @lru_cache(maxsize=8)
@@ -210,6 +210,3 @@ class Tracing:
             self._provider.shutdown()
             self._provider = None
             self._tracer = None
-
-
-TRACING = web.AppKey("tracing", Tracing)

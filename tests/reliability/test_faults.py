@@ -15,7 +15,7 @@ import time
 import aiohttp
 import pytest
 
-from sse_proxy.server.app import STATE
+from sse_proxy.server.keys import STATE
 from tests.support.logs import eventually, named, wait_for
 from tests.support.net import STREAM_ID, free_port
 from tests.support.timing import assert_fired_on_time

@@ -14,7 +14,7 @@ import pytest
 import structlog
 
 from sse_proxy.config import Config
-from sse_proxy.server.app import STATE
+from sse_proxy.server.keys import STATE
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream

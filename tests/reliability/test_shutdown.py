@@ -21,7 +21,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from sse_proxy.config import Config
-from sse_proxy.server.app import STATE
+from sse_proxy.server.keys import STATE
 from sse_proxy.server.run import start_proxy, stop_proxy
 from tests.support.logs import eventually, wait_for
 from tests.support.net import STREAM_ID, free_port

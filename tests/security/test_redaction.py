@@ -294,7 +294,7 @@ async def test_in_process_unexpected_exception_traceback_is_redacted(
             "x-custom-token=SECRET-d, Cookie: sid=SECRET-e"
         )
 
-    monkeypatch.setattr("sse_proxy.server.app.response_headers_for_client", boom)
+    monkeypatch.setattr("sse_proxy.server.relay.response_headers_for_client", boom)
     async with (
         mock_upstream() as upstream,
         running_proxy(upstream) as proxy,
@@ -310,7 +310,7 @@ async def test_in_process_unexpected_exception_traceback_is_redacted(
     assert crash[0]["level"] == "error"
     assert crash[0]["logger"] == "aiohttp.server"
     assert "Traceback (most recent call last)" in crash[0]["exception"]
-    assert "in _respond" in crash[0]["exception"]  # the frames survive, only data goes
+    assert "in respond" in crash[0]["exception"]  # the frames survive, only data goes
 
 
 def test_structlog_exception_and_fields_are_redacted(log_stream: io.StringIO) -> None:

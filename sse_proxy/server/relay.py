@@ -1,0 +1,512 @@
+"""Relaying a response to the client: SSE streams observed (and re-chunked), others as is.
+
+The per-read loop of :class:`_SseRelay` is the proxy's hot path (issue 9): read its
+comments before adding anything to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from sse_proxy.config import Config
+from sse_proxy.core import (
+    Alert,
+    Limits,
+    Output,
+    StreamReassembler,
+    Truncated,
+    dialect_for_path,
+    normalize_dialect,
+)
+from sse_proxy.inspect.web import open_stream
+from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
+from sse_proxy.obs.logs import get_logger
+from sse_proxy.obs.metrics import Metrics
+from sse_proxy.obs.redact import redact_url
+from sse_proxy.obs.sink import AlertSink
+from sse_proxy.rechunk.planner import Planner, make_planner
+from sse_proxy.rechunk.spec import ChaosSpec
+from sse_proxy.server.client_writer import ClientGone, ClientWriter
+from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
+from sse_proxy.server.exchange import RequestContext
+from sse_proxy.server.headers import (
+    is_event_stream,
+    loggable_headers,
+    response_headers_for_client,
+)
+from sse_proxy.server.keys import CONFIG, STATE
+from sse_proxy.server.recorder import Recorder
+from sse_proxy.server.routes import Route
+from sse_proxy.server.timing import StreamObserver
+from sse_proxy.server.tracing import RequestSpan
+
+__all__ = ["respond"]
+
+
+async def respond(
+    request: web.Request,
+    upstream: aiohttp.ClientResponse,
+    cfg: Config,
+    metrics: Metrics,
+    spec: ChaosSpec | None,
+    stream_id: str,
+    started: float,
+    ctx: RequestContext,
+    span: RequestSpan | None,
+    route: Route,
+    url: URL,
+) -> web.StreamResponse:
+    sse = is_event_stream(upstream.headers.get("Content-Type"))
+    if span is not None:
+        span.response(upstream.status)
+    resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    resp.headers.extend(response_headers_for_client(upstream.headers))
+    resp.headers[STREAM_ID_HEADER] = stream_id
+    metrics.requests.labels(kind="sse" if sse else "other").inc()
+    upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
+    if cfg.log_level == "debug":
+        get_logger(stream_id=stream_id).debug(
+            "upstream.response",
+            status=upstream.status,
+            upstream_request_id=upstream_request_id,
+            headers=loggable_headers(upstream.headers),
+        )
+    if not sse:
+        return await _relay_plain(request, resp, upstream, stream_id, started, ctx)
+
+    resp.headers["X-Accel-Buffering"] = "no"
+    resp.headers["Cache-Control"] = "no-cache"
+    mode = "chaos" if spec is not None else cfg.mode
+    if spec is not None:
+        resp.headers[SEED_HEADER] = str(spec.seed)
+        if spec.rewrites:
+            resp.headers.popall("Content-Length", None)
+    log = get_logger(
+        stream_id=stream_id,
+        method=request.method,
+        path=request.path,
+        upstream_status=upstream.status,
+        upstream_request_id=upstream_request_id,
+        mode=mode,
+        **({"chaos": spec.header_value()} if spec is not None else {}),
+        **ctx.fields(),
+    )
+    relay = _SseRelay(
+        request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id, route, url
+    )
+    relay.attach(ctx, span)
+    # A task of its own: each upstream read resumes the waiting task through every
+    # coroutine it is nested in, and the handler's nesting (aiohttp's request handling,
+    # the middlewares, proxy_request, this function) is more than the relay's own. A handler that
+    # is cancelled cancels the task it awaits, so a client that leaves still ends it.
+    return await asyncio.get_running_loop().create_task(relay.run())
+
+
+# A read that arrived this long after the previous one's work ended was waited for; work
+# with no such wait for longer than _BUSY yields to the event loop.
+_WAITED = 0.001
+_BUSY = 0.02
+# A read larger than this is observed in slices, yielding between them.
+_SLICE = 16 << 10
+
+
+class _IdleWatch:
+    """The idle timeout between upstream chunks, without a timer per chunk.
+
+    A read only stamps the time (``touch``); one sleeper per stream checks the stamp and,
+    once the gap passes the limit, closes the upstream response, which wakes the pending
+    read with an error that the relay then reports as ``timeout``.
+    """
+
+    def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
+        self._upstream = upstream
+        self._idle = idle
+        loop = asyncio.get_running_loop()
+        self.now = loop.time
+        self.last = self.now()
+        self.expired = False
+        self._task = loop.create_task(self._run()) if idle else None
+
+    async def _run(self) -> None:
+        # The deadline moves with every read; an Event would cost a set() per read.
+        while (left := self.last + self._idle - self.now()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(left)
+        self.expired = True
+        self._upstream.close()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def _relay_plain(
+    request: web.Request,
+    resp: web.StreamResponse,
+    upstream: aiohttp.ClientResponse,
+    stream_id: str,
+    started: float,
+    ctx: RequestContext,
+) -> web.StreamResponse:
+    log = get_logger(stream_id=stream_id, method=request.method, path=request.path, **ctx.fields())
+    await resp.prepare(request)
+    sent = 0
+    ended_by = "upstream_eof"
+    watch = _IdleWatch(upstream, request.app[CONFIG].idle_timeout)
+    try:
+        async for chunk in upstream.content.iter_any():
+            watch.last = watch.now()
+            await _write(resp, chunk)
+            sent += len(chunk)
+    except ClientGone:
+        ended_by = "client_disconnect"
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        ended_by = "timeout" if watch.expired else "upstream_error"
+        log.warning(
+            "upstream.error",
+            kind="body_read_failed",
+            error=redact_url(str(exc)),
+            upstream_url=redact_url(str(upstream.url)),
+        )
+    finally:
+        watch.stop()
+    log.info(
+        "proxy.request",
+        status=upstream.status,
+        bytes=sent,
+        ended_by=ended_by,
+        duration_ms=round((time.monotonic() - started) * 1000, 3),
+    )
+    if ended_by != "upstream_eof":
+        _cut_off(request)
+        return resp
+    await resp.write_eof()
+    return resp
+
+
+async def _write(resp: web.StreamResponse, data: bytes) -> None:
+    try:
+        await resp.write(data)
+    except (ConnectionError, aiohttp.ClientConnectionError, RuntimeError) as exc:
+        raise ClientGone from exc
+
+
+def _cut_off(request: web.Request) -> None:
+    """End the client's response without its terminating chunk: never a fake completion."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+
+
+class _SseRelay:
+    """One SSE stream: forward bytes per the planner, feed the observer, log the outcome."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        upstream: aiohttp.ClientResponse,
+        cfg: Config,
+        metrics: Metrics,
+        log: Any,
+        spec: ChaosSpec | None,
+        mode: str,
+        started: float,
+        stream_id: str,
+        route: Route,
+        url: URL,
+    ) -> None:
+        self.request = request
+        self.resp = resp
+        self.upstream = upstream
+        self.cfg = cfg
+        self.metrics = metrics
+        self.log = log
+        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
+        self.started = started
+        self.mode = mode
+        self.route_name = route.name
+        forced = normalize_dialect(route.dialect)
+        self.reassembler = StreamReassembler(
+            forced,
+            hint=dialect_for_path(url.raw_path) or dialect_for_path(request.path),
+            limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
+            emit_events=False,
+            frame_ends=mode != "passthrough",  # only planners cut at frame ends
+            keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
+        )
+        self.decode: ObserverDecoder | None = None
+        encoding = upstream.headers.get("Content-Encoding")
+        try:
+            self.decode = make_observer_decoder(
+                encoding,
+                max_ratio=cfg.max_decompressed_ratio,
+                max_bytes=cfg.max_decompressed_bytes,
+            )
+        except DecodeFailed as exc:
+            self.observing = False
+            log.warning("stream.not_observed", reason=exc.reason, **exc.details)
+        else:
+            self.observing = True
+        self.planner: Planner | None = None
+        if mode != "passthrough":
+            if self.decode is not None or not self.observing:
+                # Write boundaries are planned on the bytes the client gets; compressed
+                # bytes have no frames to cut at, so such a stream is passed through.
+                log.info(
+                    "stream.mode_fallback", requested=mode, used="passthrough", reason=encoding
+                )
+                self.mode = "passthrough"
+            else:
+                self.planner = make_planner(mode, spec, max_hold=cfg.max_frame_bytes)
+        self.recorder = Recorder.for_config(
+            cfg.record_dir, stream_id, request, upstream, log, started
+        )
+        self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
+        self.obs: StreamObserver | None = None
+        self.span: RequestSpan | None = None
+        self.client = ClientWriter(resp, request)  # takes over after the first write
+
+    def attach(self, ctx: RequestContext, span: RequestSpan | None) -> None:
+        """Request context, timing and the trace span of this stream."""
+        self.span = span
+        self.obs = StreamObserver(
+            self.reassembler,
+            self.sink,
+            ctx,
+            stall_threshold=self.cfg.stall_threshold,
+            now=time.monotonic,
+            on_alert=span.alert if span is not None else None,
+        )
+
+    async def run(self) -> web.StreamResponse:
+        state = self.request.app[STATE]
+        task = asyncio.current_task()
+        if task is not None:
+            state.active.add(task)
+        self.metrics.active.inc()
+        ended_by = "upstream_eof"
+        first_byte: float | None = None
+        received = 0
+        watch = _IdleWatch(self.upstream, self.cfg.idle_timeout)
+        obs = self.obs
+        assert obs is not None
+        obs.start()
+        try:
+            await self.resp.prepare(self.request)
+            client = self.client
+            async with contextlib.AsyncExitStack() as stack:
+                if self.cfg.total_timeout:
+                    await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
+                # The per-read path, kept to a few calls: one event per read is how tokens
+                # arrive, and every coroutine layer costs about as much as the parsing.
+                observe = self._observe
+                # _observe's work, in the loop, for a passthrough read with no inspector
+                feed = self.reassembler.feed if self.observing and self.inspect is None else None
+                tick = obs.tick
+                send = client.send
+                write = client.write
+                planner = self.planner
+                recorder = self.recorder
+                now = watch.now
+                # Reads already buffered come back without a suspension: a fast upstream
+                # could keep this task on the loop read after read. Past _BUSY seconds of
+                # work with no wait in between, it yields, so other streams get their turn.
+                busy_since = done = now()
+                readany = self.upstream.content.readany  # iter_any() is this, one layer up
+                while chunk := await readany():
+                    watch.last = at = now()
+                    if at - done > _WAITED:  # the read was waited for: the loop ran others
+                        busy_since = at
+                    if first_byte is None:
+                        first_byte = at  # the same clock as the read stamps
+                    received += len(chunk)
+                    if recorder is not None:
+                        recorder.read(chunk)
+                    if self.decode is not None:  # compressed: the client's bytes go first
+                        await self._forward(chunk, ())
+                        await self._observe_decoded(self.decode, chunk, at)
+                    elif len(chunk) > _SLICE:
+                        await self._forward(chunk, await self._observe_slices(chunk, at))
+                    elif planner is None:  # the client's bytes first: no latency added
+                        try:
+                            if not send(chunk):
+                                await write(chunk)
+                        finally:  # a read the client missed is still observed
+                            if feed is None:
+                                observe(chunk, at)
+                            else:
+                                out = feed(chunk)
+                                tick(at)
+                                if out.alerts:
+                                    obs.emit(out.alerts)
+                    else:
+                        await self._send(planner.plan(chunk, observe(chunk, at)))
+                    done = now()
+                    if done - busy_since > _BUSY:
+                        await asyncio.sleep(0)
+                        busy_since = done = now()
+                if self.planner is not None:
+                    await self._send(self.planner.flush())
+        except ClientGone:
+            ended_by = "client_disconnect"
+        except TimeoutError:
+            ended_by = "timeout"
+            obs.timeout_kind = Truncated.TOTAL_TIMEOUT
+        except (aiohttp.ClientError, OSError) as exc:
+            if watch.expired:
+                ended_by = "timeout"
+                obs.timeout_kind = Truncated.IDLE_TIMEOUT
+            else:
+                ended_by = "upstream_error"
+                self.log.warning(
+                    "upstream.error",
+                    kind="stream_read_failed",
+                    error=redact_url(str(exc)),
+                    upstream_url=redact_url(str(self.upstream.url)),
+                )
+                self.metrics.upstream_errors.labels(kind="stream_read_failed").inc()
+                self.metrics.count_total("upstream_errors")
+        except asyncio.CancelledError:
+            # aiohttp cancels the handler once the client's connection is lost; a shutdown
+            # cancels it with the connection still there (a client may leave mid-drain too).
+            by_shutdown = state.shutting_down and self.request.transport is not None
+            ended_by = "shutdown" if by_shutdown else "client_disconnect"
+            self._finish(ended_by, received, first_byte)
+            raise
+        finally:
+            watch.stop()
+            obs.stop()
+            self.metrics.active.dec()
+            if task is not None:
+                state.active.discard(task)
+        self._finish(ended_by, received, first_byte)
+        if ended_by != "upstream_eof":
+            _cut_off(self.request)
+            return self.resp
+        with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
+            await self.resp.write_eof()
+        return self.resp
+
+    def _observe(self, chunk: bytes, now: float | None) -> tuple[int, ...]:
+        """Feed the observer; ``now``: when the read arrived (None: a piece of one whose
+        time is taken once its last piece is in)."""
+        if not self.observing:
+            return ()
+        out = self._feed(chunk, now)
+        if self.inspect is not None:
+            self.inspect.read(chunk, out.alerts)
+        return out.frame_ends
+
+    def _feed(self, chunk: bytes, now: float | None) -> Output:
+        out = self.reassembler.feed(chunk)
+        obs = self.obs
+        assert obs is not None
+        if now is not None:
+            obs.tick(now)
+        if out.alerts:
+            obs.emit(out.alerts)
+        return out
+
+    async def _observe_slices(self, chunk: bytes, now: float) -> tuple[int, ...]:
+        """A large read, observed in slices with the event loop let in between (a hostile
+        read must not hold every other stream); one read for the inspector."""
+        if not self.observing:
+            return ()
+        ends: list[int] = []
+        alerts: list[Alert] = []
+        for start in range(0, len(chunk), _SLICE):
+            if start:
+                await asyncio.sleep(0)
+            last = start + _SLICE >= len(chunk)
+            out = self._feed(chunk[start : start + _SLICE], now if last else None)
+            ends += out.frame_ends
+            alerts += out.alerts
+        if self.inspect is not None:
+            self.inspect.read(chunk, tuple(alerts))
+        return tuple(ends)
+
+    async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes, now: float) -> None:
+        """Feed the decompressed copy in bounded slices, letting other streams run between."""
+        if not self.observing:
+            return
+        first = True
+        try:
+            for piece in decode.feed(chunk):
+                if not first:
+                    await asyncio.sleep(0)
+                first = False
+                self._observe(piece, None)
+        except DecodeFailed as exc:
+            self.observing = False
+            self.log.warning("stream.not_observed", reason=exc.reason, **exc.details)
+        if self.observing and self.obs is not None:
+            self.obs.tick(now)
+
+    async def _forward(self, chunk: bytes, frame_ends: tuple[int, ...]) -> None:
+        if self.planner is None:
+            await self.client.write(chunk)
+        else:
+            await self._send(self.planner.plan(chunk, frame_ends))
+
+    async def _send(self, writes: list[Any]) -> None:
+        for w in writes:
+            if w.delay:
+                await asyncio.sleep(w.delay)
+            await self.client.write(w.data)
+            if self.inspect is not None:
+                self.inspect.wrote(w.data)
+
+    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
+        upstream_error = ended_by in ("upstream_error", "timeout")
+        reassembler = self.reassembler
+        obs = self.obs
+        assert obs is not None
+        if not reassembler.closed:
+            out = reassembler.close(
+                upstream_error=upstream_error,
+                # a stream not read to its end gets no end-of-stream verdicts
+                abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
+            )
+            closing = obs.closing_alerts(out.alerts)
+            obs.emit(closing)
+            if self.inspect is not None:
+                self.inspect.add_alerts(closing)
+        now = time.monotonic()
+        summary = reassembler.summary()
+        summary.pop("alerts", None)
+        summary["bytes"] = received
+        summary["bytes_observed"] = reassembler.bytes_fed
+        fields: dict[str, Any] = {
+            **summary,
+            "ended_by": ended_by,
+            "duration_ms": round((now - self.started) * 1000, 3),
+            "ttfb_ms": None if first_byte is None else round((first_byte - self.started) * 1000, 3),
+            "observed": self.observing,
+            **obs.summary_fields(ended_by, self.started, now),
+        }
+        if self.cfg.log_text:
+            fields["text"] = reassembler.text
+        broken = fields["verdict"] != "ok"
+        self.sink.summary(level="warning" if self.sink.warned or broken else "info", **fields)
+        if self.span is not None:
+            self.span.stream(fields)
+        if self.inspect is not None:
+            self.inspect.finish({**fields, "alerts": dict(self.sink.counts)})
+        if self.recorder is not None:
+            self.recorder.finish(ended_by)
+        m = self.metrics
+        m.bytes.inc(received)
+        m.events.inc(reassembler.events_dispatched)
+        for name, count in self.sink.counts.items():
+            m.alerts.labels(event=name).inc(count)
+        m.route_streams.labels(route=self.route_name, ended_by=ended_by).inc()
+        if first_byte is not None:
+            m.ttfb.observe(first_byte - self.started)
+        m.record_stream(fields, obs.gaps, duration=now - self.started, alerts=self.sink.counts)
