@@ -7,6 +7,7 @@ from aiohttp import web
 
 from sse_proxy.config import Config
 from sse_proxy.inspect.web import add_ui_routes, registry_for
+from sse_proxy.server.admission import json_error
 from sse_proxy.server.keys import METRICS, ROUTES, STATE
 
 __all__ = ["add_admin_routes"]
@@ -31,9 +32,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _not_found(request: web.Request) -> web.Response:
-    return web.json_response(
-        {"error": {"type": "not_found", "message": "reserved sse-proxy path"}}, status=404
-    )
+    return json_error(404, "not_found", "reserved sse-proxy path", None)
 
 
 def add_admin_routes(app: web.Application, config: Config) -> None:

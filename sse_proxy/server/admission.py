@@ -20,6 +20,7 @@ __all__ = [
     "json_error",
     "refuse_connect",
     "request_body",
+    "too_large",
 ]
 
 
@@ -27,11 +28,24 @@ class RequestTooLarge(Exception):
     """The request body outgrew ``max_request_body_bytes``."""
 
 
-def json_error(status: int, kind: str, message: str, stream_id: str) -> web.Response:
-    return web.json_response(
-        {"error": {"type": kind, "message": message, "stream_id": stream_id}},
-        status=status,
-        headers={STREAM_ID_HEADER: stream_id},
+def json_error(status: int, kind: str, message: str, stream_id: str | None) -> web.Response:
+    """The one shape of every error the proxy answers itself: ``{"error": {type, message,
+    stream_id}}``, the stream id in its header too (none for the reserved paths, which are
+    not proxied requests)."""
+    error = {"type": kind, "message": message}
+    if stream_id is None:
+        return web.json_response({"error": error}, status=status)
+    error["stream_id"] = stream_id
+    return web.json_response({"error": error}, status=status, headers={STREAM_ID_HEADER: stream_id})
+
+
+def too_large(cfg: Config, stream_id: str) -> web.Response:
+    """The 413: a declared length over the limit, or a streamed body that outgrew it."""
+    return json_error(
+        413,
+        "request_too_large",
+        f"request body over {cfg.max_request_body_bytes} bytes",
+        stream_id,
     )
 
 

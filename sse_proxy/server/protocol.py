@@ -16,6 +16,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from sse_proxy.obs.logs import get_logger
+from sse_proxy.server.admission import json_error
 
 __all__ = ["ProxyAppRunner"]
 
@@ -42,7 +43,7 @@ class _ProxyRequestHandler(RequestHandler):
         get_logger().warning("http.bad_request", status=status, kind=kind, error=type(exc).__name__)
         if request.writer.output_size > 0:
             raise ConnectionError("response already started; cannot send the error")
-        resp = web.json_response({"error": {"type": kind, "message": text}}, status=status)
+        resp = json_error(status, kind, text, None)
         resp.force_close()
         return resp
 

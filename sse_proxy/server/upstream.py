@@ -23,6 +23,7 @@ from sse_proxy.server.admission import (
     chaos_spec,
     json_error,
     request_body,
+    too_large,
 )
 from sse_proxy.server.exchange import RequestContext
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
@@ -41,10 +42,6 @@ async def proxy_request(request: web.Request) -> web.StreamResponse:
     metrics = request.app[METRICS]
     stream_id = new_stream_id()
     log = get_logger(stream_id=stream_id, method=request.method, path=request.path)
-    if request.method == "CONNECT":
-        return json_error(
-            405, "method_not_allowed", "CONNECT is refused: not an open proxy", stream_id
-        )
     raw_target = request.raw_path
     if not raw_target.startswith("/"):
         return json_error(
@@ -66,12 +63,7 @@ async def proxy_request(request: web.Request) -> web.StreamResponse:
         )
     length = request.content_length
     if length is not None and length > cfg.max_request_body_bytes:
-        return json_error(
-            413,
-            "request_too_large",
-            f"request body over {cfg.max_request_body_bytes} bytes",
-            stream_id,
-        )
+        return too_large(cfg, stream_id)
 
     matched = request.app[ROUTES].match(raw_target)
     if matched is None:
@@ -124,12 +116,7 @@ async def proxy_request(request: web.Request) -> web.StreamResponse:
                 request, upstream, cfg, metrics, spec, stream_id, started, ctx, span, route, url
             )
     except RequestTooLarge:
-        return json_error(
-            413,
-            "request_too_large",
-            f"request body over {cfg.max_request_body_bytes} bytes",
-            stream_id,
-        )
+        return too_large(cfg, stream_id)
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         log = log.bind(request_model=ctx.request_model)
         return _upstream_failed(log, metrics, 504, "upstream_timeout", exc, stream_id, route, span)
@@ -156,12 +143,7 @@ async def proxy_request(request: web.Request) -> web.StreamResponse:
         )
     except (aiohttp.ClientError, OSError) as exc:
         if isinstance(exc.__cause__, RequestTooLarge):  # raised inside aiohttp's body writer
-            return json_error(
-                413,
-                "request_too_large",
-                f"request body over {cfg.max_request_body_bytes} bytes",
-                stream_id,
-            )
+            return too_large(cfg, stream_id)
         log = log.bind(request_model=ctx.request_model)
         kind = (
             "proxy_refused" if isinstance(exc, aiohttp.ClientHttpProxyError) else "upstream_failed"

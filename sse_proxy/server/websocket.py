@@ -21,6 +21,7 @@ import aiohttp
 from aiohttp import WSCloseCode, WSMsgType, web
 from yarl import URL
 
+from sse_proxy.server.admission import json_error
 from sse_proxy.server.headers import request_headers_for_upstream
 
 __all__ = ["WS_HANDSHAKE_HEADERS", "is_websocket_upgrade", "relay_websocket"]
@@ -159,15 +160,8 @@ async def relay_websocket(
     except aiohttp.WSServerHandshakeError as exc:
         status = exc.status if 400 <= exc.status <= 599 else 502
         log.warning("upstream.error", kind="websocket_refused", status=exc.status)
-        return web.json_response(
-            {
-                "error": {
-                    "type": "websocket_refused",
-                    "message": f"upstream answered {exc.status} instead of switching protocols",
-                }
-            },
-            status=status,
-        )
+        message = f"upstream answered {exc.status} instead of switching protocols"
+        return json_error(status, "websocket_refused", message, None)
     to_upstream, to_client = _Tally(), _Tally()
     outcome = _Outcome()
     client = web.WebSocketResponse(
