@@ -22,7 +22,7 @@ from bench.bench_proxy import event, final_events
 from sse_proxy.core import Limits, StreamReassembler
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.sink import AlertSink
-from sse_proxy.server.exchange import RequestContext
+from sse_proxy.server.context import RequestContext
 from sse_proxy.server.timing import StreamObserver
 
 EVENTS = 20_000

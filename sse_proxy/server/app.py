@@ -13,14 +13,22 @@ from aiohttp import web
 from sse_proxy.config import Config
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes
-from sse_proxy.server.admission import refuse_connect
+from sse_proxy.server.admission import admit, refuse_connect
 from sse_proxy.server.keys import CONFIG, METRICS, NETWORK, ROUTES, STATE, TRACING, ProxyState
 from sse_proxy.server.network import Network
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.tracing import Tracing
-from sse_proxy.server.upstream import proxy_request, session_ctx
+from sse_proxy.server.upstream import forward, session_ctx
 
 __all__ = ["make_app"]
+
+
+async def _proxy(request: web.Request) -> web.StreamResponse:
+    """Every request not under the admin prefix: admitted (or refused), then forwarded."""
+    exchange = admit(request)
+    if isinstance(exchange, web.StreamResponse):
+        return exchange
+    return await forward(exchange)
 
 
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
@@ -44,5 +52,5 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app[NETWORK] = Network(config)
     app.cleanup_ctx.append(session_ctx)
     add_admin_routes(app, config)  # before the catch-all: the admin prefix is never forwarded
-    app.router.add_route("*", "/{tail:.*}", proxy_request)
+    app.router.add_route("*", "/{tail:.*}", _proxy)
     return app

@@ -1,94 +1,54 @@
-"""One request's context: what the client's request says about itself (its request id,
-its trace, the model it asked for), logged with every line of its stream."""
+"""One proxied request's exchange, built once at admission and passed whole.
+
+httpcore hands one ``Request`` (with its ``extensions``) down every layer; this is the
+shell's equivalent: the request, the route and upstream URL it was admitted to, the chaos
+spec, the client's context, the trace span and the logger bound for it. Nothing below
+admission takes a request apart into a dozen parameters again.
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+from aiohttp import web
+from yarl import URL
 
-from sse_proxy.core.streammeta import short_str
+from sse_proxy.config import Config
+from sse_proxy.obs.metrics import Metrics
+from sse_proxy.rechunk.spec import ChaosSpec
+from sse_proxy.server.context import RequestContext
+from sse_proxy.server.routes import Route
+from sse_proxy.server.tracing import RequestSpan
 
-__all__ = ["MODEL_BODY_LIMIT", "RequestContext"]
-
-MODEL_BODY_LIMIT = 256 << 10
-"""Request bodies up to this size (JSON only) are read for their ``model``; larger ones are
-streamed through unread."""
-
-_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
-_PRINTABLE = re.compile(r"[^\x21-\x7e]")
-
-
-def _header_value(value: str | None, limit: int = 200) -> str | None:
-    """A client header value as it may be logged: printable ASCII, bounded."""
-    if not value:
-        return None
-    value = _PRINTABLE.sub("?", value.strip())[:limit]
-    return value or None
+__all__ = ["Exchange", "RequestContext"]
 
 
-@dataclass(slots=True)
-class RequestContext:
-    """What the client's request says about itself, logged with every line of its stream."""
+@dataclass(slots=True, kw_only=True)
+class Exchange:
+    """One request, from its admission to its last log line."""
 
-    route: str
-    client_request_id: str | None = None
-    traceparent: str | None = None
-    trace_id: str | None = None
-    parent_span_id: str | None = None
-    request_model: str | None = None
+    request: web.Request
+    cfg: Config
+    metrics: Metrics
+    stream_id: str
+    log: Any
+    """Bound once with ``stream_id``, ``method`` and ``path``: every line of the request
+    starts from it (a stream's lines add what the response says)."""
+    route: Route
+    url: URL
+    """The upstream URL: the route's upstream joined with the request's path and query."""
+    spec: ChaosSpec | None
+    """The chaos spec, from the request's header or the server's chaos mode."""
+    ctx: RequestContext
+    upstream_log: Any
+    """:attr:`log` with the route and the upstream URL (and, on HTTP, the request's
+    context): the ``upstream.*`` lines."""
+    span: RequestSpan | None = None
+    started: float = 0.0
+    """When the upstream request was opened (the monotonic clock): durations and TTFB."""
 
-    @classmethod
-    def from_headers(cls, headers: Mapping[str, str], route: str) -> RequestContext:
-        """X-Request-ID (or X-Client-Request-Id) and a W3C ``traceparent``, if valid."""
-        rid = headers.get("X-Request-ID") or headers.get("X-Client-Request-Id")
-        tp = _header_value(headers.get("traceparent"), 128)
-        trace_id = span_id = None
-        if tp is not None:
-            m = _TRACEPARENT.match(tp.lower())
-            if m and m.group(1) != "ff" and set(m.group(2)) != {"0"} and set(m.group(3)) != {"0"}:
-                trace_id, span_id = m.group(2), m.group(3)
-        return cls(
-            route=route,
-            client_request_id=_header_value(rid),
-            traceparent=tp,
-            trace_id=trace_id,
-            parent_span_id=span_id,
-        )
-
-    def fields(self) -> dict[str, Any]:
-        """The request's own log fields (the response's come from :class:`StreamMeta`)."""
-        return {
-            "client_request_id": self.client_request_id,
-            "trace_id": self.trace_id,
-            "traceparent": self.traceparent,
-            "route": self.route,
-            "request_model": self.request_model,
-        }
-
-    async def peek(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """Forward ``body`` unchanged; if it is small JSON, read its ``model`` at the end.
-
-        Nothing is held back from the upstream: the first :data:`MODEL_BODY_LIMIT` bytes
-        are copied on the way, and dropped as soon as the body outgrows them.
-        """
-        kept: list[bytes] | None = []
-        size = 0
-        async for chunk in body:
-            if kept is not None:
-                size += len(chunk)
-                if size > MODEL_BODY_LIMIT:
-                    kept = None
-                else:
-                    kept.append(chunk)
-            yield chunk
-        if kept:
-            try:
-                obj = orjson.loads(b"".join(kept))
-            except orjson.JSONDecodeError:
-                return
-            if type(obj) is dict:
-                self.request_model = short_str(obj.get("model"))
+    @property
+    def mode(self) -> str:
+        """The mode asked for: ``chaos`` with a spec, else the server's."""
+        return "chaos" if self.spec is not None else self.cfg.mode

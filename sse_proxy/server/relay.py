@@ -13,9 +13,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from yarl import URL
 
-from sse_proxy.config import Config
 from sse_proxy.core import (
     Alert,
     Limits,
@@ -27,85 +25,64 @@ from sse_proxy.core import (
 )
 from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
-from sse_proxy.obs.logs import get_logger
-from sse_proxy.obs.metrics import Metrics
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import Planner, make_planner
-from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.client_writer import ClientGone, ClientWriter
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
-from sse_proxy.server.exchange import RequestContext
+from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
     loggable_headers,
     response_headers_for_client,
 )
-from sse_proxy.server.keys import CONFIG, STATE
+from sse_proxy.server.keys import STATE
 from sse_proxy.server.recorder import Recorder
-from sse_proxy.server.routes import Route
 from sse_proxy.server.timing import StreamObserver
-from sse_proxy.server.tracing import RequestSpan
 
 __all__ = ["respond"]
 
 
-async def respond(
-    request: web.Request,
-    upstream: aiohttp.ClientResponse,
-    cfg: Config,
-    metrics: Metrics,
-    spec: ChaosSpec | None,
-    stream_id: str,
-    started: float,
-    ctx: RequestContext,
-    span: RequestSpan | None,
-    route: Route,
-    url: URL,
-) -> web.StreamResponse:
+async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    """The client's response to an upstream response: its head, then the right relay."""
     sse = is_event_stream(upstream.headers.get("Content-Type"))
-    if span is not None:
-        span.response(upstream.status)
+    if ex.span is not None:
+        ex.span.response(upstream.status)
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     resp.headers.extend(response_headers_for_client(upstream.headers))
-    resp.headers[STREAM_ID_HEADER] = stream_id
-    metrics.requests.labels(kind="sse" if sse else "other").inc()
+    resp.headers[STREAM_ID_HEADER] = ex.stream_id
+    ex.metrics.requests.labels(kind="sse" if sse else "other").inc()
     upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
-    if cfg.log_level == "debug":
-        get_logger(stream_id=stream_id).debug(
+    if ex.cfg.log_level == "debug":
+        ex.upstream_log.debug(
             "upstream.response",
             status=upstream.status,
             upstream_request_id=upstream_request_id,
             headers=loggable_headers(upstream.headers),
         )
     if not sse:
-        return await _relay_plain(request, resp, upstream, stream_id, started, ctx)
+        return await _relay_plain(ex, resp, upstream)
 
     resp.headers["X-Accel-Buffering"] = "no"
     resp.headers["Cache-Control"] = "no-cache"
-    mode = "chaos" if spec is not None else cfg.mode
+    spec = ex.spec
     if spec is not None:
         resp.headers[SEED_HEADER] = str(spec.seed)
         if spec.rewrites:
             resp.headers.popall("Content-Length", None)
-    log = get_logger(
-        stream_id=stream_id,
-        method=request.method,
-        path=request.path,
+    log = ex.log.bind(
         upstream_status=upstream.status,
         upstream_request_id=upstream_request_id,
-        mode=mode,
+        mode=ex.mode,
         **({"chaos": spec.header_value()} if spec is not None else {}),
-        **ctx.fields(),
+        **ex.ctx.fields(),
     )
-    relay = _SseRelay(
-        request, resp, upstream, cfg, metrics, log, spec, mode, started, stream_id, route, url
-    )
-    relay.attach(ctx, span)
+    relay = _SseRelay(ex, resp, upstream, log)
     # A task of its own: each upstream read resumes the waiting task through every
     # coroutine it is nested in, and the handler's nesting (aiohttp's request handling,
-    # the middlewares, proxy_request, this function) is more than the relay's own. A handler that
-    # is cancelled cancels the task it awaits, so a client that leaves still ends it.
+    # the middlewares, the handler, forward, this function) is more than the relay's own.
+    # A handler that is cancelled cancels the task it awaits, so a client that leaves
+    # still ends it.
     return await asyncio.get_running_loop().create_task(relay.run())
 
 
@@ -147,18 +124,14 @@ class _IdleWatch:
 
 
 async def _relay_plain(
-    request: web.Request,
-    resp: web.StreamResponse,
-    upstream: aiohttp.ClientResponse,
-    stream_id: str,
-    started: float,
-    ctx: RequestContext,
+    ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse
 ) -> web.StreamResponse:
-    log = get_logger(stream_id=stream_id, method=request.method, path=request.path, **ctx.fields())
+    request = ex.request
+    log = ex.log.bind(**ex.ctx.fields())
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
-    watch = _IdleWatch(upstream, request.app[CONFIG].idle_timeout)
+    watch = _IdleWatch(upstream, ex.cfg.idle_timeout)
     try:
         async for chunk in upstream.content.iter_any():
             watch.last = watch.now()
@@ -181,7 +154,7 @@ async def _relay_plain(
         status=upstream.status,
         bytes=sent,
         ended_by=ended_by,
-        duration_ms=round((time.monotonic() - started) * 1000, 3),
+        duration_ms=round((time.monotonic() - ex.started) * 1000, 3),
     )
     if ended_by != "upstream_eof":
         _cut_off(request)
@@ -208,34 +181,23 @@ class _SseRelay:
     """One SSE stream: forward bytes per the planner, feed the observer, log the outcome."""
 
     def __init__(
-        self,
-        request: web.Request,
-        resp: web.StreamResponse,
-        upstream: aiohttp.ClientResponse,
-        cfg: Config,
-        metrics: Metrics,
-        log: Any,
-        spec: ChaosSpec | None,
-        mode: str,
-        started: float,
-        stream_id: str,
-        route: Route,
-        url: URL,
+        self, ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse, log: Any
     ) -> None:
-        self.request = request
+        cfg = ex.cfg
+        self.ex = ex
+        self.request = request = ex.request
         self.resp = resp
         self.upstream = upstream
         self.cfg = cfg
-        self.metrics = metrics
+        self.metrics = ex.metrics
         self.log = log
         self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
-        self.started = started
-        self.mode = mode
-        self.route_name = route.name
-        forced = normalize_dialect(route.dialect)
+        self.started = ex.started
+        self.mode = mode = ex.mode
+        self.route_name = ex.route.name
         self.reassembler = StreamReassembler(
-            forced,
-            hint=dialect_for_path(url.raw_path) or dialect_for_path(request.path),
+            normalize_dialect(ex.route.dialect),
+            hint=dialect_for_path(ex.url.raw_path) or dialect_for_path(request.path),
             limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=mode != "passthrough",  # only planners cut at frame ends
@@ -264,26 +226,21 @@ class _SseRelay:
                 )
                 self.mode = "passthrough"
             else:
-                self.planner = make_planner(mode, spec, max_hold=cfg.max_frame_bytes)
+                self.planner = make_planner(mode, ex.spec, max_hold=cfg.max_frame_bytes)
         self.recorder = Recorder.for_config(
-            cfg.record_dir, stream_id, request, upstream, log, started
+            cfg.record_dir, ex.stream_id, request, upstream, log, ex.started
         )
-        self.inspect = open_stream(request, upstream, stream_id, self.mode, started)
-        self.obs: StreamObserver | None = None
-        self.span: RequestSpan | None = None
-        self.client = ClientWriter(resp, request)  # takes over after the first write
-
-    def attach(self, ctx: RequestContext, span: RequestSpan | None) -> None:
-        """Request context, timing and the trace span of this stream."""
-        self.span = span
+        self.inspect = open_stream(request, upstream, ex.stream_id, self.mode, ex.started)
+        self.span = span = ex.span
         self.obs = StreamObserver(
             self.reassembler,
             self.sink,
-            ctx,
-            stall_threshold=self.cfg.stall_threshold,
+            ex.ctx,
+            stall_threshold=cfg.stall_threshold,
             now=time.monotonic,
             on_alert=span.alert if span is not None else None,
         )
+        self.client = ClientWriter(resp, request)  # takes over after the first write
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -296,7 +253,6 @@ class _SseRelay:
         received = 0
         watch = _IdleWatch(self.upstream, self.cfg.idle_timeout)
         obs = self.obs
-        assert obs is not None
         obs.start()
         try:
             await self.resp.prepare(self.request)
@@ -407,7 +363,6 @@ class _SseRelay:
     def _feed(self, chunk: bytes, now: float | None) -> Output:
         out = self.reassembler.feed(chunk)
         obs = self.obs
-        assert obs is not None
         if now is not None:
             obs.tick(now)
         if out.alerts:
@@ -446,7 +401,7 @@ class _SseRelay:
         except DecodeFailed as exc:
             self.observing = False
             self.log.warning("stream.not_observed", reason=exc.reason, **exc.details)
-        if self.observing and self.obs is not None:
+        if self.observing:
             self.obs.tick(now)
 
     async def _forward(self, chunk: bytes, frame_ends: tuple[int, ...]) -> None:
@@ -467,7 +422,6 @@ class _SseRelay:
         upstream_error = ended_by in ("upstream_error", "timeout")
         reassembler = self.reassembler
         obs = self.obs
-        assert obs is not None
         if not reassembler.closed:
             out = reassembler.close(
                 upstream_error=upstream_error,

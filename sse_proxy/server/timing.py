@@ -19,7 +19,7 @@ from sse_proxy.core.streammeta import StreamMeta, has_text, meta_of
 from sse_proxy.core.verdict import verdict
 from sse_proxy.obs.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
 from sse_proxy.obs.sink import AlertSink
-from sse_proxy.server.exchange import RequestContext
+from sse_proxy.server.context import RequestContext
 
 __all__ = ["GAP_BOUNDS", "PROM_GAP_BUCKETS", "StreamObserver"]
 

@@ -20,7 +20,7 @@ from sse_proxy.config import Config
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import ConfigError
-from sse_proxy.server.exchange import RequestContext
+from sse_proxy.server.context import RequestContext
 
 __all__ = ["RequestSpan", "Tracing", "route_of"]
 

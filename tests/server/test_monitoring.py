@@ -421,7 +421,7 @@ def test_gap_histogram_counts_every_gap_of_a_long_stream_exactly() -> None:
 
     from sse_proxy.core import StreamReassembler
     from sse_proxy.obs.sink import AlertSink
-    from sse_proxy.server.exchange import RequestContext
+    from sse_proxy.server.context import RequestContext
     from sse_proxy.server.timing import GAP_BOUNDS, StreamObserver
 
     seed = 20261201
