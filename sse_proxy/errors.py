@@ -7,8 +7,9 @@ Anomalies in upstream bytes are never exceptions: the core reports them as
     ├── ConfigError            bad config file, flag or environment value (exit 2)
     ├── UsageError             bad CLI usage or unreadable input (exit 2)
     ├── ChaosSpecError         malformed chaos spec or header, or chaos not allowed (400 / exit 2)
-    ├── UpstreamError          connect/read failures, mapped from aiohttp at the boundary (502)
-    │   └── UpstreamTimeout    connect, idle or total timeout (504)
+    ├── UpstreamError          the upstream unreachable or failing before its response is
+    │   │                      relayed, mapped once from aiohttp and OS errors (502)
+    │   └── UpstreamTimeout    no answer within the connect or idle timeout (504)
     └── ReassemblerStateError  feed() after close(), or a broken internal invariant
 """
 
@@ -42,15 +43,30 @@ class ChaosSpecError(ProxyError, ValueError):
 
 
 class UpstreamError(ProxyError):
-    """The upstream could not be reached or failed before or during the response."""
+    """The upstream could not be reached, or failed before its response could be relayed.
 
-    status = 502
+    Raised by the one exception map at the upstream boundary
+    (:func:`sse_proxy.server.upstream.map_upstream_errors`), for HTTP and WebSocket alike.
+    ``kind`` names the failure in the reply, the ``upstream.error`` line and the metrics;
+    ``status`` is the reply's status (h11's ``error_status_hint``); ``reason`` is a finer
+    cause where one is known (why a TLS handshake failed). The message is the foreign
+    error's own text, not yet redacted.
+    """
+
+    def __init__(
+        self, kind: str, message: str = "", *, status: int = 502, reason: str | None = None
+    ) -> None:
+        super().__init__(message or kind)
+        self.kind = kind
+        self.status = status
+        self.reason = reason
 
 
 class UpstreamTimeout(UpstreamError):
     """The upstream did not answer within a configured timeout."""
 
-    status = 504
+    def __init__(self, kind: str = "upstream_timeout", message: str = "") -> None:
+        super().__init__(kind, message, status=504)
 
 
 class ReassemblerStateError(ProxyError, RuntimeError):

@@ -1,17 +1,19 @@
-"""Opening the upstream request (HTTP or WebSocket) and mapping its failures to replies."""
+"""Opening the upstream request (HTTP or WebSocket), with one map from the foreign errors
+that can fail it to :class:`~sse_proxy.errors.UpstreamError`, and one reply to those."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from sse_proxy.errors import UpstreamError, UpstreamTimeout
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.server.admission import RequestTooLarge, json_error, request_body, too_large
@@ -22,22 +24,36 @@ from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
-__all__ = ["forward", "session_ctx"]
+__all__ = ["forward", "map_upstream_errors", "session_ctx", "upstream_failed"]
 
 
 async def forward(ex: Exchange) -> web.StreamResponse:
-    """Open the upstream request of an admitted exchange and relay its response."""
+    """Open the upstream request of an admitted exchange and relay its response; a failure
+    to open it is answered here, once, for HTTP and WebSocket alike."""
     request = ex.request
     ex.metrics.route_requests.labels(route=ex.route.name).inc()
     headers = ex.route.upstream_headers(request_headers_for_upstream(request.headers))
-    if is_websocket_upgrade(request):
-        return await _websocket(ex, headers)
+    try:
+        if is_websocket_upgrade(request):
+            return await _websocket(ex, headers)
+        return await _http(ex, headers)
+    except RequestTooLarge:
+        return too_large(ex.cfg, ex.stream_id)
+    except UpstreamError as err:
+        return upstream_failed(ex, err)
+    finally:
+        if ex.span is not None:
+            ex.span.end()
+
+
+async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
+    request = ex.request
     cfg = ex.cfg
     ctx = ex.ctx
     data = request_body(request, cfg.max_request_body_bytes) if request.body_exists else None
     if data is not None and "json" in request.headers.get("Content-Type", ""):
         data = ctx.peek(data)
-    ex.span = span = request.app[TRACING].start(request, ctx, ex.stream_id)
+    ex.span = request.app[TRACING].start(request, ctx, ex.stream_id)
     ex.upstream_log = log = ex.upstream_log.bind(**ctx.fields())
     if cfg.log_level == "debug":
         log.debug(
@@ -52,7 +68,7 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     )
     ex.started = time.monotonic()
     proxy, proxy_headers = request.app[NETWORK].proxy_for(ex.url)
-    try:
+    with map_upstream_errors():
         upstream_cm = request.app[SESSION].request(
             request.method,
             ex.url,
@@ -69,30 +85,9 @@ async def forward(ex: Exchange) -> web.StreamResponse:
             async with asyncio.timeout(cfg.idle_timeout or None):
                 upstream = await stack.enter_async_context(upstream_cm)
             return await respond(ex, upstream)
-    except RequestTooLarge:
-        return too_large(cfg, ex.stream_id)
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        return _upstream_failed(ex, 504, "upstream_timeout", exc)
-    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
-        return _upstream_failed(ex, 502, "upstream_tls_error", exc, reason=tls_reason(exc))
-    except aiohttp.ClientProxyConnectionError as exc:
-        return _upstream_failed(ex, 502, "proxy_unreachable", exc)
-    except aiohttp.ClientConnectorError as exc:
-        return _upstream_failed(ex, 502, "upstream_unreachable", exc)
-    except (aiohttp.ClientError, OSError) as exc:
-        if isinstance(exc.__cause__, RequestTooLarge):  # raised inside aiohttp's body writer
-            return too_large(cfg, ex.stream_id)
-        kind = (
-            "proxy_refused" if isinstance(exc, aiohttp.ClientHttpProxyError) else "upstream_failed"
-        )
-        return _upstream_failed(ex, 502, kind, exc)
-    finally:
-        if span is not None:
-            span.end()
 
 
 async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
-    """The WebSocket pass-through, with the same upstream error mapping as HTTP."""
     request = ex.request
     metrics = ex.metrics
     route = ex.route.name
@@ -107,7 +102,7 @@ async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamRespo
             summary["messages_to_client"]
         )
 
-    try:
+    with map_upstream_errors():
         return await relay_websocket(
             request,
             request.app[SESSION],
@@ -119,22 +114,48 @@ async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamRespo
             ex.upstream_log,
             done,
         )
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        return _upstream_failed(ex, 504, "upstream_timeout", exc)
-    except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
-        return _upstream_failed(ex, 502, "upstream_tls_error", exc, reason=tls_reason(exc))
-    except aiohttp.ClientProxyConnectionError as exc:
-        return _upstream_failed(ex, 502, "proxy_unreachable", exc)
-    except aiohttp.ClientConnectorError as exc:
-        return _upstream_failed(ex, 502, "upstream_unreachable", exc)
+
+
+# The one exception map (httpcore's map_exceptions), for HTTP and WebSocket: the first row
+# whose types match wins, so TLS and proxy failures come before the connector errors they
+# subclass, and the catch-all comes last.
+_UPSTREAM_ERRORS: Final[tuple[tuple[tuple[type[BaseException], ...], str], ...]] = (
+    ((TimeoutError, aiohttp.ServerTimeoutError), "upstream_timeout"),
+    ((aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch), "upstream_tls_error"),
+    ((aiohttp.ClientProxyConnectionError,), "proxy_unreachable"),
+    ((aiohttp.ClientConnectorError,), "upstream_unreachable"),
+    ((aiohttp.ClientHttpProxyError,), "proxy_refused"),
+    ((aiohttp.ClientError, OSError), "upstream_failed"),
+)
+
+
+@contextlib.contextmanager
+def map_upstream_errors() -> Iterator[None]:
+    """aiohttp's and the OS's errors inside as one :class:`UpstreamError`.
+
+    A body that outgrew the limit inside aiohttp's body writer comes out as aiohttp's
+    error caused by :class:`RequestTooLarge`: that is re-raised as what it is.
+    """
+    try:
+        yield
     except (aiohttp.ClientError, OSError) as exc:
-        return _upstream_failed(ex, 502, "upstream_failed", exc)
+        if isinstance(exc.__cause__, RequestTooLarge):
+            raise exc.__cause__ from None
+        message = str(exc) or type(exc).__name__
+        for types, kind in _UPSTREAM_ERRORS:
+            if isinstance(exc, types):
+                if kind == "upstream_timeout":
+                    raise UpstreamTimeout(kind, message) from exc
+                reason = tls_reason(exc) if kind == "upstream_tls_error" else None
+                raise UpstreamError(kind, message, reason=reason) from exc
+        raise  # pragma: no cover - the last row matches whatever the except clause caught
 
 
-def _upstream_failed(
-    ex: Exchange, status: int, kind: str, exc: BaseException, reason: str | None = None
-) -> web.Response:
-    message = redact_url(str(exc) or type(exc).__name__)
+def upstream_failed(ex: Exchange, err: UpstreamError) -> web.Response:
+    """An upstream failure, once: the reply, the ``upstream.error`` line, the metrics and
+    the span's status."""
+    kind, status, reason = err.kind, err.status, err.reason
+    message = redact_url(str(err))
     extra = {"reason": reason} if reason else {}
     log = ex.upstream_log
     if ex.ctx.request_model is not None:  # read from the body on its way up
