@@ -50,17 +50,6 @@ class StreamRecord:
     alerts: list[AlertMark] = field(default_factory=list)
     alert_counts: dict[str, int] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
-    sent: list[bytes] = field(default_factory=list)
-    sent_kept: int = 0
-
-    def wrote(self, data: bytes) -> None:
-        """One write to the client when the proxy re-chunks (frames or chaos mode): its
-        bytes, up to the cap. Passthrough writes are the reads, so they are not kept twice."""
-        room = self.max_bytes - self.sent_kept
-        if room > 0:
-            piece = data[:room]
-            self.sent.append(piece)
-            self.sent_kept += len(piece)
 
     @property
     def active(self) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import itertools
 import json
 import time
 from typing import Any
@@ -29,7 +28,6 @@ __all__ = [
     "REGISTRY",
     "UI_CONFIG",
     "add_ui_routes",
-    "client_writes",
     "close_feeds",
     "open_stream",
     "registry_for",
@@ -401,19 +399,6 @@ async def _download(request: web.Request) -> web.Response:
         content_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{record.stream_id}.ssrec"'},
     )
-
-
-def client_writes(app: web.Application) -> tuple[bytes, tuple[int, ...]] | None:
-    """The bytes the proxy wrote to the client on its one re-chunked stream, and the end
-    offset of each write (``test-client --html``); None when there is no such stream."""
-    registry = app.get(REGISTRY)
-    if registry is None or len(registry.streams) != 1:
-        return None
-    (record,) = registry.streams.values()
-    if not record.sent:
-        return None
-    ends = list(itertools.accumulate(len(c) for c in record.sent))
-    return b"".join(record.sent), tuple(ends)
 
 
 def open_stream(

@@ -14,7 +14,16 @@ from sse_proxy.config import Config
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes
 from sse_proxy.server.admission import admit, refuse_connect
-from sse_proxy.server.keys import CONFIG, METRICS, NETWORK, ROUTES, STATE, TRACING, ProxyState
+from sse_proxy.server.keys import (
+    CONFIG,
+    METRICS,
+    NETWORK,
+    ROUTES,
+    STATE,
+    STREAM_TAPS,
+    TRACING,
+    ProxyState,
+)
 from sse_proxy.server.network import Network
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.tracing import Tracing
@@ -50,6 +59,7 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app[STATE] = ProxyState()
     app[ROUTES] = RouteTable.from_config(config)
     app[NETWORK] = Network(config)
+    app[STREAM_TAPS] = []
     app.cleanup_ctx.append(session_ctx)
     add_admin_routes(app, config)  # before the catch-all: the admin prefix is never forwarded
     app.router.add_route("*", "/{tail:.*}", _proxy)

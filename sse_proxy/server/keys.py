@@ -16,9 +16,20 @@ from sse_proxy.config import Config
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.network import Network
 from sse_proxy.server.routes import RouteTable
+from sse_proxy.server.taps import TapFactory
 from sse_proxy.server.tracing import Tracing
 
-__all__ = ["CONFIG", "METRICS", "NETWORK", "ROUTES", "SESSION", "STATE", "TRACING", "ProxyState"]
+__all__ = [
+    "CONFIG",
+    "METRICS",
+    "NETWORK",
+    "ROUTES",
+    "SESSION",
+    "STATE",
+    "STREAM_TAPS",
+    "TRACING",
+    "ProxyState",
+]
 
 
 @dataclass
@@ -36,3 +47,6 @@ STATE = web.AppKey("state", ProxyState)
 ROUTES = web.AppKey("routes", RouteTable)
 NETWORK = web.AppKey("network", Network)
 TRACING = web.AppKey("tracing", Tracing)
+STREAM_TAPS = web.AppKey("stream_taps", list[TapFactory])
+"""Taps a tool adds to every SSE stream of the app, after the proxy's own (empty list by
+default; a test harness appends to it once the app runs)."""

@@ -12,12 +12,14 @@ from aiohttp import web
 
 from sse_proxy.obs.redact import redact_headers, redact_url
 from sse_proxy.recording import encode_end, encode_header, encode_read
+from sse_proxy.server.taps import StreamEnd
 
 __all__ = ["Recorder"]
 
 
 class Recorder:
-    """Appends one stream's reads to ``DIR/<time>-<stream_id>.ssrec``.
+    """Appends one stream's reads to ``DIR/<time>-<stream_id>.ssrec``: a
+    :class:`~sse_proxy.server.taps.ReadTap`.
 
     Writes are small and buffered; a recording is opt-in diagnostics, not the hot path.
     """
@@ -75,6 +77,6 @@ class Recorder:
         self._total += len(data)
         self._file.write(encode_read(time.monotonic() - self._started, data))
 
-    def finish(self, ended_by: str) -> None:
-        self._file.write(encode_end(ended_by, time.monotonic() - self._started, self._total))
+    def finish(self, end: StreamEnd) -> None:
+        self._file.write(encode_end(end.ended_by, time.monotonic() - self._started, self._total))
         self._file.close()

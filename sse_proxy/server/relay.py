@@ -27,7 +27,7 @@ from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
-from sse_proxy.rechunk.planner import Planner, make_planner
+from sse_proxy.rechunk.planner import Planner, Write, make_planner
 from sse_proxy.server.client_writer import ClientGone, ClientWriter
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
 from sse_proxy.server.exchange import Exchange
@@ -36,8 +36,16 @@ from sse_proxy.server.headers import (
     loggable_headers,
     response_headers_for_client,
 )
-from sse_proxy.server.keys import STATE
+from sse_proxy.server.keys import STATE, STREAM_TAPS
 from sse_proxy.server.recorder import Recorder
+from sse_proxy.server.taps import (
+    InspectorTap,
+    MetricsTap,
+    SpanTap,
+    StreamEnd,
+    SummaryLine,
+    Taps,
+)
 from sse_proxy.server.timing import StreamObserver
 
 __all__ = ["respond"]
@@ -184,7 +192,6 @@ class _SseRelay:
         self, ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse, log: Any
     ) -> None:
         cfg = ex.cfg
-        self.ex = ex
         self.request = request = ex.request
         self.resp = resp
         self.upstream = upstream
@@ -194,7 +201,6 @@ class _SseRelay:
         self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
         self.started = ex.started
         self.mode = mode = ex.mode
-        self.route_name = ex.route.name
         self.reassembler = StreamReassembler(
             normalize_dialect(ex.route.dialect),
             hint=dialect_for_path(ex.url.raw_path) or dialect_for_path(request.path),
@@ -227,11 +233,7 @@ class _SseRelay:
                 self.mode = "passthrough"
             else:
                 self.planner = make_planner(mode, ex.spec, max_hold=cfg.max_frame_bytes)
-        self.recorder = Recorder.for_config(
-            cfg.record_dir, ex.stream_id, request, upstream, log, ex.started
-        )
-        self.inspect = open_stream(request, upstream, ex.stream_id, self.mode, ex.started)
-        self.span = span = ex.span
+        span = ex.span
         self.obs = StreamObserver(
             self.reassembler,
             self.sink,
@@ -241,6 +243,22 @@ class _SseRelay:
             on_alert=span.alert if span is not None else None,
         )
         self.client = ClientWriter(resp, request)  # takes over after the first write
+        recorder = Recorder.for_config(
+            cfg.record_dir, ex.stream_id, request, upstream, log, ex.started
+        )
+        record = open_stream(request, upstream, ex.stream_id, self.mode, ex.started)
+        # The observers of the stream, in the order they are told its end; built once.
+        self.taps = Taps(
+            (
+                SummaryLine(self.sink),
+                None if span is None else SpanTap(span),
+                None if record is None else InspectorTap(record),
+                recorder,
+                MetricsTap(ex.metrics, ex.route.name),
+                *(make(ex) for make in request.app[STREAM_TAPS]),
+            )
+        )
+        self.on_observed = self.taps.observed
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -263,13 +281,15 @@ class _SseRelay:
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
-                # _observe's work, in the loop, for a passthrough read with no inspector
-                feed = self.reassembler.feed if self.observing and self.inspect is None else None
+                # _observe's work, in the loop, for a passthrough read no tap observes
+                feed = (
+                    self.reassembler.feed if self.observing and self.on_observed is None else None
+                )
                 tick = obs.tick
                 send = client.send
                 write = client.write
                 planner = self.planner
-                recorder = self.recorder
+                on_read = self.taps.read  # a tap that sees every read as it came
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
                 # could keep this task on the loop read after read. Past _BUSY seconds of
@@ -283,8 +303,8 @@ class _SseRelay:
                     if first_byte is None:
                         first_byte = at  # the same clock as the read stamps
                     received += len(chunk)
-                    if recorder is not None:
-                        recorder.read(chunk)
+                    if on_read is not None:
+                        on_read(chunk)
                     if self.decode is not None:  # compressed: the client's bytes go first
                         await self._forward(chunk, ())
                         await self._observe_decoded(self.decode, chunk, at)
@@ -356,8 +376,9 @@ class _SseRelay:
         if not self.observing:
             return ()
         out = self._feed(chunk, now)
-        if self.inspect is not None:
-            self.inspect.read(chunk, out.alerts)
+        observed = self.on_observed
+        if observed is not None:
+            observed(chunk, out.alerts)
         return out.frame_ends
 
     def _feed(self, chunk: bytes, now: float | None) -> Output:
@@ -371,7 +392,7 @@ class _SseRelay:
 
     async def _observe_slices(self, chunk: bytes, now: float) -> tuple[int, ...]:
         """A large read, observed in slices with the event loop let in between (a hostile
-        read must not hold every other stream); one read for the inspector."""
+        read must not hold every other stream); one read for the taps."""
         if not self.observing:
             return ()
         ends: list[int] = []
@@ -383,8 +404,9 @@ class _SseRelay:
             out = self._feed(chunk[start : start + _SLICE], now if last else None)
             ends += out.frame_ends
             alerts += out.alerts
-        if self.inspect is not None:
-            self.inspect.read(chunk, tuple(alerts))
+        observed = self.on_observed
+        if observed is not None:
+            observed(chunk, tuple(alerts))
         return tuple(ends)
 
     async def _observe_decoded(self, decode: ObserverDecoder, chunk: bytes, now: float) -> None:
@@ -410,57 +432,55 @@ class _SseRelay:
         else:
             await self._send(self.planner.plan(chunk, frame_ends))
 
-    async def _send(self, writes: list[Any]) -> None:
+    async def _send(self, writes: list[Write]) -> None:
+        wrote = self.taps.wrote
         for w in writes:
             if w.delay:
                 await asyncio.sleep(w.delay)
             await self.client.write(w.data)
-            if self.inspect is not None:
-                self.inspect.wrote(w.data)
+            if wrote is not None:
+                wrote(w.data)
 
     def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
-        upstream_error = ended_by in ("upstream_error", "timeout")
+        """Close the reassembler, sum the stream up once, and tell every tap."""
         reassembler = self.reassembler
         obs = self.obs
+        closing: tuple[Alert, ...] = ()
         if not reassembler.closed:
             out = reassembler.close(
-                upstream_error=upstream_error,
+                upstream_error=ended_by in ("upstream_error", "timeout"),
                 # a stream not read to its end gets no end-of-stream verdicts
                 abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
             closing = obs.closing_alerts(out.alerts)
             obs.emit(closing)
-            if self.inspect is not None:
-                self.inspect.add_alerts(closing)
         now = time.monotonic()
+        started = self.started
         summary = reassembler.summary()
         summary.pop("alerts", None)
         summary["bytes"] = received
         summary["bytes_observed"] = reassembler.bytes_fed
+        ttfb = None if first_byte is None else first_byte - started
         fields: dict[str, Any] = {
             **summary,
             "ended_by": ended_by,
-            "duration_ms": round((now - self.started) * 1000, 3),
-            "ttfb_ms": None if first_byte is None else round((first_byte - self.started) * 1000, 3),
+            "duration_ms": round((now - started) * 1000, 3),
+            "ttfb_ms": None if ttfb is None else round(ttfb * 1000, 3),
             "observed": self.observing,
-            **obs.summary_fields(ended_by, self.started, now),
+            **obs.summary_fields(ended_by, started, now),
         }
         if self.cfg.log_text:
             fields["text"] = reassembler.text
-        broken = fields["verdict"] != "ok"
-        self.sink.summary(level="warning" if self.sink.warned or broken else "info", **fields)
-        if self.span is not None:
-            self.span.stream(fields)
-        if self.inspect is not None:
-            self.inspect.finish({**fields, "alerts": dict(self.sink.counts)})
-        if self.recorder is not None:
-            self.recorder.finish(ended_by)
-        m = self.metrics
-        m.bytes.inc(received)
-        m.events.inc(reassembler.events_dispatched)
-        for name, count in self.sink.counts.items():
-            m.alerts.labels(event=name).inc(count)
-        m.route_streams.labels(route=self.route_name, ended_by=ended_by).inc()
-        if first_byte is not None:
-            m.ttfb.observe(first_byte - self.started)
-        m.record_stream(fields, obs.gaps, duration=now - self.started, alerts=self.sink.counts)
+        self.taps.finish(
+            StreamEnd(
+                ended_by=ended_by,
+                fields=fields,
+                alerts=self.sink.counts,
+                closing=closing,
+                received=received,
+                events=reassembler.events_dispatched,
+                ttfb=ttfb,
+                duration=now - started,
+                gaps=obs.gaps,
+            )
+        )

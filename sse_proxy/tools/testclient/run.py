@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sse_proxy.errors import UsageError
-from sse_proxy.inspect.web import client_writes
 from sse_proxy.names import DIALECT_BODIES
 from sse_proxy.recording import Recording
+from sse_proxy.server.keys import STREAM_TAPS
+from sse_proxy.server.taps import ClientWrites
 from sse_proxy.tools.stack import UpstreamStarter, proxy_stack
 from sse_proxy.tools.testclient.diagnose import (
     Diagnosis,
@@ -178,8 +179,6 @@ class _Runner:
             settings.update(mode="frames")
         else:
             settings.update(mode="chaos", chaos=case.strategy or "random")
-        if self.options.html and settings["mode"] != "passthrough":
-            settings.update(ui=True)  # keeps the bytes the proxy writes, for the report
         if case.fault is not None:
             stream = fixture.fault(case.fault)
             return (lambda: start_fault_server(stream, fixture.headers)), settings
@@ -217,12 +216,16 @@ class _Runner:
                 **settings,
             ) as stack,
         ):
+            writes = None
+            runner = stack._proxy
+            if self.options.html and runner is not None:
+                writes = ClientWrites()  # the re-chunked writes, where the report cuts the bytes
+                runner.app[STREAM_TAPS].append(writes.tap)
             env = client_env(stack.url, self.fixture, case.name)
             code, out, err, hung = await _run_command(
                 self.options.command, env, self.options.timeout
             )
-            runner = stack._proxy
-            sent = client_writes(runner.app) if self.options.html and runner else None
+        sent = None if writes is None else writes.one_stream()
         result = self.judge(
             case,
             code,

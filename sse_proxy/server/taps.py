@@ -1,0 +1,236 @@
+"""The observers of one SSE stream, behind one small protocol.
+
+A stream has several observers: the ``stream.summary`` line, the trace span, the live
+inspector's record, the recording of ``--record``, the metrics, and whatever a tool adds
+(``test-client --html`` keeps what the client was sent). Each is a :class:`Tap`: told
+once, at the end, how the stream went (:class:`StreamEnd`, computed once for all).
+
+The few that need the bytes too implement a per-read hook as well (:class:`ReadTap`,
+:class:`ObserveTap`, :class:`WriteTap`). :class:`Taps` sorts a stream's taps by hook once,
+when the stream opens (as httpcore's ``Trace`` decides once whether to trace): the relay
+keeps each hook in a local and calls it only when some tap has it, so a stream with no
+recorder, inspector or write capture pays nothing per read.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, Protocol, runtime_checkable
+
+from sse_proxy.core.alerts import Alert
+from sse_proxy.inspect.registry import StreamRecord
+from sse_proxy.obs.metrics import GapHistogram, Metrics
+from sse_proxy.obs.sink import AlertSink
+from sse_proxy.server.exchange import Exchange
+from sse_proxy.server.tracing import RequestSpan
+
+__all__ = [
+    "ClientWrites",
+    "InspectorTap",
+    "MetricsTap",
+    "ObserveTap",
+    "ReadTap",
+    "SpanTap",
+    "StreamEnd",
+    "SummaryLine",
+    "Tap",
+    "TapFactory",
+    "Taps",
+    "WriteTap",
+]
+
+_P = ParamSpec("_P")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """How one stream went: computed once at its end, the same for every tap."""
+
+    ended_by: str
+    fields: dict[str, Any]
+    """The ``stream.summary`` fields (``text`` too with ``--log-text``); not to be changed."""
+    alerts: Mapping[str, int]
+    """Exact counts per alert name, the rate-limited ones included."""
+    closing: tuple[Alert, ...]
+    """The alerts the stream's close raised (already logged and counted)."""
+    received: int
+    """Bytes read from the upstream."""
+    events: int
+    ttfb: float | None
+    """Seconds from the upstream request to its first byte (None: no byte came)."""
+    duration: float
+    gaps: GapHistogram
+    """The inter-event gaps."""
+
+
+@runtime_checkable
+class Tap(Protocol):
+    """An observer of one stream."""
+
+    def finish(self, end: StreamEnd) -> None:
+        """The stream is over; called once, in the order the taps were listed."""
+
+
+@runtime_checkable
+class ReadTap(Tap, Protocol):
+    """A tap that also sees every upstream read as it arrived (compressed, if it was)."""
+
+    def read(self, chunk: bytes) -> None: ...
+
+
+@runtime_checkable
+class ObserveTap(Tap, Protocol):
+    """A tap that also sees what the reassembler was fed (decompressed; a large read
+    whole) and the alerts that raised."""
+
+    def observed(self, chunk: bytes, alerts: tuple[Alert, ...]) -> None: ...
+
+
+@runtime_checkable
+class WriteTap(Tap, Protocol):
+    """A tap that also sees every write to the client when the proxy re-chunks it (frames,
+    chaos); in passthrough the writes are the reads."""
+
+    def wrote(self, data: bytes) -> None: ...
+
+
+TapFactory = Callable[[Exchange], Tap | None]
+"""Makes a tap for each SSE stream of the app (``STREAM_TAPS``); None: not this one."""
+
+
+def _fan(hooks: Sequence[Callable[_P, None]]) -> Callable[_P, None] | None:
+    """One callable for a hook: None when no tap has it, the tap's own when one does."""
+    if not hooks:
+        return None
+    if len(hooks) == 1:
+        return hooks[0]
+
+    def each(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        for hook in hooks:
+            hook(*args, **kwargs)
+
+    return each
+
+
+class Taps:
+    """One stream's taps, sorted by hook once; ``read``, ``observed``, ``wrote``: the hook
+    to call per read or write, None when no tap has it."""
+
+    __slots__ = ("observed", "read", "taps", "wrote")
+
+    def __init__(self, taps: Iterable[Tap | None]) -> None:
+        self.taps = tuple(t for t in taps if t is not None)
+        self.read = _fan([t.read for t in self.taps if isinstance(t, ReadTap)])
+        self.observed = _fan([t.observed for t in self.taps if isinstance(t, ObserveTap)])
+        self.wrote = _fan([t.wrote for t in self.taps if isinstance(t, WriteTap)])
+
+    def finish(self, end: StreamEnd) -> None:
+        for tap in self.taps:
+            tap.finish(end)
+
+
+class SummaryLine:
+    """The ``stream.summary`` line: a warning for a stream that went wrong."""
+
+    __slots__ = ("sink",)
+
+    def __init__(self, sink: AlertSink) -> None:
+        self.sink = sink
+
+    def finish(self, end: StreamEnd) -> None:
+        broken = end.fields["verdict"] != "ok"
+        self.sink.summary(level="warning" if self.sink.warned or broken else "info", **end.fields)
+
+
+class SpanTap:
+    """The request's trace span: the stream's GenAI attributes, verdict and timings."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: RequestSpan) -> None:
+        self.span = span
+
+    def finish(self, end: StreamEnd) -> None:
+        self.span.stream(end.fields)
+
+
+class InspectorTap:
+    """The live inspector's record of the stream (``serve --ui``)."""
+
+    __slots__ = ("observed", "record")
+
+    def __init__(self, record: StreamRecord) -> None:
+        self.record = record
+        self.observed = record.read  # the record's own method: no layer per read
+
+    def finish(self, end: StreamEnd) -> None:
+        self.record.add_alerts(end.closing)
+        self.record.finish({**end.fields, "alerts": dict(end.alerts)})
+
+
+class MetricsTap:
+    """The stream's counters and histograms."""
+
+    __slots__ = ("metrics", "route")
+
+    def __init__(self, metrics: Metrics, route: str) -> None:
+        self.metrics = metrics
+        self.route = route
+
+    def finish(self, end: StreamEnd) -> None:
+        m = self.metrics
+        m.bytes.inc(end.received)
+        m.events.inc(end.events)
+        for name, count in end.alerts.items():
+            m.alerts.labels(event=name).inc(count)
+        m.route_streams.labels(route=self.route, ended_by=end.ended_by).inc()
+        if end.ttfb is not None:
+            m.ttfb.observe(end.ttfb)
+        m.record_stream(end.fields, end.gaps, duration=end.duration, alerts=end.alerts)
+
+
+class _Writes:
+    """One stream's writes to the client, up to a cap."""
+
+    __slots__ = ("kept", "room")
+
+    def __init__(self, room: int) -> None:
+        self.kept: list[bytes] = []
+        self.room = room
+
+    def wrote(self, data: bytes) -> None:
+        if self.room > 0:
+            piece = data[: self.room]
+            self.kept.append(piece)
+            self.room -= len(piece)
+
+    def finish(self, end: StreamEnd) -> None:
+        pass
+
+
+class ClientWrites:
+    """What the proxy wrote to the client when it re-chunked, write by write, for a tool
+    that shows where the writes fell (``test-client --html``); install :meth:`tap` in
+    the app's ``STREAM_TAPS``.
+
+    ``max_bytes`` caps what is kept of each stream.
+    """
+
+    def __init__(self, max_bytes: int = 256 << 10) -> None:
+        self.max_bytes = max_bytes
+        self.streams: list[_Writes] = []
+
+    def tap(self, _ex: Exchange) -> WriteTap:
+        writes = _Writes(self.max_bytes)
+        self.streams.append(writes)
+        return writes
+
+    def one_stream(self) -> tuple[bytes, tuple[int, ...]] | None:
+        """The bytes written on the one SSE stream there was, and the end offset of each
+        write; None when there was no such stream, several, or nothing was re-chunked."""
+        if len(self.streams) != 1 or not self.streams[0].kept:
+            return None
+        kept = self.streams[0].kept
+        return b"".join(kept), tuple(itertools.accumulate(len(c) for c in kept))
