@@ -37,6 +37,7 @@ from sse_proxy.server.headers import (
     response_headers_for_client,
 )
 from sse_proxy.server.keys import STATE, STREAM_TAPS
+from sse_proxy.server.plain import IdleWatch, cut_off, relay_plain
 from sse_proxy.server.recorder import Recorder
 from sse_proxy.server.taps import (
     InspectorTap,
@@ -69,7 +70,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
             headers=loggable_headers(upstream.headers),
         )
     if not sse:
-        return await _relay_plain(ex, resp, upstream)
+        return await relay_plain(ex, resp, upstream)
 
     resp.headers["X-Accel-Buffering"] = "no"
     resp.headers["Cache-Control"] = "no-cache"
@@ -100,89 +101,6 @@ _WAITED = 0.001
 _BUSY = 0.02
 # A read larger than this is observed in slices, yielding between them.
 _SLICE = 16 << 10
-
-
-class _IdleWatch:
-    """The idle timeout between upstream chunks, without a timer per chunk.
-
-    A read only stamps the time (``touch``); one sleeper per stream checks the stamp and,
-    once the gap passes the limit, closes the upstream response, which wakes the pending
-    read with an error that the relay then reports as ``timeout``.
-    """
-
-    def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
-        self._upstream = upstream
-        self._idle = idle
-        loop = asyncio.get_running_loop()
-        self.now = loop.time
-        self.last = self.now()
-        self.expired = False
-        self._task = loop.create_task(self._run()) if idle else None
-
-    async def _run(self) -> None:
-        # The deadline moves with every read; an Event would cost a set() per read.
-        while (left := self.last + self._idle - self.now()) > 0:  # noqa: ASYNC110
-            await asyncio.sleep(left)
-        self.expired = True
-        self._upstream.close()
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-
-async def _relay_plain(
-    ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse
-) -> web.StreamResponse:
-    request = ex.request
-    log = ex.log.bind(**ex.ctx.fields())
-    await resp.prepare(request)
-    sent = 0
-    ended_by = "upstream_eof"
-    watch = _IdleWatch(upstream, ex.cfg.idle_timeout)
-    try:
-        async for chunk in upstream.content.iter_any():
-            watch.last = watch.now()
-            await _write(resp, chunk)
-            sent += len(chunk)
-    except ClientGone:
-        ended_by = "client_disconnect"
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        ended_by = "timeout" if watch.expired else "upstream_error"
-        log.warning(
-            "upstream.error",
-            kind="body_read_failed",
-            error=redact_url(str(exc)),
-            upstream_url=redact_url(str(upstream.url)),
-        )
-    finally:
-        watch.stop()
-    log.info(
-        "proxy.request",
-        status=upstream.status,
-        bytes=sent,
-        ended_by=ended_by,
-        duration_ms=round((time.monotonic() - ex.started) * 1000, 3),
-    )
-    if ended_by != "upstream_eof":
-        _cut_off(request)
-        return resp
-    await resp.write_eof()
-    return resp
-
-
-async def _write(resp: web.StreamResponse, data: bytes) -> None:
-    try:
-        await resp.write(data)
-    except (ConnectionError, aiohttp.ClientConnectionError, RuntimeError) as exc:
-        raise ClientGone from exc
-
-
-def _cut_off(request: web.Request) -> None:
-    """End the client's response without its terminating chunk: never a fake completion."""
-    transport = request.transport
-    if transport is not None:
-        transport.close()
 
 
 class _SseRelay:
@@ -269,7 +187,7 @@ class _SseRelay:
         ended_by = "upstream_eof"
         first_byte: float | None = None
         received = 0
-        watch = _IdleWatch(self.upstream, self.cfg.idle_timeout)
+        watch = IdleWatch(self.upstream, self.cfg.idle_timeout)
         obs = self.obs
         obs.start()
         try:
@@ -364,7 +282,7 @@ class _SseRelay:
                 state.active.discard(task)
         self._finish(ended_by, received, first_byte)
         if ended_by != "upstream_eof":
-            _cut_off(self.request)
+            cut_off(self.request)
             return self.resp
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
             await self.resp.write_eof()

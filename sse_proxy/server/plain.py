@@ -1,0 +1,102 @@
+"""The plain relay, and what both relays share.
+
+A response that is not an event stream is passed through as it comes, unobserved; its
+one line is ``proxy.request``. The idle watch and the cut-off are the SSE relay's too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+from aiohttp import web
+
+from sse_proxy.obs.redact import redact_url
+from sse_proxy.server.client_writer import ClientGone
+from sse_proxy.server.exchange import Exchange
+
+__all__ = ["IdleWatch", "cut_off", "relay_plain"]
+
+
+class IdleWatch:
+    """The idle timeout between upstream chunks, without a timer per chunk.
+
+    A read only stamps the time (``touch``); one sleeper per stream checks the stamp and,
+    once the gap passes the limit, closes the upstream response, which wakes the pending
+    read with an error that the relay then reports as ``timeout``.
+    """
+
+    def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
+        self._upstream = upstream
+        self._idle = idle
+        loop = asyncio.get_running_loop()
+        self.now = loop.time
+        self.last = self.now()
+        self.expired = False
+        self._task = loop.create_task(self._run()) if idle else None
+
+    async def _run(self) -> None:
+        # The deadline moves with every read; an Event would cost a set() per read.
+        while (left := self.last + self._idle - self.now()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(left)
+        self.expired = True
+        self._upstream.close()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def relay_plain(
+    ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse
+) -> web.StreamResponse:
+    request = ex.request
+    log = ex.log.bind(**ex.ctx.fields())
+    await resp.prepare(request)
+    sent = 0
+    ended_by = "upstream_eof"
+    watch = IdleWatch(upstream, ex.cfg.idle_timeout)
+    try:
+        async for chunk in upstream.content.iter_any():
+            watch.last = watch.now()
+            await _write(resp, chunk)
+            sent += len(chunk)
+    except ClientGone:
+        ended_by = "client_disconnect"
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        ended_by = "timeout" if watch.expired else "upstream_error"
+        log.warning(
+            "upstream.error",
+            kind="body_read_failed",
+            error=redact_url(str(exc)),
+            upstream_url=redact_url(str(upstream.url)),
+        )
+    finally:
+        watch.stop()
+    log.info(
+        "proxy.request",
+        status=upstream.status,
+        bytes=sent,
+        ended_by=ended_by,
+        duration_ms=round((time.monotonic() - ex.started) * 1000, 3),
+    )
+    if ended_by != "upstream_eof":
+        cut_off(request)
+        return resp
+    await resp.write_eof()
+    return resp
+
+
+async def _write(resp: web.StreamResponse, data: bytes) -> None:
+    try:
+        await resp.write(data)
+    except (ConnectionError, aiohttp.ClientConnectionError, RuntimeError) as exc:
+        raise ClientGone from exc
+
+
+def cut_off(request: web.Request) -> None:
+    """End the client's response without its terminating chunk: never a fake completion."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
