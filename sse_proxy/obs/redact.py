@@ -133,6 +133,8 @@ def redact_text(text: str) -> str:
 
 
 def _exception_message(exc: BaseException) -> str:
+    # Imported here, not at the top: check and the CLI load this module at start-up and
+    # need no aiohttp (the slowest import of all) until there is an exception to show.
     from aiohttp.http_exceptions import HttpProcessingError
 
     if isinstance(exc, HttpProcessingError):

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sse_proxy.errors import ChaosSpecError
+from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
@@ -39,7 +40,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_HOLD = 1 << 20
-MODES = ("passthrough", "frames", "chaos")
 
 
 @dataclass(frozen=True, slots=True)

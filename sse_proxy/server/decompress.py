@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+import brotli
+
 __all__ = [
     "DEFAULT_SLICE",
     "RATIO_FLOOR",
@@ -233,9 +235,6 @@ class _BrotliInflater:
     """
 
     def __init__(self) -> None:
-        import brotli
-
-        self._brotli = brotli
         self._dec = brotli.Decompressor()
 
     def run(self, chunk: bytes, budget: int) -> Iterator[bytes]:
@@ -245,7 +244,7 @@ class _BrotliInflater:
             try:
                 out: bytes = dec.process(data, output_buffer_limit=budget)
                 more = not dec.can_accept_more_data()
-            except self._brotli.error as exc:
+            except brotli.error as exc:
                 raise _failed("br", exc) from None
             data = b""
             if out:

@@ -10,12 +10,14 @@ SDK's worker thread; without an endpoint nothing here runs.
 
 from __future__ import annotations
 
+import asyncio
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from sse_proxy import __version__
 from sse_proxy.config import Config
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects import DIALECTS
@@ -132,6 +134,7 @@ class Tracing:
         return cls(cfg.otlp_endpoint)
 
     def _setup(self, endpoint: str) -> None:
+        # Imported here, not at the top: opentelemetry is the optional ``otel`` extra.
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             from opentelemetry.sdk.resources import Resource
@@ -142,7 +145,6 @@ class Tracing:
             raise ConfigError(
                 "otlp_endpoint: tracing needs the otel extra (pip install 'sse-proxy[otel]')"
             ) from None
-        from sse_proxy import __version__
 
         resource = Resource.create({"service.name": "sse-proxy", "service.version": __version__})
         provider = TracerProvider(resource=resource)
@@ -162,6 +164,7 @@ class Tracing:
         """
         if self._tracer is None:
             return None
+        # the optional extra, present once _setup ran (imported again: a dict lookup)
         from opentelemetry.trace import (
             NonRecordingSpan,
             SpanContext,
@@ -200,8 +203,6 @@ class Tracing:
     async def close(self, _app: web.Application | None = None) -> None:
         """Flush and stop off the event loop (the SDK's shutdown blocks on the export)."""
         if self._provider is not None:
-            import asyncio
-
             await asyncio.to_thread(self.shutdown)
 
     def shutdown(self) -> None:
