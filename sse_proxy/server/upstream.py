@@ -88,10 +88,8 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
 
 
 async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
-    request = ex.request
     metrics = ex.metrics
     route = ex.route.name
-    proxy, proxy_headers = request.app[NETWORK].proxy_for(ex.url)
 
     def done(summary: dict[str, Any]) -> None:
         metrics.ws_sessions.labels(route=route, close_code=str(summary["close_code"])).inc()
@@ -103,17 +101,7 @@ async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamRespo
         )
 
     with map_upstream_errors():
-        return await relay_websocket(
-            request,
-            request.app[SESSION],
-            ex.url,
-            headers,
-            proxy,
-            proxy_headers,
-            ex.cfg.max_request_body_bytes,
-            ex.upstream_log,
-            done,
-        )
+        return await relay_websocket(ex, headers, done)
 
 
 # The one exception map (httpcore's map_exceptions), for HTTP and WebSocket: the first row

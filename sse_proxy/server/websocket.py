@@ -14,15 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp import WSCloseCode, WSMsgType, web
-from yarl import URL
+from multidict import CIMultiDict
 
 from sse_proxy.server.admission import json_error
+from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import request_headers_for_upstream
+from sse_proxy.server.keys import NETWORK, SESSION
 
 __all__ = ["WS_HANDSHAKE_HEADERS", "is_websocket_upgrade", "relay_websocket"]
 
@@ -122,22 +125,21 @@ async def _pump(
 
 
 async def relay_websocket(
-    request: web.Request,
-    session: aiohttp.ClientSession,
-    url: URL,
-    headers: Any,
-    proxy: URL | None,
-    proxy_headers: dict[str, str] | None,
-    max_msg_size: int,
-    log: Any,
-    on_done: Any,
+    ex: Exchange,
+    headers: CIMultiDict[str],
+    on_done: Callable[[dict[str, Any]], None],
 ) -> web.StreamResponse:
-    """Open the upstream WebSocket, accept the client's, relay until one side closes.
+    """Open the upstream WebSocket, accept the client's, relay until one side closes;
+    ``on_done`` gets the ``ws.summary`` fields.
 
     ``headers`` are the upstream request headers already routed (held keys applied).
     Handshake failures raise aiohttp's exceptions for the caller to map, except an
     upstream that answers without upgrading: its status is returned to the client.
     """
+    request = ex.request
+    log = ex.upstream_log
+    max_msg_size = ex.cfg.max_request_body_bytes
+    proxy, proxy_headers = request.app[NETWORK].proxy_for(ex.url)
     headers = request_headers_for_upstream(headers)
     for name in WS_HANDSHAKE_HEADERS:
         headers.popall(name, None)
@@ -145,8 +147,8 @@ async def relay_websocket(
     protocols = tuple(p.strip() for p in offered.split(",") if p.strip())
     started = time.monotonic()
     try:
-        upstream = await session.ws_connect(
-            url,
+        upstream = await request.app[SESSION].ws_connect(
+            ex.url,
             headers=headers,
             protocols=protocols,
             autoclose=True,
