@@ -1,7 +1,9 @@
-"""Relaying a response to the client: SSE streams observed (and re-chunked), others as is.
+"""Relaying a response to the client: :func:`respond` writes its head and starts the
+relay that fits, the SSE relay here (each read forwarded, observed, maybe re-chunked) or
+the plain one (:mod:`.plain`).
 
 The per-read loop of :class:`_SseRelay` is the proxy's hot path (issue 9): read its
-comments before adding anything to it.
+comments before adding anything to it. What watches a stream is a tap (:mod:`.taps`).
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     relay = _SseRelay(ex, resp, upstream, log)
     # A task of its own: each upstream read resumes the waiting task through every
     # coroutine it is nested in, and the handler's nesting (aiohttp's request handling,
-    # the middlewares, the handler, forward, this function) is more than the relay's own.
+    # the middlewares, the handler, forward, _http, this function) is more than the
+    # relay's own.
     # A handler that is cancelled cancels the task it awaits, so a client that leaves
     # still ends it.
     return await asyncio.get_running_loop().create_task(relay.run())
