@@ -26,6 +26,8 @@ class AlertSink:
         self.lines: Counter[str] = Counter()
         self.suppressed: Counter[str] = Counter()
         self.max_level = Level.INFO
+        self.first_warning: str | None = None
+        """The name of the stream's first warning-level alert (a degraded verdict's reason)."""
 
     @property
     def warned(self) -> bool:
@@ -36,6 +38,8 @@ class AlertSink:
         level = alert.level
         if level is Level.WARNING:
             self.max_level = Level.WARNING
+            if self.first_warning is None:
+                self.first_warning = name
         # an alert may stand for several occurrences (a counted U+FFFD flood): the counts
         # are of occurrences, the rate limit is of log lines
         weight = getattr(alert, "count", 1)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from sse_proxy.core import StreamReassembler
-from sse_proxy.core.alerts import Alert, Level, Stall, StallEnd, Truncated
+from sse_proxy.core.alerts import Alert, Stall, StallEnd, Truncated
 from sse_proxy.core.streammeta import StreamMeta, has_text, meta_of
 from sse_proxy.core.verdict import verdict
 from sse_proxy.obs.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
@@ -119,7 +119,6 @@ class StreamObserver:
         self._bound: tuple[str | None, str | None] = (None, None)
         self._task: asyncio.Task[None] | None = None
         self.timeout_kind: str | None = None
-        self.first_warning: str | None = None
 
     # -- hot path ----------------------------------------------------------------------
 
@@ -167,8 +166,6 @@ class StreamObserver:
                 model=key[0] or key[1], response_model=key[1], response_id=meta.response_id
             )
         self.sink.emit_all(alerts)
-        if self.first_warning is None:
-            self.first_warning = next((a.name for a in alerts if a.level is Level.WARNING), None)
         if self.on_alert is not None:
             for alert in alerts:
                 self.on_alert(alert)
@@ -231,7 +228,7 @@ class StreamObserver:
         gaps = self.gaps
         if self.first_event is not None:
             gaps.settle(self.last_event - self.first_event, self._gap_max)
-        kind, reason = verdict(ended_by, self.sink.counts, self.first_warning)
+        kind, reason = verdict(ended_by, self.sink.counts, self.sink.first_warning)
         if ended_by == "timeout" and self.timeout_kind is not None:
             reason = self.timeout_kind
         tps = None

@@ -22,6 +22,7 @@ from typing import IO, Any
 from sse_proxy.core import Limits, StreamReassembler
 from sse_proxy.core.alerts import Level
 from sse_proxy.core.streammeta import meta_of
+from sse_proxy.core.verdict import verdict
 from sse_proxy.errors import UsageError
 from sse_proxy.obs.logs import get_logger, new_stream_id
 from sse_proxy.obs.sink import AlertSink
@@ -215,10 +216,16 @@ def run_check(
             sink_out.write(reassembler.text.encode("utf-8", "surrogatepass"))
         sink_out.flush()
     finally:
+        ended_by = recording.end if recording is not None else "eof"
+        kind, reason = verdict(
+            "upstream_eof" if ended_by == "eof" else ended_by, sink.counts, sink.first_warning
+        )
         sink.summary(
             level="warning" if sink.warned else "info",
+            verdict=kind,
+            verdict_reason=reason,
             duration_ms=round((time.monotonic() - started) * 1000, 3),
-            ended_by=recording.end if recording is not None else "eof",
+            ended_by=ended_by,
             **{k: v for k, v in reassembler.summary().items() if k != "alerts"},
             **meta_of(reassembler).fields(),
             **_reasoning_length(reassembler),

@@ -147,3 +147,26 @@ def test_one_name_for_the_default_dialect() -> None:
     assert "detect" not in helptext
     err = check("--dialect", "klingon", "-", stdin=b"").stderr.decode()
     assert "auto" in err
+
+
+@pytest.mark.parametrize(
+    ("stream", "verdict", "reason"),
+    [
+        (b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n', "ok", None),
+        (b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', "broken", "truncated"),
+        (
+            b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: {bad\n\ndata: [DONE]\n\n',
+            "degraded",
+            "sse.invalid_json",
+        ),
+    ],
+)
+def test_the_summary_carries_the_same_verdict_the_server_gives(
+    stream: bytes, verdict: str, reason: str | None
+) -> None:
+    """check and serve share one verdict function: ok, broken by a missing terminal marker,
+    degraded by the first warning."""
+    proc = check(stdin=stream)
+    (summary,) = [e for e in events(proc) if e["event"] == "stream.summary"]
+    assert (summary["verdict"], summary["verdict_reason"]) == (verdict, reason)
+    assert proc.returncode == (0 if verdict == "ok" else 1)
