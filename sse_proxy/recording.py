@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sse_proxy.errors import UsageError
+from sse_proxy.sniff import looks_like
 
 __all__ = [
     "FORMAT",
@@ -118,8 +119,6 @@ def load_capture(path: str | Path) -> Recording:
     An empty file, or one that is not an event stream (a JSON or HTML body, binary), is a
     :class:`UsageError` that says what it looks like.
     """
-    from sse_proxy.sniff import looks_like
-
     name = str(path)
     try:
         data = Path(path).read_bytes()

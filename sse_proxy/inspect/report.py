@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sse_proxy.core import dialect_for_path
 from sse_proxy.errors import UsageError
 from sse_proxy.inspect.html import esc, page, render_events, render_strip
 from sse_proxy.inspect.strip import analyse
@@ -236,8 +237,6 @@ def write_check_report(
     A recording's strip is cut at its original reads; a raw capture has no read
     boundaries to show (check's own reads are not the stream's).
     """
-    from sse_proxy.core import dialect_for_path
-
     hint = None
     if recording is not None and isinstance(recording.request.get("path"), str):
         hint = dialect_for_path(recording.request["path"])

@@ -19,11 +19,12 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from sse_proxy.core import Limits, StreamReassembler
+from sse_proxy.core import Limits, StreamReassembler, dialect_for_path
 from sse_proxy.core.alerts import Level
 from sse_proxy.core.streammeta import meta_of
 from sse_proxy.core.verdict import verdict
 from sse_proxy.errors import UsageError
+from sse_proxy.inspect.report import MAX_STRIP_BYTES, write_check_report
 from sse_proxy.obs.logs import get_logger, new_stream_id
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.recording import Recording, is_recording, load_recording
@@ -167,8 +168,6 @@ def run_check(
         sys.stderr.flush()
     recording, stream, not_recording = _as_recording(stream, path, name)
     if recording is not None:
-        from sse_proxy.core import dialect_for_path
-
         req_path = recording.request.get("path", "")
         hint = dialect_for_path(req_path) if isinstance(req_path, str) else None
         reassembler = StreamReassembler(dialect, hint=hint, limits=limits, emit_events=not text)
@@ -232,8 +231,6 @@ def run_check(
         )
     status = 1 if sink.warned else 0
     if html is not None and kept is not None:
-        from sse_proxy.inspect.report import write_check_report
-
         write_check_report(
             html,
             name,
@@ -263,8 +260,6 @@ class _Keeper:
     """The first bytes of the stream, for the HTML report's byte strip (bounded memory)."""
 
     def __init__(self) -> None:
-        from sse_proxy.inspect.report import MAX_STRIP_BYTES
-
         self.room = MAX_STRIP_BYTES
         self.chunks: list[bytes] = []
 
