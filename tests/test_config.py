@@ -59,7 +59,7 @@ def test_defaults() -> None:
     assert cfg.mode == "passthrough"
     assert cfg.allow_chaos_header is False
     assert cfg.log_text is False
-    assert cfg.log_format == "json"
+    assert cfg.log_format == "auto"  # JSON lines unless stderr is a terminal
     assert cfg.admin_prefix == "/_sse-proxy"
 
 
@@ -314,3 +314,89 @@ def test_cli_serve_runs_with_file_env_and_flags(tmp_path: Path) -> None:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+# ------------------------------------------------------------------ the file's examples
+
+
+def _uncommented_routes_example() -> str:
+    """The documented file with its [routes] example uncommented, as a user would do it."""
+    lines = DOCUMENTED.read_text(encoding="utf-8").splitlines()
+    start = lines.index("# [routes]")
+    out = lines[:start]
+    for line in lines[start:]:
+        assert line == "#" or line.startswith("# "), f"not part of the example: {line!r}"
+        out.append(line[2:])
+    return "\n".join(out) + "\n"
+
+
+def test_the_routes_example_loads_when_uncommented(tmp_path: Path) -> None:
+    """Uncommenting the [routes] block gives three routes and leaves every other default."""
+    from sse_proxy.server.routes import RouteTable
+
+    key_file = tmp_path / "gemini-key"
+    key_file.write_text("gk-secret\n", encoding="utf-8")
+    text = _uncommented_routes_example().replace("/run/secrets/gemini-key", str(key_file))
+    cfg = load_config(path=_write(tmp_path, text))
+    assert [r.prefix for r in cfg.routes] == ["/openai", "/anthropic", "/gemini"]
+    assert cfg.routes[1].dialect == "anthropic"
+    assert cfg.routes[1].drop_client_auth is True
+    assert dataclasses.replace(cfg, routes=()) == Config()  # the ui settings stayed put
+    table = RouteTable.from_config(cfg, env={"ANTHROPIC_API_KEY": "ak-secret"})
+    held = {r.prefix: dict(r.headers) for r in table.routes}
+    assert held["/anthropic"] == {"x-api-key": "ak-secret"}
+    assert held["/gemini"] == {"x-goog-api-key": "gk-secret"}
+
+
+def test_a_setting_below_a_routes_table_is_explained(tmp_path: Path) -> None:
+    """The old trap: a setting after [routes."/x"] lands in that route; the error says so."""
+    text = '[sse-proxy]\nport = 1\n[routes."/x"]\nupstream = "http://127.0.0.1:9"\nui = true\n'
+    with pytest.raises(ConfigError) as info:
+        load_config(path=_write(tmp_path, text))
+    assert "unknown key 'ui'" in str(info.value)
+    assert "move it above" in str(info.value)
+
+
+def test_the_dialect_comment_lists_every_dialect() -> None:
+    """The file's dialect comment names every dialect the proxy accepts."""
+    text = DOCUMENTED.read_text(encoding="utf-8")
+    start = text.index("# Message dialect:")
+    comment = text[start : text.index('dialect = "auto"', start)]
+    for name in ("auto", "openai", "responses", "anthropic", "gemini", "text", "none"):
+        assert f" {name}" in comment, name  # the contract's list
+
+
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("[sse-proxy]\nidle_timout = 5\n", "did you mean 'idle_timeout'?"),
+        ("idle-timout = 5\n", "did you mean 'idle_timeout'?"),
+        ('[sse-proxy]\nport = 1\n[route]\n"/a" = "http://127.0.0.1:9"\n', "did you mean 'routes'?"),
+        ("[sse_proxy]\nport = 1\n", "settings go under [sse-proxy]"),
+        ('[routes."/a"]\nupstrem = "http://127.0.0.1:9"\n', "did you mean 'upstream'?"),
+    ],
+)
+def test_a_typo_in_the_file_gets_did_you_mean(tmp_path: Path, text: str, wanted: str) -> None:
+    """Like the environment's unknown variables, a misspelt file key names the closest one."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path=_write(tmp_path, text))
+    assert wanted in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_sse_proxy_config_names_the_file(tmp_path: Path) -> None:
+    """SSE_PROXY_CONFIG is the file when --config is not given; --config wins over it."""
+    from_env = _write(tmp_path, "port = 1111\nmode = 'frames'\n", "env.toml")
+    from_flag = _write(tmp_path, "port = 2222\n", "flag.toml")
+    env = {"SSE_PROXY_CONFIG": str(from_env)}
+    cfg = load_config(env=env)
+    assert (cfg.port, cfg.mode) == (1111, "frames")
+    assert load_config(env=env, path=from_flag).port == 2222
+    # the environment still beats the file it names
+    assert load_config(env={**env, "SSE_PROXY_PORT": "3333"}).port == 3333
+    from sse_proxy.config import load_config_with_notes
+
+    _, notes = load_config_with_notes(env=env)
+    assert not [n for n in notes if n.event == "config.unknown_env"]  # not a misspelling
+    with pytest.raises(ConfigError, match=r"nope\.toml"):
+        load_config(env={"SSE_PROXY_CONFIG": str(tmp_path / "nope.toml")})

@@ -1,0 +1,247 @@
+"""The settings: one frozen :class:`Config`, each field with its default, and the checks.
+
+This is the field table; where values come from (file, environment, flags) and in which
+order is :mod:`sse_proxy.config`. Every field has a line in ``config/sse-proxy.toml``, an
+environment variable ``SSE_PROXY_<NAME>`` and, for the common ones, a ``serve`` flag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from sse_proxy.errors import ConfigError
+from sse_proxy.names import ADMIN_PREFIX, MODES
+
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "LOOPS",
+    "MODES",
+    "Config",
+    "RouteSpec",
+    "SettingError",
+    "StartupNote",
+]
+
+LOG_FORMATS = ("auto", "json", "console")
+"""``auto``: human lines when stderr is a terminal, JSON lines otherwise."""
+LOOPS = ("auto", "uvloop", "asyncio")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class StartupNote:
+    """Something the startup line must say about how the settings were read."""
+
+    event: str
+    level: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+class SettingError(ConfigError):
+    """A value out of range, raised by validation; ``load_config`` says where it came from."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteSpec:
+    """One route as configured: requests under ``prefix`` go to ``upstream``, prefix stripped.
+
+    ``headers`` are (name, template) pairs added to or replacing the client's headers toward
+    the upstream; a template may hold ``${ENV_NAME}`` or ``${file:PATH}``, resolved at
+    startup (:mod:`sse_proxy.server.routes`), so the config never holds a key itself.
+    """
+
+    prefix: str
+    upstream: str
+    dialect: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    drop_client_auth: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """Everything `sse-proxy serve` needs; see config/sse-proxy.toml for the meaning of each."""
+
+    upstream: str = ""
+    host: str = "127.0.0.1"
+    port: int = 8787
+    mode: str = "passthrough"
+    chaos: str = "random"
+    seed: int | None = None
+    chaos_k: int = 3
+    delay_ms: float = 0.0
+    allow_chaos_header: bool = False
+    dialect: str = "auto"
+    max_line_bytes: int = 1 << 20
+    max_frame_bytes: int = 1 << 20
+    max_request_body_bytes: int = 32 << 20
+    max_request_header_bytes: int = 64 << 10
+    max_decompressed_ratio: float = 100.0
+    max_decompressed_bytes: int = 256 << 20
+    connect_timeout: float = 10.0
+    idle_timeout: float = 300.0
+    total_timeout: float = 0.0
+    shutdown_grace: float = 10.0
+    admin_prefix: str = ADMIN_PREFIX
+    log_format: str = "auto"
+    log_level: str = "info"
+    log_text: bool = False
+    max_alerts_per_kind: int = 10
+    record_dir: str = ""
+    workers: int = 1
+    loop: str = "auto"
+    stall_threshold: float = 15.0
+    metrics_models: str = ""
+    metrics_max_models: int = 20
+    otlp_endpoint: str = ""
+    routes: tuple[RouteSpec, ...] = ()
+    upstream_headers: tuple[tuple[str, str], ...] = ()
+    drop_client_auth: bool = False
+    trust_env: bool = True
+    upstream_ca: str = ""
+    client_cert: str = ""
+    client_key: str = ""
+    ui: bool = False
+    ui_text: bool = False
+    ui_allow_remote: bool = False
+    ui_streams: int = 50
+    ui_stream_bytes: int = 256 << 10
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def upstream_base(self) -> str:
+        return self.upstream.rstrip("/")
+
+
+def _validate(cfg: Config) -> None:
+    def bad(name: str, why: str) -> ConfigError:
+        value = getattr(cfg, name)
+        if name == "upstream":  # the message is printed: never with a key or password in it
+            from sse_proxy.obs.redact import redact_url
+
+            value = redact_url(value)
+        return SettingError(name, f"{name}: {why} (got {value!r})")
+
+    if cfg.upstream:
+        _check_upstream_url(cfg.upstream, "upstream", bad)
+    for route in cfg.routes:
+        _check_route(route, cfg.admin_prefix)
+    if cfg.client_key and not cfg.client_cert:
+        raise SettingError("client_key", "client_key: needs client_cert (got a key alone)")
+    for name, _ in cfg.upstream_headers:
+        _check_header_name(name, "upstream_headers")
+    if not 0 <= cfg.port <= 65535:
+        raise bad("port", "must be 0..65535")
+    if cfg.mode not in MODES:
+        raise bad("mode", f"must be one of {', '.join(MODES)}")
+    if cfg.log_format not in LOG_FORMATS:
+        raise bad("log_format", f"must be one of {', '.join(LOG_FORMATS)}")
+    if cfg.loop not in LOOPS:
+        raise bad("loop", f"must be one of {', '.join(LOOPS)}")
+    if cfg.log_level not in LOG_LEVELS:
+        raise bad("log_level", f"must be one of {', '.join(LOG_LEVELS)}")
+    for name in (
+        "max_line_bytes",
+        "max_frame_bytes",
+        "max_request_body_bytes",
+        "max_request_header_bytes",
+        "max_decompressed_bytes",
+        "max_alerts_per_kind",
+        "workers",
+        "chaos_k",
+        "ui_streams",
+        "ui_stream_bytes",
+    ):
+        if getattr(cfg, name) < 1:
+            raise bad(name, "must be at least 1")
+    if not cfg.max_decompressed_ratio >= 1:  # also refuses NaN
+        raise bad("max_decompressed_ratio", "must be at least 1")
+    for name in (
+        "connect_timeout",
+        "idle_timeout",
+        "total_timeout",
+        "shutdown_grace",
+        "delay_ms",
+        "stall_threshold",
+    ):
+        if getattr(cfg, name) < 0:
+            raise bad(name, "must not be negative (0 disables a timeout)")
+    if cfg.metrics_max_models < 0:
+        raise bad("metrics_max_models", "must not be negative")
+    if cfg.otlp_endpoint:
+        parts = urlsplit(cfg.otlp_endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise bad("otlp_endpoint", "must be an http:// or https:// URL with a host")
+    if cfg.seed is not None and not 0 <= cfg.seed < 2**63:
+        raise bad("seed", "must be a non-negative integer")
+    if not cfg.admin_prefix.startswith("/_") or cfg.admin_prefix.endswith("/"):
+        raise bad("admin_prefix", "must start with '/_' and not end with '/'")
+    from sse_proxy.core import normalize_dialect
+
+    try:
+        normalize_dialect(cfg.dialect)
+    except ValueError as exc:
+        raise SettingError("dialect", f"dialect: {exc}") from None
+
+
+def _check_upstream_url(url: str, name: str, bad: Any) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise bad(name, "must be an http:// or https:// URL with a host")
+    if parts.query or parts.fragment:
+        raise bad(name, "must not carry a query or fragment")
+    if "@" in parts.netloc:
+        # aiohttp turns them into an Authorization header, and a client's own
+        # Authorization then makes every request fail (ValueError, a bare 500).
+        raise SettingError(
+            name,
+            f"{name}: must not carry credentials (user:password@); "
+            "hold a key with a route header instead",
+        )
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _check_header_name(name: str, where: str) -> None:
+    if not _TOKEN.fullmatch(name):
+        raise SettingError("routes", f"{where}: {name!r} is not a valid header name")
+
+
+def _check_route(route: RouteSpec, admin_prefix: str) -> None:
+    from sse_proxy.obs.redact import redact_url
+
+    where = f"routes: {route.prefix!r}"
+
+    def bad(_name: str, why: str) -> ConfigError:
+        return SettingError(
+            "routes", f"{where}: upstream {why} (got {redact_url(route.upstream)!r})"
+        )
+
+    prefix = route.prefix
+    if not prefix.startswith("/") or (prefix != "/" and prefix.endswith("/")):
+        raise SettingError("routes", f"{where}: a prefix starts with '/' and does not end with '/'")
+    if any(c in prefix for c in "?#% \t"):
+        raise SettingError("routes", f"{where}: a prefix is a plain path (no ?, #, % or spaces)")
+    if prefix == admin_prefix or prefix.startswith(admin_prefix + "/"):
+        raise SettingError("routes", f"{where}: is under the reserved {admin_prefix!r}")
+    _check_upstream_url(route.upstream, "routes", bad)
+    if route.dialect:
+        from sse_proxy.core import normalize_dialect
+
+        try:
+            normalize_dialect(route.dialect)
+        except ValueError as exc:
+            raise SettingError("routes", f"{where}: dialect: {exc}") from None
+    for name, _ in route.headers:
+        _check_header_name(name, f"{where}: header")
