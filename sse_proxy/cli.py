@@ -302,9 +302,9 @@ def _serve(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from sse_proxy.obs.logs import configure_logging
 
-    log_format = args.log_format or os.environ.get("SSE_PROXY_LOG_FORMAT", "json")
-    if log_format not in ("json", "console"):
-        log_format = "json"
+    log_format = args.log_format or os.environ.get("SSE_PROXY_LOG_FORMAT", "auto")
+    if log_format not in ("auto", "json", "console"):
+        log_format = "auto"
     configure_logging(fmt=log_format)
     if args.command == "check":
         from sse_proxy.core import Limits

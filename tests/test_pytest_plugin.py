@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 import subprocess
 import sys
 import textwrap
@@ -191,3 +192,43 @@ def test_entry_point_registers_the_fixture_in_any_project(tmp_path: Path) -> Non
         env=cli_env(),
     )
     assert "fixture 'sse_chaos_proxy' not found" in disabled.stdout.decode()
+
+
+def test_the_captured_log_of_a_failing_test_is_json_lines(tmp_path: Path) -> None:
+    """A user's failing test shows the proxy's log as the contract has it (JSON lines on
+    stderr, JSON values), not structlog's development rendering with Python reprs."""
+    (tmp_path / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import urllib.request
+
+            def test_stream(sse_chaos_proxy):
+                req = urllib.request.Request(
+                    sse_chaos_proxy.stream_url("openai") + "?fault=truncated",
+                    data=b'{"stream": true}', method="POST",
+                )
+                with urllib.request.urlopen(req) as resp:
+                    resp.read()
+                assert False, "the user's own failure"
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+    out = proc.stdout.decode()
+    assert "1 failed" in out, out
+    captured = out.split("Captured stderr call", 1)[1].split("\n", 1)[1]
+    lines = [ln for ln in captured.splitlines() if ln.startswith("{")]
+    events = [json.loads(ln) for ln in lines]
+    (summary,) = [e for e in events if e["event"] == "stream.summary"]
+    assert summary["verdict"] == "broken"
+    assert summary["client_request_id"] is None  # JSON null, not the repr None
+    assert "Captured stdout call" not in out  # nothing on the user's stdout
+    for repr_only in ("=None", "=False", "=True", "{'"):
+        assert repr_only not in captured, repr_only

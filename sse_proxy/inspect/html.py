@@ -66,6 +66,7 @@ def page(title: str, body: str, *, script: str = "") -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'  # no icon to fetch: nothing asks the upstream
         f"<title>{esc(title)}</title><style>{CSS}</style></head>"
         f"<body>{body}{js}</body></html>\n"
     )

@@ -22,6 +22,7 @@ from sse_proxy.config import Config
 from sse_proxy.inspect.html import esc, page, render_events, render_strip, render_timeline
 from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.inspect.strip import analyse
+from sse_proxy.obs.console import console_value
 from sse_proxy.recording import encode_end, encode_header, encode_read
 
 __all__ = [
@@ -56,6 +57,13 @@ def add_ui_routes(app: web.Application, cfg: Config, registry: Registry) -> None
     app.router.add_get(f"{base}/events", _feed)
     app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}.ssrec", _download)
     app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}", _stream_page)
+    # A browser asks the origin for /favicon.ico; with the inspector open that is a
+    # person's browser, not the app: answer here, never upstream.
+    app.router.add_get("/favicon.ico", _favicon)
+
+
+async def _favicon(_request: web.Request) -> web.Response:
+    return web.Response(status=204, headers={"Cache-Control": "max-age=86400"})
 
 
 def close_feeds(app: web.Application) -> None:
@@ -100,9 +108,10 @@ def _show_text(cfg: Config) -> bool:
 
 
 def _fmt(value: Any) -> str:
+    """A value as the logs show it (``false``, ``["stop"]``), never a Python repr."""
     if isinstance(value, float):
         return f"{value:.1f}"
-    return esc("-" if value is None else value)
+    return esc("-" if value is None else console_value(value))
 
 
 def _row_html(row: dict[str, Any], base: str) -> str:

@@ -1,24 +1,41 @@
-"""Log set-up: structlog, JSON lines by default, a readable console rendering on request.
+"""Log set-up: structlog; JSON lines, or human lines when a person reads the terminal.
 
-The stdlib ``logging`` root (aiohttp's and asyncio's loggers) is routed through the same
+``auto`` (the default) renders human lines (:mod:`sse_proxy.obs.console`) when the log
+stream is a terminal and JSON lines otherwise: files and pipes always get JSON. The
+stdlib ``logging`` root (aiohttp's and asyncio's loggers) is routed through the same
 redaction and rendering, so every line on the stream is one redacted object.
 """
 
 from __future__ import annotations
 
 import logging
-import re
+import os
 import sys
 import uuid
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
 import orjson
 import structlog
 
+from sse_proxy.obs.console import (
+    CONTEXT_FIELDS,
+    ConsoleLines,
+    console_value,
+    is_terminal,
+    use_color,
+)
 from sse_proxy.obs.redact import format_exception_redacted, redact_foreign, redact_processor
 
-__all__ = ["CONTEXT_FIELDS", "ConsoleLines", "configure_logging", "get_logger", "new_stream_id"]
+__all__ = [
+    "CONTEXT_FIELDS",
+    "ConsoleLines",
+    "configure_logging",
+    "console_value",
+    "get_logger",
+    "new_stream_id",
+    "resolve_format",
+]
 
 
 class _StdlibHandler(logging.Handler):
@@ -55,34 +72,55 @@ def _orjson_dumps(obj: Any, **_kw: Any) -> str:
     return orjson.dumps(obj, default=str).decode()
 
 
+def resolve_format(fmt: str, stream: Any) -> str:
+    """``json`` or ``console``: ``auto`` is console on a terminal, JSON anywhere else."""
+    if fmt == "auto":
+        return "console" if is_terminal(stream) else "json"
+    return fmt
+
+
+def _rendering(fmt: str, out: Any, env: Mapping[str, str] | None) -> tuple[Any, Any]:
+    """The exception processor and the renderer of a format on a stream."""
+    if resolve_format(fmt, out) == "console":
+        renderer = ConsoleLines(color=use_color(out, os.environ if env is None else env))
+        return _keep_event, renderer
+    return (
+        structlog.processors.ExceptionRenderer(format_exception_redacted),
+        structlog.processors.JSONRenderer(serializer=_orjson_dumps),
+    )
+
+
+def _processors(exceptions: Any, renderer: Any) -> list[Any]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact_processor,
+        exceptions,
+        renderer,
+    ]
+
+
 def configure_logging(
-    *, fmt: str = "json", stream: TextIO | None = None, level: str = "info"
+    *,
+    fmt: str = "auto",
+    stream: TextIO | None = None,
+    level: str = "info",
+    env: Mapping[str, str] | None = None,
 ) -> None:
-    """JSON lines (``fmt="json"``) or a readable console rendering (``fmt="console"``).
+    """JSON lines (``json``), human lines (``console``), or ``auto``: human on a terminal.
 
     The stdlib ``logging`` root (aiohttp's and asyncio's loggers, tracebacks of unexpected
     handler errors) is routed through the same redaction and rendering, so every line on
-    the stream is one redacted JSON object; tracebacks have their messages redacted.
+    the stream is one redacted object; tracebacks have their messages redacted. Colour
+    follows the stream and ``NO_COLOR``/``FORCE_COLOR`` in ``env`` (default: os.environ).
     """
     global _STDLIB_HANDLER  # noqa: PLW0603 - one handler, replaced on reconfiguration
     out = stream if stream is not None else sys.stderr
-    renderer: Any
-    if fmt == "console":
-        renderer = ConsoleLines()
-        exceptions: Any = _keep_event
-    else:
-        renderer = structlog.processors.JSONRenderer(serializer=_orjson_dumps)
-        exceptions = structlog.processors.ExceptionRenderer(format_exception_redacted)
+    exceptions, renderer = _rendering(fmt, out, env)
     numeric_level = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact_processor,
-            exceptions,
-            renderer,
-        ],
+        processors=_processors(exceptions, renderer),
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
         # One write() per line: worker processes share stderr, and print()'s two writes
         # (text, then newline) on an unbuffered stream let their lines interleave.
@@ -120,92 +158,20 @@ def _keep_event(
     return event_dict
 
 
-# Fields the shell binds to every line of a stream: the console shows them after the
-# line's own fields, so an alert reads "what happened" before "to which request".
-CONTEXT_FIELDS = frozenset(
-    {
-        "method",
-        "path",
-        "upstream_status",
-        "upstream_request_id",
-        "mode",
-        "chaos",
-        "client_request_id",
-        "trace_id",
-        "traceparent",
-        "route",
-        "model",
-        "request_model",
-        "response_model",
-        "response_id",
-        "pid",
-        "logger",
-    }
-)
-_BARE = re.compile(r"[^\s\"'=\\]{1,80}")
-
-
-def _console_value(value: Any, width: int = 80) -> str:
-    """One value for the console: bare word, JSON for the rest, never a Python repr."""
-    if isinstance(value, bool) or value is None:
-        return "true" if value is True else "false" if value is False else "null"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, str) and _BARE.fullmatch(value):
-        return value
-    text = orjson.dumps(value, default=str).decode()
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-class ConsoleLines:
-    """A readable rendering: ``event stream_id=… level=…``, the line's own fields, then the
-    stream's context and the time; long values are cut and long lines wrapped (at most
-    ``width`` characters, continuation lines indented), so no line runs for screens.
-    """
-
-    def __init__(self, width: int = 160) -> None:
-        self.width = width
-
-    def __call__(self, _logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> str:
-        d = dict(event_dict)
-        exc_info = d.pop("exc_info", None)
-        exception = d.pop("exception", None)
-        event = str(d.pop("event", ""))
-        level = d.pop("level", None)
-        timestamp = d.pop("timestamp", None)
-        head = [event]
-        if "stream_id" in d:
-            head.append(f"stream_id={d.pop('stream_id')}")
-        if level is not None:
-            head.append(f"level={level}")
-        own = [(k, v) for k, v in d.items() if k not in CONTEXT_FIELDS and v is not None]
-        ctx = [(k, v) for k, v in d.items() if k in CONTEXT_FIELDS and v is not None]
-        tokens = head + [f"{k}={_console_value(v)}" for k, v in (*own, *ctx)]
-        if isinstance(timestamp, str):
-            tokens.append(f"at={timestamp[11:23]}")
-        lines: list[str] = []
-        line = ""
-        for token in tokens:
-            if line and len(line) + 1 + len(token) > self.width:
-                lines.append(line)
-                line = "    " + token
-            else:
-                line = f"{line} {token}" if line else token
-        lines.append(line)
-        text = "\n".join(lines)
-        if exc_info:
-            info = exc_info if isinstance(exc_info, tuple) else sys.exc_info()
-            if isinstance(exc_info, BaseException):
-                info = (type(exc_info), exc_info, exc_info.__traceback__)
-            if info[1] is not None:
-                text += "\n" + format_exception_redacted(info)
-        elif isinstance(exception, str):
-            text += "\n" + exception
-        return text
-
-
 def get_logger(**bind: Any) -> Any:
-    return structlog.get_logger("sse-proxy").bind(**bind)
+    """The proxy's logger. Where nobody configured structlog (the pytest plugin in a user's
+    suite, a library user of ``start_proxy``), lines still follow the contract: JSON on
+    stderr, or human lines when stderr is a terminal, at info level; structlog's own
+    default (a development renderer with Python reprs, on stdout) is never used."""
+    if structlog.is_configured():
+        return structlog.get_logger("sse-proxy").bind(**bind)
+    out = sys.stderr
+    return structlog.wrap_logger(
+        structlog.WriteLogger(out),
+        processors=_processors(*_rendering("auto", out, None)),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        cache_logger_on_first_use=False,
+    ).bind(**bind)
 
 
 def new_stream_id() -> str:

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
@@ -33,7 +34,7 @@ from sse_proxy.server.app import make_app
 from sse_proxy.server.keys import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import ProxyAppRunner
-from sse_proxy.server.routes import RouteTable
+from sse_proxy.server.routes import Route, RouteTable
 
 __all__ = ["serve_forever", "start_proxy", "stop_proxy"]
 
@@ -145,6 +146,53 @@ async def _close_streams(
         await asyncio.wait(leftover, timeout=1.0)
 
 
+# What an app sets to send its SDK's calls through the proxy, by dialect: the variable and
+# the path the SDK expects its base URL to end in (the OpenAI SDKs put /v1 in it).
+_SDK_BASE = {
+    "openai": ("OPENAI_BASE_URL", "/v1"),
+    "responses": ("OPENAI_BASE_URL", "/v1"),
+    "anthropic": ("ANTHROPIC_BASE_URL", ""),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL", ""),
+    "vertex": ("GOOGLE_VERTEX_BASE_URL", ""),
+}
+
+
+def _sdk_of(route: Route) -> str | None:
+    """The SDK a route serves: its dialect, else the upstream's host; OpenAI-compatible
+    when neither tells (most LLM servers speak the OpenAI API); none for raw text."""
+    if route.dialect in ("text", "none"):
+        return None
+    if route.dialect in _SDK_BASE:
+        return route.dialect
+    host = urlsplit(route.upstream).hostname or ""
+    if "anthropic" in host:
+        return "anthropic"
+    if "aiplatform" in host:
+        return "vertex"
+    if "generativelanguage" in host:
+        return "gemini"
+    return "openai"
+
+
+def app_env(url: str, routes: Sequence[Route]) -> list[dict[str, str]]:
+    """For each route, what to set in the app: ``OPENAI_BASE_URL=http://127.0.0.1:8787/v1``
+    for an OpenAI route, ``ANTHROPIC_BASE_URL=...`` for an Anthropic one, and so on."""
+    # a proxy listening on every interface is reached on loopback from its own host or pod
+    url = url.replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
+    out = []
+    for route in sorted(routes, key=lambda r: r.prefix):
+        base = url + route.prefix.rstrip("/")
+        sdk = _sdk_of(route)
+        if sdk is None:
+            entry = {"set": f"your client's base URL to {base}", "url": base}
+        else:
+            variable, suffix = _SDK_BASE[sdk]
+            entry = {"variable": variable, "url": base + suffix}
+            entry["set"] = f"{variable}={entry['url']}"
+        out.append({"route": route.name, "upstream": redact_url(route.upstream), **entry})
+    return out
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -206,6 +254,7 @@ async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = (
     log.info(
         "proxy.started",
         listen=url,
+        app_env=app_env(url, runner.app[ROUTES].routes),
         upstream=redact_url(cfg.upstream),
         mapping=routes[-1]["example"] if len(routes) == 1 else None,
         routes=routes,

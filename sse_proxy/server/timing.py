@@ -240,6 +240,7 @@ class StreamObserver:
         return {
             "verdict": kind,
             "verdict_reason": reason,
+            "route": self.ctx.route,  # bound to the log too; the inspector reads it here
             "client_request_id": self.ctx.client_request_id,
             "trace_id": self.ctx.trace_id,
             "model": self.ctx.request_model or meta.response_model,

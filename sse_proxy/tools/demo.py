@@ -21,6 +21,7 @@ from aiohttp import web
 from sse_proxy.core import StreamReassembler
 from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
+from sse_proxy.obs.console import console_value
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.stack import Stack, start_stack
 
@@ -84,21 +85,25 @@ def _naive_losses(reads: list[bytes]) -> int:
     return sum(r.decode("utf-8", "replace").count("\ufffd") for r in reads)
 
 
+_ALERT_FIELDS = {
+    "sse.replacement_char": ("cause", "byte_offset"),
+    "sse.unterminated_frame": ("pending_bytes", "preview"),
+    "sse.crlf_framing": ("counts", "mixed"),
+    "sse.invalid_json": ("event_index", "error"),
+    "sse.truncated": ("reason", "dialect"),
+    "sse.oversized_frame": ("kind", "limit"),
+}
+
+
+def _fields(event: dict[str, Any], names: tuple[str, ...]) -> str:
+    """``name=value`` pairs with JSON values (``true``, ``{"lf":0}``), as the logs show them."""
+    return " ".join(f"{n}={console_value(event.get(n))}" for n in names)
+
+
 def _fmt_alert(event: dict[str, Any]) -> str:
     name = str(event.get("event"))
-    detail = {
-        "sse.replacement_char": lambda e: (
-            f"cause={e.get('cause')} byte_offset={e.get('byte_offset')}"
-        ),
-        "sse.unterminated_frame": lambda e: (
-            f"pending_bytes={e.get('pending_bytes')} preview={e.get('preview')!r}"
-        ),
-        "sse.crlf_framing": lambda e: f"counts={e.get('counts')} mixed={e.get('mixed')}",
-        "sse.invalid_json": lambda e: f"event_index={e.get('event_index')} {e.get('error')}",
-        "sse.truncated": lambda e: f"reason={e.get('reason')} dialect={e.get('dialect')}",
-        "sse.oversized_frame": lambda e: f"kind={e.get('kind')} limit={e.get('limit')}",
-    }.get(name)
-    return f"{name} [{event.get('level')}]" + (f" {detail(event)}" if detail else "")
+    names = _ALERT_FIELDS.get(name, ())
+    return f"{name} [{event.get('level')}]" + (f" {_fields(event, names)}" if names else "")
 
 
 def _indent(text: str, prefix: str = "    │ ") -> str:
@@ -187,11 +192,8 @@ async def _find_by_request_id(
     ok = len(found) == 1
     if found:
         e = found[0]
-        w(
-            f"  logs:    stream.summary [{e.get('level')}] verdict={e.get('verdict')} "
-            f"reason={e.get('verdict_reason')} model={e.get('model')} "
-            f"ttft_ms={e.get('ttft_ms')} trace_id={e.get('trace_id')}\n"
-        )
+        shown = ("verdict", "verdict_reason", "model", "ttft_ms", "trace_id")
+        w(f"  logs:    stream.summary [{e.get('level')}] {_fields(e, shown)}\n")
     async with session.get(
         proxy_url + "/_sse-proxy/metrics", headers={"Accept": "application/openmetrics-text"}
     ) as resp:
@@ -223,7 +225,7 @@ async def _find_by_request_id(
         return False
     events = ", ".join(ev.name for ev in span.events) or "none"
     w(
-        f"  trace:   span {span.name!r} trace_id={span.trace_id.hex()} "
+        f"  trace:   span {console_value(span.name)} trace_id={span.trace_id.hex()} "
         f"(the app's traceparent continued), events: {events}\n"
     )
     return ok and span.trace_id.hex() == _DEMO_TRACEPARENT[3:35]

@@ -13,6 +13,7 @@ docs/inspector.md shows (from a clean home, so no machine path appears in them).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -70,6 +71,7 @@ def driver() -> Iterator[webdriver.Chrome]:
         "--no-proxy-server",
     ):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # network events
     service = Service(executable_path=_find("chromedriver"))
     browser = webdriver.Chrome(options=options, service=service)
     try:
@@ -198,6 +200,63 @@ def test_inspector_live(driver: webdriver.Chrome, loop: _Loop) -> None:
     finally:
         loop.run(stop_proxy(runner))
         loop.run(upstream.cleanup())
+
+
+def _favicon_answered(browser: webdriver.Chrome) -> list[str]:
+    """Wait until the browser got an answer for /favicon.ico; every URL it requested."""
+    asked: list[str] = []
+    answered = False
+
+    def done(_: object) -> bool:
+        nonlocal answered
+        for entry in browser.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message["method"] == "Network.requestWillBeSent":
+                asked.append(message["params"]["request"]["url"])
+            elif message["method"] == "Network.responseReceived":
+                answered |= message["params"]["response"]["url"].endswith("/favicon.ico")
+        return answered
+
+    WebDriverWait(browser, WAIT).until(done)
+    return asked
+
+
+def test_opening_the_inspector_sends_no_favicon_request_upstream(
+    driver: webdriver.Chrome, loop: _Loop
+) -> None:
+    """The pages name no icon to fetch; a page without one (the JSON) gets /favicon.ico
+    answered by the proxy: the upstream never sees it. The list shows the route name."""
+    from aiohttp import web
+
+    from tests.security import running_app
+
+    seen: list[str] = []
+
+    async def sse(request: web.Request) -> web.Response:  # records every path it is asked
+        seen.append(request.path)
+        return web.Response(body=b"data: hi\n\n", content_type="text/event-stream")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", sse)
+    upstream = running_app(app)
+    up_url = loop.run(upstream.__aenter__())
+    runner, url = loop.run(
+        start_proxy(Config(upstream=up_url, port=0, ui=True, shutdown_grace=0.5, log_level="error"))
+    )
+    try:
+        driver.get_log("performance")  # what earlier tests left
+        loop.run(_stream(url, None, "/v1/text"))  # one stream, through the recording upstream
+        driver.get(url + UI)
+        WebDriverWait(driver, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, "td")))
+        cells = [td.text for td in driver.find_elements(By.CSS_SELECTOR, "tbody tr td")]
+        assert "default" in cells, cells  # the route as the logs name it, not "-"
+        driver.get(url + UI + "/streams.json")
+        asked = _favicon_answered(driver)
+    finally:
+        loop.run(stop_proxy(runner))
+        loop.run(upstream.__aexit__(None, None, None))
+    assert [u for u in asked if u.endswith("/favicon.ico")] == [url + "/favicon.ico"], asked
+    assert seen == ["/v1/text"]
 
 
 def test_report_first_difference(driver: webdriver.Chrome, tmp_path: Path) -> None:

@@ -87,6 +87,11 @@ async def test_stream_page_and_recording(
             assert resp.status == 200
             (tmp_path / "s.ssrec").write_bytes(await resp.read())
     assert 'class="m alert"' in page
+    # values as the logs show them: JSON, never Python reprs
+    assert "active <strong>false</strong>" in page
+    assert "route <strong>default</strong>" in page
+    assert "False" not in page
+    assert "[&#x27;" not in page
     assert "sse.replacement_char" in page
     assert SECRET not in page
     rec = load_recording(tmp_path / "s.ssrec")

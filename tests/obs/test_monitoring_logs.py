@@ -27,12 +27,16 @@ def console() -> Iterator[io.StringIO]:
         yield stream
 
 
-def test_console_puts_event_and_stream_id_first_then_own_fields(console: io.StringIO) -> None:
-    """event, stream_id, level; the alert's fields before the context; JSON, not reprs."""
+def test_console_is_one_line_per_stream_and_alerts_without_context(
+    console: io.StringIO,
+) -> None:
+    """An alert: indented, its level, its own fields, the stream id; no context. The
+    summary: verdict, reason, method, path, status, model, request id, TTFT, duration."""
     log = get_logger(
         stream_id="0123456789abcdef",
         method="POST",
         path="/v1/chat/completions",
+        upstream_status=200,
         client_request_id="app-req-1",
         model="gpt-4o",
         route="api.openai.com",
@@ -40,23 +44,86 @@ def test_console_puts_event_and_stream_id_first_then_own_fields(console: io.Stri
     sink = AlertSink(log)
     sink.emit(Truncated(reason="idle_timeout", dialect="openai", byte_offset=12))
     sink.emit(CrlfFraming(counts={"lf": 1, "crlf": 2, "cr": 0}, mixed=True))
-    sink.summary(level="warning", verdict="broken", note="x" * 2000, finish_reasons=["stop"])
-    text = console.getvalue()
-    lines = text.splitlines()
-    assert lines[0].startswith("sse.truncated stream_id=0123456789abcdef level=warning ")
-    records = re.split(r"\n(?! {4})", text.strip())  # a record and its continuation lines
-    first = records[0]
-    assert first.index("reason=idle_timeout") < first.index("client_request_id=app-req-1")
-    assert first.index("byte_offset=12") < first.index("model=gpt-4o")
-    assert 'counts={"lf":1,"crlf":2,"cr":0}' in text
-    assert "{'" not in text
-    assert "['" not in text
-    assert 'finish_reasons=["stop"]' in text
-    summary_at = next(i for i, ln in enumerate(lines) if ln.startswith("stream.summary "))
-    assert lines[summary_at].startswith("stream.summary stream_id=0123456789abcdef level=warning")
-    assert max(map(len, lines)) <= 160, max(lines, key=len)
-    assert "x" * 100 not in text  # a long value is cut
-    assert all(ln.startswith(("sse.", "stream.", "    ")) for ln in lines), lines
+    sink.summary(
+        level="warning",
+        verdict="broken",
+        verdict_reason="truncated",
+        ttft_ms=312.4,
+        duration_ms=1240.0,
+        note="x" * 2000,
+        finish_reasons=["stop"],
+    )
+    lines = console.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    truncated, crlf, summary = lines
+    assert truncated.startswith(
+        "  warning sse.truncated reason=idle_timeout dialect=openai byte_offset=12 "
+        "stream=0123456789abcdef "
+    )
+    assert crlf.startswith('  warning sse.crlf_framing counts={"lf":1,"crlf":2,"cr":0} mixed=true')
+    for line in (truncated, crlf):
+        for context in ("POST", "/v1/chat", "app-req-1", "gpt-4o", "api.openai.com"):
+            assert context not in line, (context, line)
+    assert summary.startswith(
+        "broken   truncated POST /v1/chat/completions 200 gpt-4o req=app-req-1 "
+        'ttft=312ms dur=1.24s alerts={"sse.truncated":1,"sse.crlf_framing":1} '
+        "stream=0123456789abcdef "
+    ), summary
+    assert "x" * 100 not in summary  # the 40-odd other fields stay in the JSON lines
+    assert "\x1b[" not in console.getvalue()  # a StringIO is no terminal: no colour
+
+
+def test_console_colours_by_level_and_renders_json_values() -> None:
+    """Colour on request: verdicts and levels coloured; values are JSON, never reprs."""
+    from sse_proxy.obs.console import ConsoleLines
+
+    render = ConsoleLines(color=True)
+    ok = render(None, "info", {"event": "stream.summary", "verdict": "ok", "stream_id": "s"})
+    assert ok.startswith("\x1b[32mok      \x1b[0m ")
+    bad = render(None, "warning", {"event": "stream.summary", "verdict": "broken"})
+    assert bad.startswith("\x1b[1;31mbroken  \x1b[0m")
+    warn = render(None, "warning", {"event": "x.y", "level": "warning", "stream_id": "s"})
+    assert warn.startswith("  \x1b[33mwarning\x1b[0m \x1b[33mx.y\x1b[0m ")
+    err = render(None, "error", {"event": "boom", "level": "error"})
+    assert err.startswith("\x1b[1;31merror\x1b[0m ")
+    plain = ConsoleLines(color=False)
+    line = plain(
+        None,
+        "info",
+        {"event": "e", "active": False, "gone": None, "d": {"a": [1, True]}, "s": "two words"},
+    )
+    assert line == 'e active=false d={"a":[1,true]} s="two words"'
+
+
+def test_console_start_up_line_says_what_to_set_per_route() -> None:
+    """proxy.started: where it listens, then one `set VAR=URL` line per route."""
+    from sse_proxy.obs.console import ConsoleLines
+
+    app_env = [
+        {"route": "/anthropic", "upstream": "https://api.anthropic.com",
+         "set": "ANTHROPIC_BASE_URL=http://127.0.0.1:8787/anthropic"},
+        {"route": "default", "upstream": "https://api.openai.com",
+         "set": "OPENAI_BASE_URL=http://127.0.0.1:8787/v1"},
+    ]  # fmt: skip
+    text = ConsoleLines()(
+        None,
+        "info",
+        {
+            "event": "proxy.started",
+            "listen": "http://127.0.0.1:8787",
+            "mode": "passthrough",
+            "routes": [{"route": "default", "example": "x" * 300}],
+            "network": {},
+            "app_env": app_env,
+            "timestamp": "2026-01-02T03:04:05.678901Z",
+        },
+    )
+    assert text.splitlines() == [
+        "proxy.started listen=http://127.0.0.1:8787 mode=passthrough 03:04:05.678",
+        "  set ANTHROPIC_BASE_URL=http://127.0.0.1:8787/anthropic  "
+        "(route /anthropic -> https://api.anthropic.com)",
+        "  set OPENAI_BASE_URL=http://127.0.0.1:8787/v1  (route default -> https://api.openai.com)",
+    ]
 
 
 @pytest.mark.asyncio

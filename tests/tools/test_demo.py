@@ -37,3 +37,9 @@ def test_demo_runs_shows_exact_text_and_every_fault_and_exits_0(mode: str) -> No
     assert "trace_id=0af7651916cd43dd8448eb211c80319c" in trace
     assert "sse.truncated" in trace
     assert "Traceback" not in proc.stderr.decode()
+    # values as the JSON logs have them, never Python reprs
+    assert 'counts={"lf":0,"crlf":' in out
+    assert "mixed=false" in out
+    assert 'preview="data: {' in out
+    for repr_only in ("{'", "['", "=True", "=False", "=None", "='", "span '"):
+        assert repr_only not in out, repr_only
