@@ -16,8 +16,6 @@ from sse_proxy.server.run import app_env, start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import mock_upstream
 
-PROMPT = [{"role": "user", "content": "Say hello"}]
-
 
 def _route(prefix: str, upstream: str, dialect: str = "auto") -> Route:
     return Route(prefix, prefix, upstream, dialect, (), False)
@@ -75,7 +73,9 @@ async def test_each_sdk_streams_through_with_only_the_variable_set(
             oai = openai.AsyncOpenAI(api_key="k", max_retries=0)
             async with oai:
                 stream = await oai.chat.completions.create(
-                    model="gpt-4o-mini", messages=PROMPT, stream=True
+                    model="gpt-4o-mini",
+                    messages=[{"role": "user", "content": "Say hello"}],
+                    stream=True,
                 )
                 text = "".join(
                     [c.choices[0].delta.content or "" async for c in stream if c.choices]
@@ -85,7 +85,9 @@ async def test_each_sdk_streams_through_with_only_the_variable_set(
             async with (
                 ant,
                 ant.messages.stream(
-                    model="claude-3-5-sonnet-20241022", max_tokens=64, messages=PROMPT
+                    model="claude-3-5-sonnet-20241022",
+                    max_tokens=64,
+                    messages=[{"role": "user", "content": "Say hello"}],
                 ) as messages,
             ):
                 text = "".join([t async for t in messages.text_stream])

@@ -209,7 +209,7 @@ def _favicon_answered(browser: webdriver.Chrome) -> list[str]:
 
     def done(_: object) -> bool:
         nonlocal answered
-        for entry in browser.get_log("performance"):
+        for entry in browser.get_log("performance"):  # type: ignore[no-untyped-call]
             message = json.loads(entry["message"])["message"]
             if message["method"] == "Network.requestWillBeSent":
                 asked.append(message["params"]["request"]["url"])
@@ -244,7 +244,7 @@ def test_opening_the_inspector_sends_no_favicon_request_upstream(
         start_proxy(Config(upstream=up_url, port=0, ui=True, shutdown_grace=0.5, log_level="error"))
     )
     try:
-        driver.get_log("performance")  # what earlier tests left
+        driver.get_log("performance")  # type: ignore[no-untyped-call]  # earlier tests'
         loop.run(_stream(url, None, "/v1/text"))  # one stream, through the recording upstream
         driver.get(url + UI)
         WebDriverWait(driver, WAIT).until(ec.presence_of_element_located((By.CSS_SELECTOR, "td")))
