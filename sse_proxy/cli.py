@@ -8,9 +8,11 @@ import sys
 from collections.abc import Sequence
 
 from sse_proxy import __version__
+from sse_proxy.cli_serve import FILE, add_serve, run_serve
 from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError
 from sse_proxy.names import MODES
+from sse_proxy.settings import LOG_FORMATS
 from sse_proxy.tools.fixtures.faults import (
     ENDINGS,
     KINDS,
@@ -42,21 +44,63 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_LOG_FORMAT = (
+    "auto (default): human lines on a terminal, JSON lines on a file or pipe; json; console"
+)
+
+
+def _complete(action: argparse.Action, kind: dict[str, str]) -> None:
+    action.complete = kind  # type: ignore[attr-defined]
+
+
+def _mock_description() -> str:
+    """The mock upstream's faults up front, one line each (from the one fault vocabulary)."""
+    width = max(map(len, KINDS))
+    faults = "\n".join(f"  {k:<{width}}  {f.description}" for k, f in KINDS.items())
+    older = ", ".join(f"{old} = {new}" for old, new in MOCK_LEGACY_NAMES.items())
+    return (
+        "The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini\n"
+        "and raw-text streaming endpoints, clean or with a fault that triggers an alert.\n\n"
+        f"fault kinds (--fault KIND, header X-Mock-Fault: KIND, or ?fault=KIND):\n{faults}"
+        + (f"\n  (older names still taken: {older})" if older else "")
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="sse-proxy",
         description="Reassemble, validate and re-chunk Server-Sent Events streams.",
+        epilog="`sse-proxy COMMAND --help` for each command's options; "
+        "`sse-proxy completion SHELL` for shell completion (bash, zsh, fish, ...).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "--log-format", choices=("json", "console"), default=None, help="log rendering"
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=None, help=_LOG_FORMAT)
+    # The same option after the command (`check --log-format json FILE`); SUPPRESS keeps
+    # a value given before the command when it is not repeated after it.
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help=_LOG_FORMAT
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    check = sub.add_parser("check", help="validate a captured raw event stream offline")
-    check.add_argument("file", nargs="?", default="-", help="capture file, or - for stdin")
+    check = sub.add_parser(
+        "check", parents=[common], help="validate a captured raw event stream offline"
+    )
+    _complete(
+        check.add_argument(
+            "file", nargs="?", default="-", help="capture file or .ssrec recording; - for stdin"
+        ),
+        FILE,
+    )
     check.add_argument("--text", action="store_true", help="print only the reassembled text")
+    check.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print nothing for a clean stream: no events, no summary; a stream with "
+        "warnings still gets its alerts and summary on stderr (the exit status says which)",
+    )
     check.add_argument(
         "--dialect",
         default=None,
@@ -66,125 +110,50 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-frame", type=_positive_int, default=None, help="frame limit, bytes")
     check.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
 
-    serve = sub.add_parser("serve", help="run the reverse proxy in front of an LLM API")
-    serve.add_argument("--upstream", help="the API base URL, e.g. https://api.openai.com")
-    serve.add_argument(
-        "--route",
-        dest="routes",
-        action="append",
-        metavar="PREFIX=URL",
-        help="send requests under PREFIX to URL, prefix stripped (repeatable)",
-    )
-    serve.add_argument(
-        "--upstream-header",
-        dest="upstream_headers",
-        action="append",
-        metavar="'NAME: VALUE'",
-        help="add or replace a header toward --upstream; ${ENV} and ${file:PATH} (repeatable)",
-    )
-    serve.add_argument(
-        "--drop-client-auth",
-        action="store_true",
-        default=None,
-        help="drop the client's Authorization/x-api-key/x-goog-api-key headers",
-    )
-    serve.add_argument(
-        "--trust-env",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="use HTTP(S)_PROXY/NO_PROXY from the environment (default: on)",
-    )
-    serve.add_argument("--upstream-ca", metavar="FILE", help="extra CA bundle (PEM) to trust")
-    serve.add_argument("--client-cert", metavar="FILE", help="client certificate (PEM) for mTLS")
-    serve.add_argument("--client-key", metavar="FILE", help="its private key, if not in the cert")
-    serve.add_argument("--config", help="TOML config file (see config/sse-proxy.toml)")
-    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="listen port (default 8787)")
-    serve.add_argument("--mode", choices=MODES)
-    serve.add_argument(
-        "--chaos", metavar="STRATEGY", help="chaos strategy, e.g. random or utf8+crlf"
-    )
-    serve.add_argument("--seed", type=int, help="chaos seed (default: a fresh one per stream)")
-    serve.add_argument("--chaos-k", type=int, help="random cuts per upstream chunk")
-    serve.add_argument("--delay-ms", type=float, help="chaos jitter before each write, ms")
-    serve.add_argument(
-        "--allow-chaos-header",
-        action="store_true",
-        default=None,
-        help="let clients pick chaos per request with X-SSE-Proxy-Chaos",
-    )
-    serve.add_argument("--dialect", help=_DIALECT_NAMES)
-    serve.add_argument("--max-line-bytes", type=int)
-    serve.add_argument("--max-frame-bytes", type=int)
-    serve.add_argument(
-        "--max-decompressed-ratio", type=float, help="stop observing a body expanding more"
-    )
-    serve.add_argument(
-        "--max-decompressed-bytes", type=int, help="stop observing a body decompressing to more"
-    )
-    serve.add_argument("--connect-timeout", type=float)
-    serve.add_argument("--idle-timeout", type=float)
-    serve.add_argument("--total-timeout", type=float)
-    serve.add_argument("--shutdown-grace", type=float)
-    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
-    serve.add_argument(
-        "--log-format",
-        choices=("json", "console"),
-        default=argparse.SUPPRESS,  # keeps a global --log-format given before `serve`
-        help="JSON lines (default) or a readable console rendering",
-    )
-    serve.add_argument("--log-text", action="store_true", default=None, help="log message text")
-    serve.add_argument("--record", dest="record_dir", metavar="DIR", help="record SSE streams")
-    serve.add_argument("--workers", type=int, help="processes sharing the port")
-    serve.add_argument(
-        "--loop",
-        choices=("auto", "uvloop", "asyncio"),
-        help="event loop (default auto: uvloop where installed, else asyncio)",
-    )
-    serve.add_argument(
-        "--stall-threshold", type=float, help="seconds without an event that log sse.stall"
-    )
-    serve.add_argument(
-        "--metrics-models", metavar="M1,M2", help="model label values (others count as other)"
-    )
-    serve.add_argument(
-        "--otlp-endpoint", metavar="URL", help="export traces over OTLP/HTTP (needs [otel])"
-    )
-    serve.add_argument(
-        "--ui", action="store_true", default=None, help="live inspector at <admin prefix>/ui"
-    )
-    serve.add_argument(
-        "--ui-text", action="store_true", default=None, help="show message text in the inspector"
-    )
-    serve.add_argument(
-        "--ui-allow-remote",
-        action="store_true",
-        default=None,
-        help="let non-loopback clients open the inspector",
-    )
-    serve.add_argument("--ui-streams", type=int, help="streams the inspector keeps")
-    serve.add_argument("--ui-stream-bytes", type=int, help="bytes kept per inspected stream")
+    add_serve(sub, common)
 
-    demo = sub.add_parser("demo", help="zero-setup showcase on a built-in mock upstream")
+    demo = sub.add_parser(
+        "demo", parents=[common], help="zero-setup showcase on a built-in mock upstream"
+    )
     demo.add_argument("--mode", choices=MODES, default="passthrough")
 
-    mock = sub.add_parser("mock-upstream", help="run the built-in mock LLM upstream alone")
-    mock.add_argument("--host", default="127.0.0.1")
-    mock.add_argument("--port", type=int, default=None)
+    mock = sub.add_parser(
+        "mock-upstream",
+        parents=[common],
+        help="run the built-in mock LLM upstream alone",
+        description=_mock_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mock.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    mock.add_argument("--port", type=int, default=None, help="listen port (default 8788)")
     mock.add_argument(
         "--fault",
         default=None,
         metavar="KIND",
-        help=f"break every stream: none, {names_help(KINDS, MOCK_LEGACY_NAMES)}",
+        help="serve every stream with this fault (listed above; default none); per "
+        "request: header X-Mock-Fault or ?fault=KIND",
     )
-    mock.add_argument("--seed", type=int, default=0, help="chunking seed")
-    mock.add_argument("--delay", type=float, default=0.0, help="seconds between writes")
+    mock.add_argument(
+        "--seed", type=int, default=0, help="seed of the random write boundaries (default 0)"
+    )
+    mock.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="pause between writes, in seconds (default 0)",
+    )
     mock.add_argument(
         "--first-text", action="store_true", help="the OpenAI Chat role chunk carries text"
     )
 
-    replay = sub.add_parser("replay", help="serve a recording (serve --record) as an upstream")
-    replay.add_argument("file", help="a .ssrec recording made with `serve --record DIR`")
+    replay = sub.add_parser(
+        "replay", parents=[common], help="serve a recording (serve --record) as an upstream"
+    )
+    _complete(
+        replay.add_argument("file", help="a .ssrec recording made with `serve --record DIR`"),
+        FILE,
+    )
     replay.add_argument("--host", default="127.0.0.1", help="listen address")
     replay.add_argument("--port", type=int, default=8788, help="listen port (0: any free)")
     replay.add_argument("--chaos", metavar="STRATEGY", help="re-chunk, e.g. utf8 or random+crlf")
@@ -197,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tc = sub.add_parser(
         "test-client",
+        parents=[common],
         help="run CMD against chaos streams and diagnose its SSE bugs",
         description="Run CMD (after --) once per chaos strategy, rewrite, seed and cut; "
         "compare what it prints with the expected text; diagnose each failure.",
@@ -236,76 +206,43 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     tc.add_argument("--proxy-log", metavar="FILE", help="append the proxies' JSON logs here")
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    health = sub.add_parser(
+        "health",
+        help="ask a running proxy whether it is healthy (exit 0) or not (exit 1)",
+        description="GET <admin prefix>/health of the proxy that the same settings "
+        "describe (--config, else $SSE_PROXY_CONFIG; SSE_PROXY_PORT, SSE_PROXY_ADMIN_PREFIX "
+        "...), on loopback when it listens on every interface: a container's HEALTHCHECK.",
+    )
+    _complete(
+        health.add_argument(
+            "--config", metavar="FILE", help="TOML config file (default $SSE_PROXY_CONFIG)"
+        ),
+        FILE,
+    )
+    health.add_argument("--url", help="ask this base URL instead, e.g. http://127.0.0.1:8787")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print a completion script for SHELL (made by shtab from this parser). "
+        'bash: eval "$(sse-proxy completion bash)" in ~/.bashrc; zsh: sse-proxy completion '
+        "zsh > ~/.zfunc/_sse-proxy, with ~/.zfunc on fpath before compinit; fish: sse-proxy "
+        "completion fish > ~/.config/fish/completions/sse-proxy.fish.",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "fish", "tcsh", "powershell"))
     return parser
-
-
-_SERVE_FLAGS = (
-    "upstream",
-    "host",
-    "port",
-    "mode",
-    "chaos",
-    "seed",
-    "chaos_k",
-    "delay_ms",
-    "allow_chaos_header",
-    "dialect",
-    "max_line_bytes",
-    "max_frame_bytes",
-    "max_decompressed_ratio",
-    "max_decompressed_bytes",
-    "connect_timeout",
-    "idle_timeout",
-    "total_timeout",
-    "shutdown_grace",
-    "log_format",
-    "log_level",
-    "log_text",
-    "record_dir",
-    "workers",
-    "loop",
-    "stall_threshold",
-    "metrics_models",
-    "otlp_endpoint",
-    "routes",
-    "upstream_headers",
-    "drop_client_auth",
-    "trust_env",
-    "upstream_ca",
-    "client_cert",
-    "client_key",
-    "ui",
-    "ui_text",
-    "ui_allow_remote",
-    "ui_streams",
-    "ui_stream_bytes",
-)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from sse_proxy.config import load_config_with_notes
-    from sse_proxy.errors import ConfigError
-    from sse_proxy.obs.logs import configure_logging
-    from sse_proxy.server.run import serve_forever
-
-    flags = {name: getattr(args, name, None) for name in _SERVE_FLAGS}
-    cfg, notes = load_config_with_notes(flags=flags, env=os.environ, path=args.config)
-    if not cfg.upstream and not cfg.routes:
-        raise ConfigError(
-            "upstream: required (--upstream URL or --route PREFIX=URL, "
-            "SSE_PROXY_UPSTREAM or config file)"
-        )
-    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
-    return serve_forever(cfg, notes=notes)
 
 
 def _run(args: argparse.Namespace) -> int:
     from sse_proxy.obs.logs import configure_logging
 
     log_format = args.log_format or os.environ.get("SSE_PROXY_LOG_FORMAT", "auto")
-    if log_format not in ("auto", "json", "console"):
+    if log_format not in LOG_FORMATS:
         log_format = "auto"
-    configure_logging(fmt=log_format)
+    quiet = getattr(args, "quiet", False)  # check --quiet: a clean stream logs nothing
+    configure_logging(fmt=log_format, level="warning" if quiet else "info")
     if args.command == "check":
         from sse_proxy.core import Limits
         from sse_proxy.tools.check import run_check
@@ -318,10 +255,15 @@ def _run(args: argparse.Namespace) -> int:
             }
         )
         return run_check(
-            args.file, text=args.text, dialect=args.dialect, limits=limits, html=args.html
+            args.file,
+            text=args.text,
+            dialect=args.dialect,
+            limits=limits,
+            html=args.html,
+            quiet=args.quiet,
         )
     if args.command == "serve":
-        return _serve(args)
+        return run_serve(args)
     if args.command == "demo":
         from sse_proxy.tools.demo import run_demo
 
@@ -352,6 +294,15 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.command == "test-client":
         return _test_client(args)
+    if args.command == "health":
+        from sse_proxy.tools.health import run_health
+
+        return run_health(config=args.config, url=args.url, timeout=args.timeout)
+    if args.command == "completion":
+        import shtab
+
+        print(shtab.complete(build_parser(), shell=args.shell), end="")
+        return EXIT_OK
     raise AssertionError(args.command)  # pragma: no cover - argparse rejects the rest
 
 

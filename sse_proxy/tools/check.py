@@ -155,11 +155,17 @@ def run_check(
     limits: Limits | None = None,
     out: IO[bytes] | None = None,
     html: str | None = None,
+    quiet: bool = False,
 ) -> int:
-    """Exit status: 0 clean, 1 when a warning-level alert fired (usage errors raise)."""
+    """Exit status: 0 clean, 1 when a warning-level alert fired (usage errors raise).
+
+    ``quiet``: nothing on stdout (no events, no text); the log decides what stderr gets.
+    """
     sink_out = out if out is not None else sys.stdout.buffer
+    text = text and not quiet
+    emit = not text and not quiet
     try:
-        reassembler = StreamReassembler(dialect, limits=limits, emit_events=not text)
+        reassembler = StreamReassembler(dialect, limits=limits, emit_events=emit)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     stream, name = _open(path)
@@ -170,7 +176,7 @@ def run_check(
     if recording is not None:
         req_path = recording.request.get("path", "")
         hint = dialect_for_path(req_path) if isinstance(req_path, str) else None
-        reassembler = StreamReassembler(dialect, hint=hint, limits=limits, emit_events=not text)
+        reassembler = StreamReassembler(dialect, hint=hint, limits=limits, emit_events=emit)
     recorded_id = recording.meta.get("stream_id") if recording is not None else None
     stream_id = recorded_id if isinstance(recorded_id, str) and recorded_id else new_stream_id()
     sink = AlertSink(get_logger(stream_id=stream_id, source=name))

@@ -189,7 +189,8 @@ def test_registry_bounds_bytes_and_reads() -> None:
 
 
 def test_ui_flags_reach_the_config() -> None:
-    from sse_proxy.cli import _SERVE_FLAGS, build_parser
+    from sse_proxy.cli import build_parser
+    from sse_proxy.cli_serve import SERVE_FLAGS as _SERVE_FLAGS
     from sse_proxy.config import load_config
 
     args = build_parser().parse_args(

@@ -1,0 +1,383 @@
+"""`sse-proxy serve`: its flags (each with its unit and default) and how they become a Config.
+
+Every flag is also ``SSE_PROXY_<NAME>`` in the environment and ``<name>`` in the config
+file; a flag left out is ``None`` here, so the lower sources decide (see
+:mod:`sse_proxy.config`). The defaults quoted in the help come from
+:class:`~sse_proxy.settings.Config` itself, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.names import MODES
+from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
+
+__all__ = ["DIRECTORY", "FILE", "SERVE_EPILOG", "SERVE_FLAGS", "add_serve", "run_serve"]
+
+# shtab's completion actions for paths (shtab.FILE and shtab.DIRECTORY), spelled out so the
+# parser does not import shtab unless `sse-proxy completion` runs; a test compares them.
+FILE = {
+    "bash": "_shtab_compgen_files",
+    "zsh": "_files",
+    "tcsh": "f",
+    "fish": "(__fish_complete_path (commandline -ct))",
+    "powershell": "_shtab_powershell_compgen_files",
+}
+DIRECTORY = {
+    "bash": "_shtab_compgen_dirs",
+    "zsh": "_files -/",
+    "tcsh": "d",
+    "fish": "(__fish_complete_directories)",
+    "powershell": "_shtab_powershell_compgen_dirs",
+}
+
+SERVE_EPILOG = """\
+examples:
+  sse-proxy serve --upstream https://api.openai.com
+      then, in the app: OPENAI_BASE_URL=http://127.0.0.1:8787/v1 (the start-up line says it)
+  sse-proxy serve --upstream https://api.anthropic.com --mode frames
+      ANTHROPIC_BASE_URL=http://127.0.0.1:8787; clients get whole SSE frames only
+  sse-proxy serve --route /openai=https://api.openai.com/v1 \\
+                  --route /anthropic=https://api.anthropic.com
+      one sidecar, two APIs: OPENAI_BASE_URL=http://127.0.0.1:8787/openai/v1
+  sse-proxy serve --upstream http://127.0.0.1:8788 --chaos utf8 --seed 7
+      re-chunk every stream, a cut inside every multi-byte character, reproducibly
+  sse-proxy serve --config sse-proxy.toml --ui
+      settings from a file; the live inspector at http://127.0.0.1:8787/_sse-proxy/ui
+  SSE_PROXY_UPSTREAM=https://api.openai.com sse-proxy serve --workers 2 --log-format json
+
+Every flag is also SSE_PROXY_<NAME> in the environment and <name> in the config file
+(flags > environment > config file > defaults); config/sse-proxy.toml lists them all.
+Health: <admin prefix>/health; metrics: <admin prefix>/metrics (prefix /_sse-proxy).
+"""
+
+SERVE_FLAGS = (
+    "upstream",
+    "host",
+    "port",
+    "mode",
+    "chaos",
+    "seed",
+    "chaos_k",
+    "delay_ms",
+    "allow_chaos_header",
+    "dialect",
+    "max_line_bytes",
+    "max_frame_bytes",
+    "max_decompressed_ratio",
+    "max_decompressed_bytes",
+    "connect_timeout",
+    "idle_timeout",
+    "total_timeout",
+    "shutdown_grace",
+    "log_format",
+    "log_level",
+    "log_text",
+    "record_dir",
+    "workers",
+    "loop",
+    "stall_threshold",
+    "metrics_models",
+    "otlp_endpoint",
+    "routes",
+    "upstream_headers",
+    "drop_client_auth",
+    "trust_env",
+    "upstream_ca",
+    "client_cert",
+    "client_key",
+    "ui",
+    "ui_text",
+    "ui_allow_remote",
+    "ui_streams",
+    "ui_stream_bytes",
+)
+"""The serve flags' Config fields, in the order the help lists them."""
+
+_D = Config()
+
+
+def _complete(action: argparse.Action, kind: dict[str, str]) -> None:
+    """What shell completion offers for this flag's value (shtab reads ``complete``)."""
+    action.complete = kind  # type: ignore[attr-defined]
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n} = {n // size} {unit}"
+    return str(n)
+
+
+def _seconds(name: str, what: str, zero: str = "none") -> str:
+    value = getattr(_D, name)
+    default = f"{value:g} = {zero}" if value == 0 else f"{value:g}; 0 = {zero}"
+    return f"{what}, in seconds (default {default})"
+
+
+def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The `serve` subcommand and its flags."""
+    serve: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        parents=[parent],
+        help="run the reverse proxy in front of an LLM API",
+        description="Forward every request to the upstream API and stream the responses back;\n"
+        "every text/event-stream response is reassembled and checked on the way (alerts in\n"
+        "the log, counts in the metrics).",
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = serve.add_argument
+    where = serve.add_argument_group("where requests go")
+    where.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="the API base URL, e.g. https://api.openai.com (required unless --route is given)",
+    )
+    where.add_argument(
+        "--route",
+        dest="routes",
+        action="append",
+        metavar="PREFIX=URL",
+        help="send requests under PREFIX to URL, prefix stripped (repeatable; with "
+        "--upstream, that one catches the rest)",
+    )
+    where.add_argument(
+        "--upstream-header",
+        dest="upstream_headers",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="add or replace a header toward --upstream; ${ENV} and ${file:PATH} are read "
+        "at start-up, never logged (repeatable)",
+    )
+    where.add_argument(
+        "--drop-client-auth",
+        action="store_true",
+        default=None,
+        help="drop the client's Authorization/x-api-key/x-goog-api-key headers (default off)",
+    )
+    where.add_argument(
+        "--trust-env",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="use HTTP(S)_PROXY/NO_PROXY from the environment (default on)",
+    )
+    _complete(
+        where.add_argument(
+            "--upstream-ca", metavar="FILE", help="extra CA bundle (PEM) to trust (default none)"
+        ),
+        FILE,
+    )
+    _complete(
+        where.add_argument(
+            "--client-cert", metavar="FILE", help="client certificate (PEM) for mutual TLS"
+        ),
+        FILE,
+    )
+    _complete(
+        where.add_argument(
+            "--client-key", metavar="FILE", help="its private key, if not in the certificate file"
+        ),
+        FILE,
+    )
+    _complete(
+        add(
+            "--config",
+            metavar="FILE",
+            help="TOML config file (see config/sse-proxy.toml; default $SSE_PROXY_CONFIG)",
+        ),
+        FILE,
+    )
+    add("--host", metavar="ADDR", help=f"listen address (default {_D.host}: loopback only)")
+    add("--port", type=int, metavar="N", help=f"listen port (default {_D.port}; 0 = any free)")
+    add(
+        "--workers",
+        type=int,
+        metavar="N",
+        help=f"processes sharing the port; one that dies is replaced (default {_D.workers})",
+    )
+    add("--loop", choices=LOOPS, help="event loop (default auto: uvloop where installed)")
+    add(
+        "--shutdown-grace",
+        type=float,
+        metavar="SECONDS",
+        help=_seconds(
+            "shutdown_grace", "after SIGTERM, how long streams may finish", "cut them at once"
+        ),
+    )
+    modes = serve.add_argument_group("what the client receives")
+    modes.add_argument(
+        "--mode",
+        choices=MODES,
+        help="passthrough: bytes as they arrive; frames: whole SSE frames, one write each; "
+        f"chaos: re-chunked (default {_D.mode})",
+    )
+    modes.add_argument(
+        "--chaos",
+        metavar="STRATEGY",
+        help="bytewise, utf8, boundaries, random or coalesce, with rewrites (crlf, cr, bom, "
+        f"keepalive) joined by + (default {_D.chaos}; given alone, implies --mode chaos)",
+    )
+    modes.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="chaos seed (default: a fresh one per stream, logged and sent back in "
+        "X-SSE-Proxy-Chaos-Seed)",
+    )
+    modes.add_argument(
+        "--chaos-k",
+        type=int,
+        metavar="N",
+        help=f"random cuts per upstream read, strategy random (default {_D.chaos_k})",
+    )
+    modes.add_argument(
+        "--delay-ms",
+        type=float,
+        metavar="MS",
+        help=f"jitter before each chaos write, in ms (default {_D.delay_ms:g})",
+    )
+    modes.add_argument(
+        "--allow-chaos-header",
+        action="store_true",
+        default=None,
+        help="let clients pick chaos per request with X-SSE-Proxy-Chaos in any mode "
+        "(default: only in chaos mode)",
+    )
+    obs = serve.add_argument_group("observing streams")
+    obs.add_argument(
+        "--dialect",
+        help=f"{'|'.join(['auto', *DIALECTS])} "
+        f"(default {_D.dialect}: by request path, then the first event)",
+    )
+    for flag, name, what in (
+        ("--max-line-bytes", "max_line_bytes", "longest SSE line observed"),
+        ("--max-frame-bytes", "max_frame_bytes", "largest SSE frame observed"),
+        (
+            "--max-decompressed-bytes",
+            "max_decompressed_bytes",
+            "most a compressed body is decompressed to for observing",
+        ),
+    ):
+        obs.add_argument(
+            flag,
+            type=int,
+            metavar="BYTES",
+            help=f"{what}, in bytes (default {_bytes(getattr(_D, name))}); past it the "
+            "bytes are still forwarded, no longer parsed",
+        )
+    obs.add_argument(
+        "--max-decompressed-ratio",
+        type=float,
+        metavar="X",
+        help="stop observing a compressed body that expands more than X times "
+        f"(default {_D.max_decompressed_ratio:g})",
+    )
+    obs.add_argument(
+        "--stall-threshold",
+        type=float,
+        metavar="SECONDS",
+        help=_seconds("stall_threshold", "a gap between events that logs sse.stall", "off"),
+    )
+    timeouts = serve.add_argument_group("timeouts toward the upstream")
+    timeouts.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=_seconds("connect_timeout", "to connect"),
+    )
+    timeouts.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=_seconds("idle_timeout", "longest gap between two upstream reads"),
+    )
+    timeouts.add_argument(
+        "--total-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=_seconds("total_timeout", "longest whole response"),
+    )
+    logs = serve.add_argument_group("logs, metrics, traces, recordings")
+    logs.add_argument(
+        "--log-level", choices=LOG_LEVELS, help=f"the least level logged (default {_D.log_level})"
+    )
+    logs.add_argument(
+        "--log-text",
+        action="store_true",
+        default=None,
+        help="log the reassembled message text (default off: only its length)",
+    )
+    _complete(
+        logs.add_argument(
+            "--record",
+            dest="record_dir",
+            metavar="DIR",
+            help="record every SSE stream into DIR as .ssrec (default off)",
+        ),
+        DIRECTORY,
+    )
+    logs.add_argument(
+        "--metrics-models",
+        metavar="M1,M2",
+        help="model label values; others count as other (default: the first "
+        f"{_D.metrics_max_models} seen)",
+    )
+    logs.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318 (needs [otel]; default off)",
+    )
+    ui = serve.add_argument_group("the live inspector")
+    ui.add_argument(
+        "--ui",
+        action="store_true",
+        default=None,
+        help="live inspector at <admin prefix>/ui, loopback clients only (default off)",
+    )
+    ui.add_argument(
+        "--ui-text",
+        action="store_true",
+        default=None,
+        help="show message text in the inspector (default off)",
+    )
+    ui.add_argument(
+        "--ui-allow-remote",
+        action="store_true",
+        default=None,
+        help="let non-loopback clients open the inspector (default off)",
+    )
+    ui.add_argument(
+        "--ui-streams",
+        type=int,
+        metavar="N",
+        help=f"streams the inspector keeps, per worker (default {_D.ui_streams})",
+    )
+    ui.add_argument(
+        "--ui-stream-bytes",
+        type=int,
+        metavar="BYTES",
+        help=f"bytes kept per inspected stream (default {_bytes(_D.ui_stream_bytes)})",
+    )
+    return serve
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from sse_proxy.config import load_config_with_notes
+    from sse_proxy.errors import ConfigError
+    from sse_proxy.obs.logs import configure_logging
+    from sse_proxy.server.run import serve_forever
+
+    flags = {name: getattr(args, name, None) for name in SERVE_FLAGS}
+    cfg, notes = load_config_with_notes(flags=flags, env=os.environ, path=args.config)
+    if not cfg.upstream and not cfg.routes:
+        raise ConfigError(
+            "upstream: required (--upstream URL or --route PREFIX=URL, "
+            "SSE_PROXY_UPSTREAM or config file)"
+        )
+    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
+    return serve_forever(cfg, notes=notes)
