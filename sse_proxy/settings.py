@@ -97,6 +97,8 @@ class Config:
     max_alerts_per_kind: int = 10
     record_dir: str = ""
     workers: int = 1
+    worker_max_restarts: int = 5
+    worker_restart_window: float = 60.0
     loop: str = "auto"
     stall_threshold: float = 15.0
     metrics_models: str = ""
@@ -176,6 +178,10 @@ def _validate(cfg: Config) -> None:
     ):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")
+    if cfg.worker_max_restarts < 0:
+        raise bad("worker_max_restarts", "must not be negative")
+    if not cfg.worker_restart_window > 0:  # also refuses NaN
+        raise bad("worker_restart_window", "must be above 0 seconds")
     if cfg.metrics_max_models < 0:
         raise bad("metrics_max_models", "must not be negative")
     if cfg.otlp_endpoint:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter as Tally
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -104,6 +104,21 @@ class Metrics:
             "SSE streams being relayed now.",
             registry=reg,
             multiprocess_mode="livesum",
+        )
+        # Set from the supervisor's shared counter at each scrape (worker_counts); every
+        # worker reports the same value, and a dead worker's file is dropped by the parent.
+        self.worker_counts: Callable[[], Mapping[str, int]] | None = None
+        self.workers_live = Gauge(
+            "sse_proxy_workers_live",
+            "Worker processes running now (1 without --workers).",
+            registry=reg,
+            multiprocess_mode="livemax",
+        )
+        self.workers_configured = Gauge(
+            "sse_proxy_workers_configured",
+            "Worker processes configured (--workers).",
+            registry=reg,
+            multiprocess_mode="livemax",
         )
         self.bytes = Counter(
             "sse_proxy_stream_bytes", "Bytes relayed in SSE streams (as received).", registry=reg
@@ -242,8 +257,15 @@ class Metrics:
             "upstream_errors": t["upstream_errors"],
         }
 
+    def _refresh(self) -> None:
+        if self.worker_counts is not None:
+            counts = self.worker_counts()
+            self.workers_live.set(counts["live"])
+            self.workers_configured.set(counts["configured"])
+
     def render_for(self, accept: str | None) -> tuple[bytes, str]:
         """Exposition in the format the scraper asks for (OpenMetrics carries exemplars)."""
+        self._refresh()
         encoder, content_type = choose_encoder(accept or "")
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             reg = CollectorRegistry()
@@ -253,6 +275,7 @@ class Metrics:
 
     def render(self) -> bytes:
         """The exposition text; aggregated across workers in multiprocess mode."""
+        self._refresh()
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             reg = CollectorRegistry()
             multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
@@ -278,6 +301,8 @@ METRIC_NAMES = frozenset(
         "sse_proxy_requests_total",
         "sse_proxy_streams_total",
         "sse_proxy_streams_active",
+        "sse_proxy_workers_live",
+        "sse_proxy_workers_configured",
         "sse_proxy_stream_bytes_total",
         "sse_proxy_events_total",
         "sse_proxy_alerts_total",

@@ -9,6 +9,7 @@ from sse_proxy.config import Config
 from sse_proxy.inspect.web import add_ui_routes, registry_for
 from sse_proxy.server.admission import json_error
 from sse_proxy.server.keys import METRICS, ROUTES, STATE
+from sse_proxy.server.workers import WORKERS, WorkerCounts
 
 __all__ = ["add_admin_routes"]
 
@@ -20,8 +21,16 @@ async def _health(request: web.Request) -> web.Response:
         {k: v for k, v in r.items() if k in ("route", "prefix", "upstream", "dialect")}
         for r in request.app[ROUTES].describe()
     ]
+    workers = request.app.get(WORKERS, WorkerCounts.single()).fields()
+    if status == "ok" and workers["live"] < workers["configured"]:
+        status = "degraded"  # still serving; a worker is being replaced
     return web.json_response(
-        {"status": status, "active_streams": len(state.active), "routes": routes},
+        {
+            "status": status,
+            "active_streams": len(state.active),
+            "workers": workers,
+            "routes": routes,
+        },
         status=503 if state.shutting_down else 200,
     )
 

@@ -10,9 +10,7 @@ import asyncio
 import contextlib
 import gc
 import ipaddress
-import multiprocessing
 import os
-import shutil
 import signal
 import socket
 import tempfile
@@ -21,13 +19,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import structlog
 from aiohttp import web
 
 from sse_proxy.config import Config, StartupNote
 from sse_proxy.errors import ChaosSpecError, ConfigError, UsageError
 from sse_proxy.inspect.web import close_feeds
-from sse_proxy.obs.logs import configure_logging, get_logger
+from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.app import make_app
@@ -35,8 +32,9 @@ from sse_proxy.server.keys import CONFIG, METRICS, NETWORK, ROUTES, STATE, Proxy
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import ProxyAppRunner
 from sse_proxy.server.routes import Route, RouteTable
+from sse_proxy.server.workers import WORKERS, WorkerCounts, supervise
 
-__all__ = ["serve_forever", "start_proxy", "stop_proxy"]
+__all__ = ["app_env", "run_loop", "serve", "serve_forever", "start_proxy", "stop_proxy"]
 
 # Every request being handled (SSE streams and the rest), so that a shutdown can give each
 # the grace and then cancel it.
@@ -67,13 +65,21 @@ def _prepare_record_dir(cfg: Config) -> None:
         ) from None
 
 
-async def start_proxy(cfg: Config, *, reuse_port: bool = False) -> tuple[web.AppRunner, str]:
-    """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL."""
+async def start_proxy(
+    cfg: Config, *, reuse_port: bool = False, workers: WorkerCounts | None = None
+) -> tuple[web.AppRunner, str]:
+    """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL.
+
+    ``workers``: how many worker processes there are and how many live (health and the
+    metrics show it); one, by default.
+    """
     if not cfg.upstream and not cfg.routes:
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
     _validate_chaos(cfg)
     _prepare_record_dir(cfg)
     app = make_app(cfg)
+    app[WORKERS] = workers = workers or WorkerCounts.single()
+    app[METRICS].worker_counts = workers.fields
     app[_IN_FLIGHT] = set()
     app.middlewares.append(_track_in_flight)
     runner = ProxyAppRunner(
@@ -238,9 +244,16 @@ def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
-async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = ()) -> None:
+async def serve(
+    cfg: Config,
+    *,
+    reuse_port: bool,
+    notes: Sequence[StartupNote] = (),
+    workers: WorkerCounts | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain: one process, or one worker of several."""
     log = get_logger(pid=os.getpid())
-    runner, url = await start_proxy(cfg, reuse_port=reuse_port)
+    runner, url = await start_proxy(cfg, reuse_port=reuse_port, workers=workers)
     _freeze_startup_heap()
     # Signal handlers before the startup line: whoever reads it may signal at once.
     stop = asyncio.Event()
@@ -283,21 +296,11 @@ async def _serve(cfg: Config, reuse_port: bool, notes: Sequence[StartupNote] = (
     log.info("proxy.stopped")
 
 
-def _worker(
-    cfg: Config, notes: Sequence[StartupNote]
-) -> None:  # pragma: no cover - runs in a child process
-    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
-    # Every line a worker logs (stream.summary included) says which worker it came from.
-    structlog.contextvars.bind_contextvars(pid=os.getpid())
-    with contextlib.suppress(KeyboardInterrupt):
-        run_loop(cfg, _serve(cfg, reuse_port=True, notes=notes))
-
-
 def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
     if cfg.workers <= 1:
         loop_factory(cfg.loop)  # an unavailable loop is a startup error, before anything runs
-        run_loop(cfg, _serve(cfg, reuse_port=False, notes=notes))
+        run_loop(cfg, serve(cfg, reuse_port=False, notes=notes))
         return 0
     if not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
@@ -308,29 +311,4 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     _prepare_record_dir(cfg)
     RouteTable.from_config(cfg)  # a missing key or bad route fails here, not in each worker
     Network(cfg)
-    own_dir = None
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
-    ctx = multiprocessing.get_context("spawn")
-    procs: list[Any] = [
-        ctx.Process(target=_worker, args=(cfg, tuple(notes)), daemon=False)
-        for _ in range(cfg.workers)
-    ]
-    for proc in procs:
-        proc.start()
-
-    def forward(signum: int, _frame: object) -> None:
-        for proc in procs:
-            if proc.is_alive() and proc.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    for proc in procs:
-        proc.join()
-    if own_dir is not None:
-        shutil.rmtree(own_dir, ignore_errors=True)
-    # A worker killed by a signal has a negative exit code: that is a failure too.
-    return max((1 if (proc.exitcode or 0) < 0 else proc.exitcode or 0) for proc in procs)
+    return supervise(cfg, notes)

@@ -1,4 +1,5 @@
-"""`serve --workers N`: N processes share one port, metrics add up, SIGTERM stops them all."""
+"""`serve --workers N`: N processes share one port, metrics add up, SIGTERM stops them all,
+a worker that dies is logged and replaced (and too many deaths stop the parent)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -156,34 +158,133 @@ async def test_sigterm_stops_every_worker_and_frees_the_port() -> None:
         sock.listen()
 
 
+async def _health(base: str) -> dict[str, Any]:
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with (
+        aiohttp.ClientSession(connector=connector) as session,
+        session.get(base + "/_sse-proxy/health") as resp,
+    ):
+        assert resp.status == 200
+        body: dict[str, Any] = await resp.json()
+        return body
+
+
 @pytest.mark.asyncio
-async def test_a_killed_worker_leaves_the_other_serving_and_fails_the_exit_code() -> None:
-    """SIGKILL one worker: the other keeps serving the port; the parent reports failure."""
+async def test_a_killed_worker_is_logged_and_replaced() -> None:
+    """SIGKILL a worker: worker.exited names its pid and signal, a new worker takes its
+    place, the port keeps serving, health and metrics count the live workers again."""
     port = free_port()
+    base = f"http://127.0.0.1:{port}"
     async with mock_upstream() as upstream:
         with ServeProcess("--upstream", upstream, "--port", str(port), "--workers", "2") as serve:
             started = await asyncio.to_thread(serve.wait_for, "proxy.started", 2)
             victim, survivor = (e["pid"] for e in started)
+            health = await _health(base)
+            assert health["workers"] == {"live": 2, "configured": 2}
+            assert health["status"] == "ok"
             os.kill(victim, signal.SIGKILL)
-            for _ in range(500):  # gone, its listening socket with it
-                if not _running(victim):
-                    break
-                await asyncio.sleep(0.01)
-            assert not _running(victim)
+            (exited,) = await asyncio.to_thread(serve.wait_for, "worker.exited")
+            assert exited["worker_pid"] == victim
+            assert (exited["signal"], exited["exit_code"]) == ("SIGKILL", None)
+            assert exited["level"] == "error"
+            assert exited["restart_in_s"] == 0.5  # the first back-off
+            assert exited["pid"] not in (victim, survivor)  # the parent says it
+            started = await asyncio.to_thread(serve.wait_for, "proxy.started", 3)
+            (replacement,) = {e["pid"] for e in started} - {victim, survivor}
+            (announced,) = await asyncio.to_thread(serve.wait_for, "worker.started")
+            assert announced["worker_pid"] == replacement
+            assert not _running(victim)  # reaped: no <defunct> left behind
             # A connection the kernel queued on the victim's socket just before it died is
-            # reset with it; from the first stream that completes on, the survivor serves.
+            # reset with it; from the first stream that completes on, the port serves.
             for _ in range(20):
                 try:
-                    await _fresh_connections(f"http://127.0.0.1:{port}", 1)
+                    await _fresh_connections(base, 1)
                     break
                 except aiohttp.ClientOSError:
                     await asyncio.sleep(0.05)
-            await _fresh_connections(f"http://127.0.0.1:{port}", 10)
-            summaries = await asyncio.to_thread(serve.wait_for, "stream.summary", 11)
-            assert {e["pid"] for e in summaries} == {survivor}
+            await _fresh_connections(base, 20)
+            summaries = await asyncio.to_thread(serve.wait_for, "stream.summary", 21)
+            assert {e["pid"] for e in summaries} <= {survivor, replacement}
+            for _ in range(4):  # whichever worker answers
+                health = await _health(base)
+                assert health["workers"] == {"live": 2, "configured": 2}
+                text = await _scrape(base)
+                assert _metric(text, "sse_proxy_workers_live") == 2
+                assert _metric(text, "sse_proxy_workers_configured") == 2
+                assert _metric(text, "sse_proxy_streams_active") == 0
             await asyncio.to_thread(serve.stop)
     assert serve.proc is not None
-    assert serve.proc.returncode == 1
+    assert serve.proc.returncode == 0  # the exit was handled; the shutdown was clean
+    assert {e["pid"] for e in serve.lines() if e["event"] == "proxy.stopped"} == {
+        survivor,
+        replacement,
+    }
+
+
+@pytest.mark.asyncio
+async def test_too_many_exits_in_the_window_stop_the_parent_with_exit_1() -> None:
+    """Past worker_max_restarts exits in the window: workers.failing, the other workers
+    stopped, exit status 1 (the orchestrator restarts the pod), the port free."""
+    port = free_port()
+    env = {"SSE_PROXY_WORKER_MAX_RESTARTS": "1", "SSE_PROXY_WORKER_RESTART_WINDOW": "600"}
+    async with mock_upstream() as upstream:
+        with ServeProcess(
+            "--upstream", upstream, "--port", str(port), "--workers", "2", env=env
+        ) as serve:  # fmt: skip
+            started = await asyncio.to_thread(serve.wait_for, "proxy.started", 2)
+            first, second = (e["pid"] for e in started)
+            os.kill(first, signal.SIGKILL)
+            started = await asyncio.to_thread(serve.wait_for, "proxy.started", 3)
+            (replacement,) = {e["pid"] for e in started} - {first, second}
+            os.kill(replacement, signal.SIGTERM)  # it drains, exits 0: still an exit
+            assert serve.proc is not None
+            code = await asyncio.to_thread(serve.proc.wait, 30)
+    assert code == 1
+    lines = serve.lines()
+    exits = [e for e in lines if e["event"] == "worker.exited"]
+    assert [(e["worker_pid"], e["signal"], e["exit_code"]) for e in exits] == [
+        (first, "SIGKILL", None),
+        (replacement, None, 0),
+    ]
+    assert exits[1]["restart_in_s"] is None
+    (failing,) = [e for e in lines if e["event"] == "workers.failing"]
+    assert (failing["exits"], failing["limit"], failing["level"]) == (2, 1, "error")
+    # the replacement drained on its SIGTERM, the other one when the parent gave up
+    assert {e["pid"] for e in lines if e["event"] == "proxy.stopped"} == {replacement, second}
+    assert not [pid for pid in (first, second, replacement) if _alive(pid)]
+    with socket.socket() as sock:  # nobody listens there any more
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+
+
+@pytest.mark.asyncio
+async def test_health_and_metrics_say_when_a_worker_is_missing() -> None:
+    """With fewer live workers than configured, health says degraded (still 200: the
+    others serve) and the gauges say how many."""
+    from sse_proxy.config import Config
+    from sse_proxy.server.run import start_proxy, stop_proxy
+    from sse_proxy.server.workers import WorkerCounts
+
+    live = [1]
+    async with mock_upstream() as upstream:
+        runner, url = await start_proxy(
+            Config(upstream=upstream, port=0), workers=WorkerCounts(3, lambda: live[0])
+        )
+        try:
+            health = await _health(url)
+            assert (health["status"], health["workers"]) == (
+                "degraded",
+                {"live": 1, "configured": 3},
+            )
+            text = await _scrape(url)
+            assert _metric(text, "sse_proxy_workers_live") == 1
+            assert _metric(text, "sse_proxy_workers_configured") == 3
+            live[0] = 3
+            assert (await _health(url))["status"] == "ok"
+            assert _metric(await _scrape(url), "sse_proxy_workers_live") == 3
+        finally:
+            await stop_proxy(runner)
 
 
 class _CountingStream:

@@ -1,0 +1,218 @@
+"""`serve --workers N`: N processes on one port (SO_REUSEPORT), and a parent that keeps them.
+
+The parent serves nothing. It starts the workers (multiprocessing, spawn), and when one
+exits outside a shutdown it logs ``worker.exited`` (pid, exit code or signal) and starts
+a replacement after a back-off (0.5 s, doubling, at most 30 s). More than
+``worker_max_restarts`` exits within ``worker_restart_window`` seconds means something
+is wrong with the pod rather than with a worker: the parent logs ``workers.failing``,
+stops the rest and exits 1, so the orchestrator restarts the pod. SIGTERM or SIGINT to the
+parent is forwarded to every worker; each drains as a single process does.
+
+Every worker sees how many workers are live (a shared counter the parent keeps): health
+says so, and so does ``sse_proxy_workers_live`` beside ``sse_proxy_workers_configured``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from sse_proxy.config import Config, StartupNote
+from sse_proxy.obs.logs import get_logger
+
+__all__ = ["WORKERS", "WorkerCounts", "supervise"]
+
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCounts:
+    """How many workers should run and how many do (read at each health check or scrape)."""
+
+    configured: int
+    live: Callable[[], int]
+
+    @classmethod
+    def single(cls) -> WorkerCounts:
+        return cls(1, lambda: 1)
+
+    def fields(self) -> dict[str, int]:
+        return {"live": self.live(), "configured": self.configured}
+
+
+WORKERS = web.AppKey("workers", WorkerCounts)
+
+
+def _worker(
+    cfg: Config, notes: Sequence[StartupNote], live: Any
+) -> None:  # pragma: no cover - runs in a child process
+    import structlog
+
+    from sse_proxy.obs.logs import configure_logging
+    from sse_proxy.server.run import run_loop, serve
+
+    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
+    # Every line a worker logs (stream.summary included) says which worker it came from.
+    structlog.contextvars.bind_contextvars(pid=os.getpid())
+    counts = WorkerCounts(cfg.workers, lambda: int(live.value))
+    with contextlib.suppress(KeyboardInterrupt):
+        run_loop(cfg, serve(cfg, reuse_port=True, notes=notes, workers=counts))
+
+
+def _describe_exit(code: int | None) -> dict[str, Any]:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return {"exit_code": None, "signal": name}
+    return {"exit_code": code, "signal": None}
+
+
+class _Supervisor:
+    def __init__(self, cfg: Config, notes: Sequence[StartupNote], metrics_dir: str) -> None:
+        self.cfg = cfg
+        self.notes = tuple(notes)
+        self.metrics_dir = metrics_dir
+        self.ctx = multiprocessing.get_context("spawn")
+        self.live = self.ctx.Value("i", 0, lock=False)
+        self.procs: list[Any] = []
+        self.pending: list[float] = []  # when each replacement is due (monotonic)
+        self.exits: deque[float] = deque()
+        self.stopping = False
+        self.gave_up = False
+        self.final_codes: list[int] = []
+        self.log = get_logger(pid=os.getpid(), role="supervisor")
+
+    def start_one(self, *, replacing: bool) -> None:
+        proc = self.ctx.Process(
+            target=_worker, args=(self.cfg, self.notes, self.live), daemon=False
+        )
+        proc.start()
+        self.procs.append(proc)
+        self.live.value = len(self.procs)
+        if replacing:
+            self.log.info("worker.started", worker_pid=proc.pid, replacement=True)
+
+    def stop_all(self) -> None:
+        self.stopping = True
+        self.pending.clear()
+        for proc in self.procs:
+            if proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+
+    def reap(self, proc: Any) -> None:
+        proc.join()
+        self.procs.remove(proc)
+        self.live.value = len(self.procs)
+        if self.metrics_dir:
+            from prometheus_client import multiprocess
+
+            # its live gauges (active streams) leave the sums with it
+            multiprocess.mark_process_dead(proc.pid, self.metrics_dir)  # type: ignore[no-untyped-call]
+        code = proc.exitcode
+        if self.stopping:
+            # a worker stopped before it could install its handlers dies of the SIGTERM
+            self.final_codes.append(0 if code == -signal.SIGTERM else (1 if code < 0 else code))
+            return
+        now = time.monotonic()
+        window = self.cfg.worker_restart_window
+        self.exits.append(now)
+        while self.exits and now - self.exits[0] > window:
+            self.exits.popleft()
+        recent = len(self.exits)
+        limit = self.cfg.worker_max_restarts
+        if recent > limit:
+            self.log.error(
+                "worker.exited", worker_pid=proc.pid, **_describe_exit(code), restart_in_s=None
+            )
+            self.log.error(
+                "workers.failing",
+                exits=recent,
+                window_s=window,
+                limit=limit,
+                notice="too many worker exits: stopping, exit status 1 (the orchestrator "
+                "restarts the pod)",
+            )
+            self.gave_up = True
+            self.stop_all()
+            return
+        delay = min(BACKOFF_FIRST_S * 2 ** (recent - 1), BACKOFF_MAX_S)
+        self.log.error(
+            "worker.exited",
+            worker_pid=proc.pid,
+            **_describe_exit(code),
+            restart_in_s=delay,
+            exits_in_window=recent,
+            limit=limit,
+        )
+        self.pending.append(now + delay)
+
+    def run(self) -> int:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        os.set_blocking(wake_r, False)
+        signalled: list[int] = []
+
+        def on_signal(signum: int, _frame: object) -> None:
+            signalled.append(signum)
+
+        previous = signal.set_wakeup_fd(wake_w)
+        handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for _ in range(self.cfg.workers):
+                self.start_one(replacing=False)
+            while self.procs or (self.pending and not self.stopping):
+                timeout = None
+                if self.pending and not self.stopping:
+                    timeout = max(0.0, min(self.pending) - time.monotonic())
+                waitables: list[Any] = [p.sentinel for p in self.procs]
+                multiprocessing.connection.wait([*waitables, wake_r], timeout)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 512)
+                if signalled and not self.stopping:
+                    self.log.info("workers.stopping", signal=signal.Signals(signalled[0]).name)
+                    self.stop_all()
+                for proc in [p for p in self.procs if p.exitcode is not None]:
+                    self.reap(proc)
+                now = time.monotonic()
+                for due in [t for t in self.pending if t <= now]:
+                    self.pending.remove(due)
+                    if not self.stopping:
+                        self.start_one(replacing=True)
+        finally:
+            signal.set_wakeup_fd(previous)
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            os.close(wake_r)
+            os.close(wake_w)
+        if self.gave_up:
+            return 1
+        return max(self.final_codes, default=0)
+
+
+def supervise(cfg: Config, notes: Sequence[StartupNote] = ()) -> int:
+    """Run ``cfg.workers`` worker processes until SIGTERM/SIGINT, or until they keep dying."""
+    own_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    try:
+        return _Supervisor(cfg, notes, os.environ["PROMETHEUS_MULTIPROC_DIR"]).run()
+    finally:
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
