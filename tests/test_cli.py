@@ -181,7 +181,10 @@ def test_health_reads_the_effective_settings(tmp_path: Path) -> None:
         serve.wait_for("proxy.started")
         proc = run("health", env=env)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.startswith(f"http://127.0.0.1:{port}/_ops/health: 200 ok")
+        assert (
+            proc.stdout
+            == f"http://127.0.0.1:{port}/_ops/health: 200 ok workers=1/1 active_streams=0\n"
+        )
         other = run("health", env={**env, "SSE_PROXY_ADMIN_PREFIX": "/_elsewhere"})
         assert other.returncode == 1
         # not the admin prefix there: forwarded to the upstream, which is not there

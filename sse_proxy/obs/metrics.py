@@ -120,13 +120,29 @@ class Metrics:
             registry=reg,
             multiprocess_mode="livemax",
         )
+        self.worker_restarts = Gauge(
+            "sse_proxy_worker_restarts",
+            "Worker exits the supervising parent handled since it started (kept by the "
+            "parent, a gauge here: use delta(), not rate()).",
+            registry=reg,
+            multiprocess_mode="livemax",
+        )
         self.bytes = Counter(
             "sse_proxy_stream_bytes", "Bytes relayed in SSE streams (as received).", registry=reg
         )
         self.events = Counter("sse_proxy_events", "SSE events dispatched.", registry=reg)
         self.alerts = Counter(
             "sse_proxy_alerts",
-            "Alerts by event name (exact, never rate-limited).",
+            "Alerts by event name (exact, never rate-limited): occurrences, so one stream "
+            "with 50 bad bytes counts 50. For shares of streams use "
+            "sse_proxy_streams_with_alert_total.",
+            ["event"],
+            registry=reg,
+        )
+        self.streams_with_alert = Counter(
+            "sse_proxy_streams_with_alert",
+            "SSE streams finished that had at least one alert of this kind (once per "
+            "stream, however many times it fired): divide by sse_proxy_streams_total.",
             ["event"],
             registry=reg,
         )
@@ -236,6 +252,9 @@ class Metrics:
             value = fields.get(name)
             if value:
                 metric.labels(dialect=dialect, model=model).inc(value)
+        for name, count in (alerts or {}).items():
+            if count:
+                self.streams_with_alert.labels(event=name).inc()
         totals = self.totals
         totals["streams"] += 1
         totals["verdict." + verdict] += 1
@@ -262,6 +281,7 @@ class Metrics:
             counts = self.worker_counts()
             self.workers_live.set(counts["live"])
             self.workers_configured.set(counts["configured"])
+            self.worker_restarts.set(counts.get("restarts", 0))
 
     def render_for(self, accept: str | None) -> tuple[bytes, str]:
         """Exposition in the format the scraper asks for (OpenMetrics carries exemplars)."""
@@ -303,9 +323,11 @@ METRIC_NAMES = frozenset(
         "sse_proxy_streams_active",
         "sse_proxy_workers_live",
         "sse_proxy_workers_configured",
+        "sse_proxy_worker_restarts",
         "sse_proxy_stream_bytes_total",
         "sse_proxy_events_total",
         "sse_proxy_alerts_total",
+        "sse_proxy_streams_with_alert_total",
         "sse_proxy_upstream_errors_total",
         "sse_proxy_output_tokens_total",
         "sse_proxy_input_tokens_total",

@@ -8,8 +8,9 @@ is wrong with the pod rather than with a worker: the parent logs ``workers.faili
 stops the rest and exits 1, so the orchestrator restarts the pod. SIGTERM or SIGINT to the
 parent is forwarded to every worker; each drains as a single process does.
 
-Every worker sees how many workers are live (a shared counter the parent keeps): health
-says so, and so does ``sse_proxy_workers_live`` beside ``sse_proxy_workers_configured``.
+Every worker sees how many workers are live and how many exits the parent handled (shared
+counters the parent keeps): health says so, and so do ``sse_proxy_workers_live``,
+``sse_proxy_workers_configured`` and ``sse_proxy_worker_restarts``.
 """
 
 from __future__ import annotations
@@ -40,24 +41,31 @@ BACKOFF_MAX_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class WorkerCounts:
-    """How many workers should run and how many do (read at each health check or scrape)."""
+    """How many workers should run, how many do, and how many exits the parent has handled
+    since it started (read at each health check and scrape)."""
 
     configured: int
     live: Callable[[], int]
+    restarts: Callable[[], int] = lambda: 0
 
     @classmethod
     def single(cls) -> WorkerCounts:
         return cls(1, lambda: 1)
 
+    @classmethod
+    def shared(cls, configured: int, shared: Any) -> WorkerCounts:
+        """Counts the supervisor keeps in shared memory: [live, restarts]."""
+        return cls(configured, lambda: int(shared[0]), lambda: int(shared[1]))
+
     def fields(self) -> dict[str, int]:
-        return {"live": self.live(), "configured": self.configured}
+        return {"live": self.live(), "configured": self.configured, "restarts": self.restarts()}
 
 
 WORKERS = web.AppKey("workers", WorkerCounts)
 
 
 def _worker(
-    cfg: Config, notes: Sequence[StartupNote], live: Any
+    cfg: Config, notes: Sequence[StartupNote], shared: Any
 ) -> None:  # pragma: no cover - runs in a child process
     import structlog
 
@@ -67,7 +75,7 @@ def _worker(
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
     # Every line a worker logs (stream.summary included) says which worker it came from.
     structlog.contextvars.bind_contextvars(pid=os.getpid())
-    counts = WorkerCounts(cfg.workers, lambda: int(live.value))
+    counts = WorkerCounts.shared(cfg.workers, shared)
     with contextlib.suppress(KeyboardInterrupt):
         run_loop(cfg, serve(cfg, reuse_port=True, notes=notes, workers=counts))
 
@@ -88,7 +96,7 @@ class _Supervisor:
         self.notes = tuple(notes)
         self.metrics_dir = metrics_dir
         self.ctx = multiprocessing.get_context("spawn")
-        self.live = self.ctx.Value("i", 0, lock=False)
+        self.shared = self.ctx.Array("i", 2, lock=False)  # live workers, exits handled
         self.procs: list[Any] = []
         self.pending: list[float] = []  # when each replacement is due (monotonic)
         self.exits: deque[float] = deque()
@@ -99,11 +107,11 @@ class _Supervisor:
 
     def start_one(self, *, replacing: bool) -> None:
         proc = self.ctx.Process(
-            target=_worker, args=(self.cfg, self.notes, self.live), daemon=False
+            target=_worker, args=(self.cfg, self.notes, self.shared), daemon=False
         )
         proc.start()
         self.procs.append(proc)
-        self.live.value = len(self.procs)
+        self.shared[0] = len(self.procs)
         if replacing:
             self.log.info("worker.started", worker_pid=proc.pid, replacement=True)
 
@@ -118,7 +126,7 @@ class _Supervisor:
     def reap(self, proc: Any) -> None:
         proc.join()
         self.procs.remove(proc)
-        self.live.value = len(self.procs)
+        self.shared[0] = len(self.procs)
         if self.metrics_dir:
             from prometheus_client import multiprocess
 
@@ -129,6 +137,7 @@ class _Supervisor:
             # a worker stopped before it could install its handlers dies of the SIGTERM
             self.final_codes.append(0 if code == -signal.SIGTERM else (1 if code < 0 else code))
             return
+        self.shared[1] += 1
         now = time.monotonic()
         window = self.cfg.worker_restart_window
         self.exits.append(now)

@@ -69,8 +69,9 @@ def _status_of(body: bytes) -> str:
     if "status" not in doc and isinstance(error, dict):
         return f"error {error.get('type')}"
     parts = [str(doc.get("status"))]
-    if "workers" in doc:
-        parts.append(f"workers={doc['workers']}")
+    workers = doc.get("workers")
+    if isinstance(workers, dict):
+        parts.append(f"workers={workers.get('live')}/{workers.get('configured')}")
     if "active_streams" in doc:
         parts.append(f"active_streams={doc['active_streams']}")
     return " ".join(parts)

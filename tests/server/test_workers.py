@@ -180,7 +180,7 @@ async def test_a_killed_worker_is_logged_and_replaced() -> None:
             started = await asyncio.to_thread(serve.wait_for, "proxy.started", 2)
             victim, survivor = (e["pid"] for e in started)
             health = await _health(base)
-            assert health["workers"] == {"live": 2, "configured": 2}
+            assert health["workers"] == {"live": 2, "configured": 2, "restarts": 0}
             assert health["status"] == "ok"
             os.kill(victim, signal.SIGKILL)
             (exited,) = await asyncio.to_thread(serve.wait_for, "worker.exited")
@@ -207,8 +207,9 @@ async def test_a_killed_worker_is_logged_and_replaced() -> None:
             assert {e["pid"] for e in summaries} <= {survivor, replacement}
             for _ in range(4):  # whichever worker answers
                 health = await _health(base)
-                assert health["workers"] == {"live": 2, "configured": 2}
+                assert health["workers"] == {"live": 2, "configured": 2, "restarts": 1}
                 text = await _scrape(base)
+                assert _metric(text, "sse_proxy_worker_restarts") == 1
                 assert _metric(text, "sse_proxy_workers_live") == 2
                 assert _metric(text, "sse_proxy_workers_configured") == 2
                 assert _metric(text, "sse_proxy_streams_active") == 0
@@ -275,7 +276,7 @@ async def test_health_and_metrics_say_when_a_worker_is_missing() -> None:
             health = await _health(url)
             assert (health["status"], health["workers"]) == (
                 "degraded",
-                {"live": 1, "configured": 3},
+                {"live": 1, "configured": 3, "restarts": 0},
             )
             text = await _scrape(url)
             assert _metric(text, "sse_proxy_workers_live") == 1
