@@ -201,3 +201,92 @@ def test_network_policy_limits_the_proxy_port_to_monitoring() -> None:
     sources = proxy_rules[0]["from"]
     assert sources, "the proxy port must not be open to every source"
     assert all("namespaceSelector" in s or "podSelector" in s for s in sources)
+
+
+# ------------------------------------------------ prometheus-operator: PodMonitor, rule
+
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+PODMONITOR = KUBERNETES / "podmonitor.yaml"
+PROMETHEUSRULE = KUBERNETES / "prometheusrule.yaml"
+RULES = ROOT / "deploy" / "prometheus" / "sse-proxy-rules.yml"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    (doc,) = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _operator_validate(doc: dict[str, Any]) -> None:
+    """Validate against prometheus-operator's CRD models (cloudcoil's, generated from the
+    CRDs), strictly: a field the CRD does not know is dropped by the model, so the
+    document must come back unchanged."""
+    models = pytest.importorskip("cloudcoil.models.prometheus_operator.v1")
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    model = getattr(models, doc["kind"]).model_validate(doc)
+    assert model.model_dump(mode="json", by_alias=True, exclude_unset=True) == doc
+
+
+@pytest.mark.parametrize("path", [PODMONITOR, PROMETHEUSRULE], ids=lambda p: p.name)
+def test_operator_manifests_validate_against_the_crd_models(path: Path) -> None:
+    _operator_validate(_load(path))
+
+
+def test_the_crd_check_can_fail() -> None:
+    """A misspelt field, a wrong type or a missing selector is rejected."""
+    pydantic = pytest.importorskip("pydantic")
+    monitor = _load(PODMONITOR)
+    monitor["spec"]["podMetricsEndpoints"][0]["pathh"] = "/metrics"
+    with pytest.raises(AssertionError):
+        _operator_validate(monitor)
+    monitor = _load(PODMONITOR)
+    monitor["spec"]["podMetricsEndpoints"][0]["port"] = 8787
+    with pytest.raises(pydantic.ValidationError):
+        _operator_validate(monitor)
+    monitor = _load(PODMONITOR)
+    del monitor["spec"]["selector"]
+    with pytest.raises(pydantic.ValidationError):
+        _operator_validate(monitor)
+
+
+def test_the_pod_monitor_scrapes_the_sidecars_metrics() -> None:
+    """It selects the Deployment's pods, the sidecar's named port, the metrics path."""
+    cfg = _proxy_config()
+    spec = _load(PODMONITOR)["spec"]
+    assert spec["selector"]["matchLabels"].items() <= _pod()["metadata"]["labels"].items()
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert _resolve_port(_container("sse-proxy"), endpoint["port"]) == cfg.port
+    assert endpoint["path"] == f"{cfg.admin_prefix}/metrics"
+    # and the NetworkPolicy lets the monitoring namespace reach that port
+    policy = _one("NetworkPolicy")["spec"]
+    assert any(
+        any(p["port"] == cfg.port for p in rule.get("ports", [])) and rule.get("from")
+        for rule in policy["ingress"]
+    )
+
+
+def test_the_prometheus_rule_holds_the_plain_files_rules() -> None:
+    """The PrometheusRule's groups are deploy/prometheus/sse-proxy-rules.yml's, exactly."""
+    plain = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    assert _load(PROMETHEUSRULE)["spec"]["groups"] == plain["groups"]
+
+
+def test_every_rule_has_a_runbook_in_the_docs() -> None:
+    """Each alert's runbook_url is a docs/ page in this repository with that section."""
+    import re
+
+    plain = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    rules = [r for g in plain["groups"] for r in g["rules"]]
+    assert len(rules) >= 9
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        page, _, anchor = url.partition("#")
+        assert page.startswith("docs/"), url
+        text = (ROOT / page).read_text(encoding="utf-8")
+        # GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes
+        anchors = {
+            re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+        }
+        assert anchor == rule["alert"].lower(), url
+        assert anchor in anchors, f"{url}: no such section"

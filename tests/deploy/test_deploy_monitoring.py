@@ -77,7 +77,7 @@ def _promql(expr: str) -> str:
 
 def test_alerting_rules_pass_their_unit_tests() -> None:
     """promtool checks the rules and runs their unit tests (firing and quiet cases)."""
-    assert "SUCCESS: 5 rules found" in _run("check", "rules", RULES.name)
+    assert "SUCCESS: 9 rules found" in _run("check", "rules", RULES.name)
     assert "SUCCESS" in _run("test", "rules", RULE_TESTS.name)
 
 
@@ -177,15 +177,42 @@ async def test_every_queried_metric_and_label_is_exported(scrape: str) -> None:
         expr = _promql(raw)
         found = _SELECTOR.findall(expr)
         assert found, expr
-        in_expr: set[str] = {"le", "job"}
+        in_expr: set[str] = {"le", "job", "instance"}  # job, instance: added at scrape
         for name, selector in found:
             assert name in names, f"{name} (in {expr!r}) is not exported"
             used += 1
             in_expr |= labels.get(name, set())
             for key in re.findall(r"(\w+)\s*(?:=~|!=|!~|=)", selector):
-                if key != "job":  # added by Prometheus at scrape time
+                if key not in ("job", "instance"):  # added by Prometheus at scrape time
                     assert key in labels.get(name, set()), f"{name} has no label {key}"
         for group in _GROUPING.findall(expr):
             for key in (k.strip() for k in group.split(",")):
                 assert key in in_expr, f"by ({key}) in {expr!r}"
     assert used >= 20
+
+
+@pytest.mark.asyncio
+async def test_one_bad_stream_with_many_alerts_counts_once_among_streams() -> None:
+    """50 invalid bytes in one stream: 50 U+FFFD alerts, but one stream with the alert.
+    The rules divide streams by streams, so this is 1 in 2, not 5000%."""
+    upstream, upstream_url = await start_mock_upstream()
+    runner, url = await start_proxy(Config(upstream=upstream_url, port=0))
+    try:
+        async with aiohttp.ClientSession() as session:
+            bad = b'data: {"x": "' + b"\xff " * 50 + b'"}\n\ndata: [DONE]\n\n'
+            for body in (bad, fixtures.clean_stream("openai")):
+                async with session.post(url + "/sse/raw", data=body) as resp:
+                    await resp.read()
+            deadline = time.monotonic() + 10
+            while True:
+                async with session.get(url + "/_sse-proxy/metrics") as resp:
+                    text = await resp.text()
+                if metric_sum(text, "sse_proxy_streams_total") == 2:
+                    break
+                assert time.monotonic() < deadline, "2 streams never counted"
+    finally:
+        await stop_proxy(runner)
+        await upstream.cleanup()
+    event = {"event": "sse.replacement_char"}
+    assert metric_sum(text, "sse_proxy_alerts_total", **event) == 50
+    assert metric_sum(text, "sse_proxy_streams_with_alert_total", **event) == 1
