@@ -317,7 +317,7 @@ def test_metric_names_list_is_complete() -> None:
         "input_tokens": 2,
         "alerts": {},
     }
-    m.record_stream(fields, gaps, duration=0.5)
+    m.record_stream(fields, gaps, duration=0.5, alerts={"sse.stall": 2})
     m.requests.labels(kind="sse").inc()
     m.alerts.labels(event="sse.stall").inc()
     m.upstream_errors.labels(kind="upstream_timeout").inc()
