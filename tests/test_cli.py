@@ -18,8 +18,9 @@ import pytest
 from sse_proxy import __version__
 from sse_proxy.cli import build_parser
 from sse_proxy.tools import fixtures
-from tests.helpers import TOKENS, openai_stream
-from tests.security import ServeProcess, free_port
+from tests.support.cli import ServeProcess
+from tests.support.cuts import TOKENS, openai_stream
+from tests.support.net import free_port
 
 CLI = [sys.executable, "-m", "sse_proxy"]
 

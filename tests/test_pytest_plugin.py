@@ -204,7 +204,7 @@ def test_the_captured_log_of_a_failing_test_is_json_lines(tmp_path: Path) -> Non
 
             def test_stream(sse_chaos_proxy):
                 req = urllib.request.Request(
-                    sse_chaos_proxy.stream_url("openai") + "?fault=truncated",
+                    sse_chaos_proxy.stream_url("openai") + "?fault=no_terminal",
                     data=b'{"stream": true}', method="POST",
                 )
                 with urllib.request.urlopen(req) as resp:

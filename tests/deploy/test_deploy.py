@@ -9,6 +9,7 @@ config's port and admin prefix, and the pod's grace period outlasts the proxy's.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest

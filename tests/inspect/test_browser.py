@@ -228,7 +228,7 @@ def test_opening_the_inspector_sends_no_favicon_request_upstream(
     answered by the proxy: the upstream never sees it. The list shows the route name."""
     from aiohttp import web
 
-    from tests.security import running_app
+    from tests.support.net import running_app
 
     seen: list[str] = []
 

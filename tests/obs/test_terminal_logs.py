@@ -24,7 +24,8 @@ import aiohttp
 import pytest
 
 from sse_proxy.tools.mock_upstream import mock_upstream
-from tests.security import ROOT, free_port
+from tests.support.cli import ROOT
+from tests.support.net import free_port
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
@@ -137,7 +138,7 @@ async def test_a_terminal_gets_one_coloured_line_per_stream_verdict_first() -> N
         with TerminalServe("--upstream", upstream, "--port", str(port)) as term:
             (started,) = await asyncio.to_thread(term.wait_for, "^proxy.started")
             (hint,) = await asyncio.to_thread(term.wait_for, "set OPENAI_BASE_URL=")
-            await _streams(f"http://127.0.0.1:{port}", "none", "truncated", "invalid_utf8")
+            await _streams(f"http://127.0.0.1:{port}", "none", "no_terminal", "invalid_utf8")
             await asyncio.to_thread(term.wait_for, r"^(ok|degraded|broken) ", 3)
             code = await asyncio.to_thread(term.stop)
     assert code == 0
@@ -160,15 +161,15 @@ async def test_a_terminal_gets_one_coloured_line_per_stream_verdict_first() -> N
             re.MULTILINE,
         )
     }
-    assert set(summaries) == {"req-none", "req-truncated", "req-invalid_utf8"}, text
+    assert set(summaries) == {"req-none", "req-no_terminal", "req-invalid_utf8"}, text
     assert summaries["req-none"]["verdict"] == "ok"
     assert summaries["req-none"]["reason"] is None
-    assert summaries["req-truncated"]["verdict"] == "broken"
-    assert summaries["req-truncated"]["reason"] == "truncated "
+    assert summaries["req-no_terminal"]["verdict"] == "broken"
+    assert summaries["req-no_terminal"]["reason"] == "truncated "
     assert summaries["req-invalid_utf8"]["verdict"] == "degraded"
     assert summaries["req-invalid_utf8"]["reason"] == "sse.replacement_char "
     assert summaries["req-none"]["model"].startswith("gpt-4o-mini")
-    assert 'alerts={"sse.truncated":1}' in summaries["req-truncated"]["rest"]
+    assert 'alerts={"sse.truncated":1}' in summaries["req-no_terminal"]["rest"]
     # one line per stream: each stream id ends exactly one unindented line
     ids = re.findall(r"stream=([0-9a-f]{16})", text)
     for sid in set(ids):
@@ -195,7 +196,7 @@ async def test_no_color_on_a_terminal_and_json_when_asked() -> None:
             "--upstream", upstream, "--port", str(port), env={"NO_COLOR": "1"}
         ) as plain:  # fmt: skip
             await asyncio.to_thread(plain.wait_for, "set OPENAI_BASE_URL=")
-            await _streams(f"http://127.0.0.1:{port}", "truncated")
+            await _streams(f"http://127.0.0.1:{port}", "no_terminal")
             await asyncio.to_thread(plain.wait_for, "^broken +truncated POST")
             assert await asyncio.to_thread(plain.stop) == 0
         assert b"\x1b[" not in plain.raw

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 
 from sse_proxy.config import Config, load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 CONSTRAINTS = ROOT / "deploy" / "docker" / "constraints.txt"
 DOCKER_STOP_TIMEOUT_S = 10  # `docker stop` sends SIGKILL this long after SIGTERM
