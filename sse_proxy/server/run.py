@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from sse_proxy.config import Config, StartupNote
+from sse_proxy.core.dialects import DIALECTS, Provider, normalize_dialect
 from sse_proxy.errors import ChaosSpecError, ConfigError, UsageError
 from sse_proxy.inspect.web import close_feeds
 from sse_proxy.obs.logs import get_logger
@@ -152,32 +153,25 @@ async def _close_streams(
         await asyncio.wait(leftover, timeout=1.0)
 
 
-# What an app sets to send its SDK's calls through the proxy, by dialect: the variable and
-# the path the SDK expects its base URL to end in (the OpenAI SDKs put /v1 in it).
-_SDK_BASE = {
-    "openai": ("OPENAI_BASE_URL", "/v1"),
-    "responses": ("OPENAI_BASE_URL", "/v1"),
-    "anthropic": ("ANTHROPIC_BASE_URL", ""),
-    "gemini": ("GOOGLE_GEMINI_BASE_URL", ""),
-    "vertex": ("GOOGLE_VERTEX_BASE_URL", ""),
-}
+# When neither a route's dialect nor its upstream's host tells which API it is: most LLM
+# servers (vLLM, Ollama, gateways) speak the OpenAI API.
+_COMPATIBLE_DIALECT = "openai"
 
 
-def _sdk_of(route: Route) -> str | None:
-    """The SDK a route serves: its dialect, else the upstream's host; OpenAI-compatible
-    when neither tells (most LLM servers speak the OpenAI API); none for raw text."""
-    if route.dialect in ("text", "none"):
-        return None
-    if route.dialect in _SDK_BASE:
-        return route.dialect
+def _provider_of(route: Route) -> Provider | None:
+    """The API a route serves, for its SDK's base-URL variable: its dialect's (told apart
+    by the upstream's host where the dialect has several), else the one whose hosts the
+    upstream's is, else OpenAI-compatible; ``None`` for a dialect no SDK speaks (text)."""
     host = urlsplit(route.upstream).hostname or ""
-    if "anthropic" in host:
-        return "anthropic"
-    if "aiplatform" in host:
-        return "vertex"
-    if "generativelanguage" in host:
-        return "gemini"
-    return "openai"
+    canon = normalize_dialect(route.dialect)
+    if canon is not None:
+        own = [p for p in DIALECTS[canon].providers if p.base_url_env]
+        if not own:
+            return None
+        return next((p for p in own if p.host_contains and p.host_contains in host), own[-1])
+    every = (p for d in DIALECTS.values() for p in d.providers if p.base_url_env)
+    found = next((p for p in every if p.host_contains and p.host_contains in host), None)
+    return found or DIALECTS[_COMPATIBLE_DIALECT].providers[0]
 
 
 def app_env(url: str, routes: Sequence[Route]) -> list[dict[str, str]]:
@@ -188,12 +182,12 @@ def app_env(url: str, routes: Sequence[Route]) -> list[dict[str, str]]:
     out = []
     for route in sorted(routes, key=lambda r: r.prefix):
         base = url + route.prefix.rstrip("/")
-        sdk = _sdk_of(route)
-        if sdk is None:
+        provider = _provider_of(route)
+        if provider is None:
             entry = {"set": f"your client's base URL to {base}", "url": base}
         else:
-            variable, suffix = _SDK_BASE[sdk]
-            entry = {"variable": variable, "url": base + suffix}
+            variable = provider.base_url_env
+            entry = {"variable": variable, "url": base + provider.base_url_path}
             entry["set"] = f"{variable}={entry['url']}"
         out.append({"route": route.name, "upstream": redact_url(route.upstream), **entry})
     return out

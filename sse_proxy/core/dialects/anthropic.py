@@ -159,7 +159,15 @@ DIALECT: Final = Dialect(
         "stream": True,
         "messages": [{"role": "user", "content": "Say hello"}],
     },
-    providers=(Provider("anthropic", "anthropic", "chat"),),
+    providers=(
+        Provider(
+            "anthropic",
+            "anthropic",
+            "chat",
+            host_contains="anthropic",
+            base_url_env="ANTHROPIC_BASE_URL",
+        ),
+    ),
     terminal_marker="message_stop",
     terminal_frame=b"message_stop",
     error_frame=b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '

@@ -20,7 +20,8 @@ __all__ = ["Dialect", "Provider"]
 
 @dataclass(frozen=True, slots=True)
 class Provider:
-    """The OpenTelemetry GenAI names of the API behind a stream (for trace spans)."""
+    """The API behind a stream: its OpenTelemetry GenAI names (for trace spans), and how an
+    app points its vendor SDK at the proxy (for the start-up line)."""
 
     name: str
     """``gen_ai.provider.name``."""
@@ -30,6 +31,13 @@ class Provider:
     """``gen_ai.operation.name``."""
     path_contains: str = ""
     """This provider only when the request path contains this ("": any path)."""
+    host_contains: str = ""
+    """Upstream hosts of this API contain this (how a route's API is told without a
+    dialect); "": not told by the host."""
+    base_url_env: str = ""
+    """The environment variable the vendor's SDK reads its base URL from ("": none)."""
+    base_url_path: str = ""
+    """The path that base URL ends in (the OpenAI SDKs put ``/v1`` in it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

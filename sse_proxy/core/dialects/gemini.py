@@ -187,8 +187,21 @@ DIALECT: Final = Dialect(
     example_body={"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]},
     providers=(
         # Vertex AI paths name a project and a location; the rest is the Gemini API
-        Provider("gcp.vertex_ai", "vertex_ai", "generate_content", path_contains="/locations/"),
-        Provider("gcp.gemini", "gemini", "generate_content"),
+        Provider(
+            "gcp.vertex_ai",
+            "vertex_ai",
+            "generate_content",
+            path_contains="/locations/",
+            host_contains="aiplatform",
+            base_url_env="GOOGLE_VERTEX_BASE_URL",
+        ),
+        Provider(
+            "gcp.gemini",
+            "gemini",
+            "generate_content",
+            host_contains="generativelanguage",
+            base_url_env="GOOGLE_GEMINI_BASE_URL",
+        ),
     ),
     # Not a marker in the stream: a candidate's finish reason plays that part.
     terminal_marker="finishReason",

@@ -275,7 +275,16 @@ DIALECT: Final = Dialect(
         "stream": True,
         "messages": [{"role": "user", "content": "Say hello"}],
     },
-    providers=(Provider("openai", "openai", "chat"),),
+    providers=(
+        Provider(
+            "openai",
+            "openai",
+            "chat",
+            host_contains="openai",
+            base_url_env="OPENAI_BASE_URL",
+            base_url_path="/v1",
+        ),
+    ),
     terminal_marker="[DONE]",
     terminal_frame=b"data: [DONE]",
     error_frame=b'data: {"error": {"message": "The server had an error while processing your '

@@ -139,7 +139,16 @@ DIALECT: Final = Dialect(
     path_suffixes=("/responses",),
     example_path="/v1/responses",
     example_body={"model": "gpt-4o-mini", "stream": True, "input": "Say hello"},
-    providers=(Provider("openai", "openai", "chat"),),
+    providers=(
+        Provider(
+            "openai",
+            "openai",
+            "chat",
+            host_contains="openai",
+            base_url_env="OPENAI_BASE_URL",
+            base_url_path="/v1",
+        ),
+    ),
     terminal_marker="response.completed",
     terminal_frame=b"response.completed",
     error_frame=b'event: error\ndata: {"type": "error", "code": "server_error", "message": '
