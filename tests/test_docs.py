@@ -20,12 +20,16 @@ DOCS = [README, *PAGES]
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/sse-proxy demo"
 OTHER_TOOLS_FLAGS = frozenset(
     {
+        "--build-arg",  # docker build
         "--check",  # ruff format --check
         "--differential",  # python -m fuzz.fuzz_core
         "--minutes",
         "--peers",  # python -m bench.bench_proxy
         "--pin",
+        "--previous",  # kubectl logs
         "--repeat",
+        "--rm",  # docker run
+        "--stop-timeout",
     }
 )
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
