@@ -160,7 +160,7 @@ def graph() -> Graph:
 def test_the_graph_is_read(graph: Graph) -> None:
     """The reader sees the arrows it must: a lazy import, a package, a name from a module."""
     assert "sse_proxy.server.relay" in graph["sse_proxy.server.upstream"]
-    assert "sse_proxy.server.run" in graph["sse_proxy.cli"]  # imported inside a function
+    assert "sse_proxy.server.run" in graph["sse_proxy.cli_serve"]  # imported inside a function
     assert "sse_proxy.core" in graph["sse_proxy.server.relay"]
     assert "sse_proxy.server.keys" in graph["sse_proxy.server.relay"]
     assert len(graph) > 60

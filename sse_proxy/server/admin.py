@@ -8,8 +8,7 @@ from aiohttp import web
 from sse_proxy.config import Config
 from sse_proxy.inspect.web import add_ui_routes, registry_for
 from sse_proxy.server.admission import json_error
-from sse_proxy.server.keys import METRICS, ROUTES, STATE
-from sse_proxy.server.workers import WORKERS, WorkerCounts
+from sse_proxy.server.keys import METRICS, ROUTES, STATE, WORKERS, WorkerCounts
 
 __all__ = ["add_admin_routes"]
 

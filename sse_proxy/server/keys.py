@@ -6,6 +6,7 @@ In a module of their own so that no part imports the app's wiring (:mod:`.app`) 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,9 @@ __all__ = [
     "STATE",
     "STREAM_TAPS",
     "TRACING",
+    "WORKERS",
     "ProxyState",
+    "WorkerCounts",
 ]
 
 
@@ -50,3 +53,28 @@ TRACING = web.AppKey("tracing", Tracing)
 STREAM_TAPS = web.AppKey("stream_taps", list[TapFactory])
 """Taps a tool adds to every SSE stream of the app, after the proxy's own (empty list by
 default; a test harness appends to it once the app runs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCounts:
+    """How many workers should run, how many do, and how many exits the parent has handled
+    since it started (read at each health check and scrape)."""
+
+    configured: int
+    live: Callable[[], int]
+    restarts: Callable[[], int] = lambda: 0
+
+    @classmethod
+    def single(cls) -> WorkerCounts:
+        return cls(1, lambda: 1)
+
+    @classmethod
+    def shared(cls, configured: int, shared: Any) -> WorkerCounts:
+        """Counts the supervisor keeps in shared memory: [live, restarts]."""
+        return cls(configured, lambda: int(shared[0]), lambda: int(shared[1]))
+
+    def fields(self) -> dict[str, int]:
+        return {"live": self.live(), "configured": self.configured, "restarts": self.restarts()}
+
+
+WORKERS = web.AppKey("workers", WorkerCounts)

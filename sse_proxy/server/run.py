@@ -19,21 +19,31 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import structlog
 from aiohttp import web
 
 from sse_proxy.config import Config, StartupNote
 from sse_proxy.core.dialects import DIALECTS, Provider, normalize_dialect
 from sse_proxy.errors import ChaosSpecError, ConfigError, UsageError
 from sse_proxy.inspect.web import close_feeds
-from sse_proxy.obs.logs import get_logger
+from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.app import make_app
-from sse_proxy.server.keys import CONFIG, METRICS, NETWORK, ROUTES, STATE, ProxyState
+from sse_proxy.server.keys import (
+    CONFIG,
+    METRICS,
+    NETWORK,
+    ROUTES,
+    STATE,
+    WORKERS,
+    ProxyState,
+    WorkerCounts,
+)
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import ProxyAppRunner
 from sse_proxy.server.routes import Route, RouteTable
-from sse_proxy.server.workers import WORKERS, WorkerCounts, supervise
+from sse_proxy.server.workers import supervise
 
 __all__ = ["app_env", "run_loop", "serve", "serve_forever", "start_proxy", "stop_proxy"]
 
@@ -290,6 +300,17 @@ async def serve(
     log.info("proxy.stopped")
 
 
+def _worker(
+    cfg: Config, notes: Sequence[StartupNote], shared: Any
+) -> None:  # pragma: no cover - runs in a child process
+    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
+    # Every line a worker logs (stream.summary included) says which worker it came from.
+    structlog.contextvars.bind_contextvars(pid=os.getpid())
+    counts = WorkerCounts.shared(cfg.workers, shared)
+    with contextlib.suppress(KeyboardInterrupt):
+        run_loop(cfg, serve(cfg, reuse_port=True, notes=notes, workers=counts))
+
+
 def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     """`sse-proxy serve`: one process, or ``cfg.workers`` processes sharing the port."""
     if cfg.workers <= 1:
@@ -305,4 +326,4 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     _prepare_record_dir(cfg)
     RouteTable.from_config(cfg)  # a missing key or bad route fails here, not in each worker
     Network(cfg)
-    return supervise(cfg, notes)
+    return supervise(cfg, notes, _worker)

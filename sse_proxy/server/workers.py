@@ -25,59 +25,19 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
-
-from aiohttp import web
 
 from sse_proxy.config import Config, StartupNote
 from sse_proxy.obs.logs import get_logger
 
-__all__ = ["WORKERS", "WorkerCounts", "supervise"]
+__all__ = ["WorkerTarget", "supervise"]
+
+WorkerTarget = Callable[[Config, Sequence[StartupNote], Any], None]
+"""A worker's main: its settings, the start-up notes, and the shared counts that
+:meth:`~sse_proxy.server.keys.WorkerCounts.shared` reads."""
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerCounts:
-    """How many workers should run, how many do, and how many exits the parent has handled
-    since it started (read at each health check and scrape)."""
-
-    configured: int
-    live: Callable[[], int]
-    restarts: Callable[[], int] = lambda: 0
-
-    @classmethod
-    def single(cls) -> WorkerCounts:
-        return cls(1, lambda: 1)
-
-    @classmethod
-    def shared(cls, configured: int, shared: Any) -> WorkerCounts:
-        """Counts the supervisor keeps in shared memory: [live, restarts]."""
-        return cls(configured, lambda: int(shared[0]), lambda: int(shared[1]))
-
-    def fields(self) -> dict[str, int]:
-        return {"live": self.live(), "configured": self.configured, "restarts": self.restarts()}
-
-
-WORKERS = web.AppKey("workers", WorkerCounts)
-
-
-def _worker(
-    cfg: Config, notes: Sequence[StartupNote], shared: Any
-) -> None:  # pragma: no cover - runs in a child process
-    import structlog
-
-    from sse_proxy.obs.logs import configure_logging
-    from sse_proxy.server.run import run_loop, serve
-
-    configure_logging(fmt=cfg.log_format, level=cfg.log_level)
-    # Every line a worker logs (stream.summary included) says which worker it came from.
-    structlog.contextvars.bind_contextvars(pid=os.getpid())
-    counts = WorkerCounts.shared(cfg.workers, shared)
-    with contextlib.suppress(KeyboardInterrupt):
-        run_loop(cfg, serve(cfg, reuse_port=True, notes=notes, workers=counts))
 
 
 def _describe_exit(code: int | None) -> dict[str, Any]:
@@ -91,8 +51,15 @@ def _describe_exit(code: int | None) -> dict[str, Any]:
 
 
 class _Supervisor:
-    def __init__(self, cfg: Config, notes: Sequence[StartupNote], metrics_dir: str) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        notes: Sequence[StartupNote],
+        metrics_dir: str,
+        target: WorkerTarget,
+    ) -> None:
         self.cfg = cfg
+        self.target = target
         self.notes = tuple(notes)
         self.metrics_dir = metrics_dir
         self.ctx = multiprocessing.get_context("spawn")
@@ -107,7 +74,7 @@ class _Supervisor:
 
     def start_one(self, *, replacing: bool) -> None:
         proc = self.ctx.Process(
-            target=_worker, args=(self.cfg, self.notes, self.shared), daemon=False
+            target=self.target, args=(self.cfg, self.notes, self.shared), daemon=False
         )
         proc.start()
         self.procs.append(proc)
@@ -214,14 +181,15 @@ class _Supervisor:
         return max(self.final_codes, default=0)
 
 
-def supervise(cfg: Config, notes: Sequence[StartupNote] = ()) -> int:
-    """Run ``cfg.workers`` worker processes until SIGTERM/SIGINT, or until they keep dying."""
+def supervise(cfg: Config, notes: Sequence[StartupNote], target: WorkerTarget) -> int:
+    """Run ``cfg.workers`` processes of ``target`` (a module-level function: spawn pickles
+    it by name) until SIGTERM/SIGINT, or until they keep dying."""
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     try:
-        return _Supervisor(cfg, notes, os.environ["PROMETHEUS_MULTIPROC_DIR"]).run()
+        return _Supervisor(cfg, notes, os.environ["PROMETHEUS_MULTIPROC_DIR"], target).run()
     finally:
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)

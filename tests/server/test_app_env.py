@@ -10,7 +10,7 @@ from google import genai
 from google.genai import types
 
 from sse_proxy.config import Config, RouteSpec
-from sse_proxy.server.app import ROUTES
+from sse_proxy.server.keys import ROUTES
 from sse_proxy.server.routes import Route
 from sse_proxy.server.run import app_env, start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
