@@ -129,6 +129,35 @@ def test_importing_the_plugin_is_cheap() -> None:
     assert out.stdout.decode().strip() == "[]"
 
 
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_a_project_with_its_own_proxy_module_runs_its_tests(tmp_path: Path, layout: str) -> None:
+    """Apps that sit behind proxies often have a ``proxy.py`` or ``proxy/`` of their own: with
+    sse-proxy installed (its plugin loaded by the entry point), their tests still import
+    theirs, and the plugin's fixture still works beside it."""
+    code = "def answer():\n    return 42\n"
+    if layout == "module":
+        (tmp_path / "proxy.py").write_text(code)
+    else:
+        (tmp_path / "proxy").mkdir()
+        (tmp_path / "proxy" / "__init__.py").write_text(code)
+    (tmp_path / "test_app.py").write_text(
+        "import proxy\n\n\ndef test_own_module():\n    assert proxy.answer() == 42\n\n\n"
+        "def test_fixture_beside_it(sse_chaos_proxy):\n"
+        "    assert sse_chaos_proxy.expected_text('text')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_app.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert proc.returncode == 0, out
+    assert "2 passed" in out, out
+
+
 def test_entry_point_registers_the_fixture_in_any_project(tmp_path: Path) -> None:
     """In a bare project the fixture just works; a bad parameter fails with one clear line."""
     (tmp_path / "test_user.py").write_text(
