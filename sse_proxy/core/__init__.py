@@ -18,12 +18,14 @@ from sse_proxy.core.alerts import (
     Level,
     OversizedFrame,
     ReplacementChar,
+    ToolCallInvalid,
     Truncated,
     UnterminatedFrame,
 )
 from sse_proxy.core.dialects import DIALECTS, dialect_for_path, normalize_dialect
 from sse_proxy.core.events import SSEEvent
 from sse_proxy.core.reassembler import Limits, Output, StreamReassembler
+from sse_proxy.core.toolschema import ToolSchemas
 
 __all__ = [
     "DIALECTS",
@@ -38,6 +40,8 @@ __all__ = [
     "ReplacementChar",
     "SSEEvent",
     "StreamReassembler",
+    "ToolCallInvalid",
+    "ToolSchemas",
     "Truncated",
     "UnterminatedFrame",
     "dialect_for_path",

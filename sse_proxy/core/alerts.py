@@ -20,6 +20,7 @@ __all__ = [
     "ReplacementChar",
     "Stall",
     "StallEnd",
+    "ToolCallInvalid",
     "Truncated",
     "UnterminatedFrame",
 ]
@@ -90,7 +91,8 @@ class CrlfFraming(Alert):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InvalidJson(Alert):
-    """A JSON-dialect payload (or a tool call's accumulated arguments) did not parse."""
+    """A JSON-dialect payload did not parse (a tool call's arguments are
+    :class:`ToolCallInvalid`; ``tool_call`` stays for readers of older logs)."""
 
     name: ClassVar[str] = "sse.invalid_json"
     byte_offset: int
@@ -98,6 +100,32 @@ class InvalidJson(Alert):
     error: str
     preview: str
     tool_call: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallInvalid(Alert):
+    """A streamed tool call that a client cannot run as it arrived.
+
+    ``reason``: ``invalid_json`` (its fragments did not join into JSON), ``schema`` (the
+    arguments break the JSON Schema the request declared for the tool) or ``inconsistent``
+    (its index, id or name contradict the stream: parallel calls sharing one index, a
+    fragment for a call never announced). ``index`` is the call's index as the dialect
+    numbers calls (OpenAI ``tool_calls[].index``, the Anthropic block, the Responses
+    output item, the Gemini part); ``error`` says what is wrong without quoting the
+    arguments, which stay out of the logs like the message text.
+    """
+
+    name: ClassVar[str] = "sse.tool_call_invalid"
+    index: int
+    tool: str | None
+    reason: str
+    error: str
+    byte_offset: int
+    event_index: int
+
+    INVALID_JSON: ClassVar[str] = "invalid_json"
+    SCHEMA: ClassVar[str] = "schema"
+    INCONSISTENT: ClassVar[str] = "inconsistent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,6 +23,7 @@ from sse_proxy.core.dialects import (
 from sse_proxy.core.events import SSEEvent
 from sse_proxy.core.framing import DEFAULT_LIMIT, EventStreamParser
 from sse_proxy.core.streammeta import StreamMeta
+from sse_proxy.core.toolschema import ToolSchemas
 from sse_proxy.errors import ReassemblerStateError
 
 __all__ = ["Limits", "Output", "StreamReassembler"]
@@ -82,8 +83,10 @@ class StreamReassembler:
         emit_events: bool = True,
         frame_ends: bool = True,
         keep_text: bool = True,
+        tool_schemas: ToolSchemas | None = None,
     ) -> None:
         limits = limits or Limits()
+        self._tool_schemas = tool_schemas
         forced = normalize_dialect(dialect)
         self._hint = normalize_dialect(hint)
         self._keep_text = keep_text
@@ -193,6 +196,16 @@ class StreamReassembler:
         return self._acc.stream_meta()
 
     @property
+    def tool_schemas(self) -> ToolSchemas | None:
+        """The request's tool schemas that tool calls are checked against."""
+        return self._tool_schemas
+
+    @tool_schemas.setter
+    def tool_schemas(self, schemas: ToolSchemas | None) -> None:
+        self._tool_schemas = schemas
+        self._acc.tool_schemas = schemas
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -246,7 +259,9 @@ class StreamReassembler:
     def _use(self, name: str) -> DialectAccumulator:
         """The accumulator of dialect ``name``, which becomes the stream's dialect."""
         self._dialect = DIALECTS[name]
-        return self._dialect.accumulator(self._alerts, keep_text=self._keep_text)
+        acc = self._dialect.accumulator(self._alerts, keep_text=self._keep_text)
+        acc.tool_schemas = self._tool_schemas
+        return acc
 
     def _detect(self, etype: str, data: str, index: int, data_off: int) -> None:
         """Until the dialect is known, look at each event; then hand the parser to it."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sse_proxy.core import ErrorEvent, InvalidJson, ReplacementChar, Truncated
+from sse_proxy.core import ErrorEvent, InvalidJson, ReplacementChar, ToolCallInvalid, Truncated
 from tests.support.cuts import every_cut, names, openai_stream, run
 
 
@@ -94,8 +94,9 @@ def test_incomplete_tool_call_arguments_are_reported_at_the_end_only() -> None:
     )
     res = run([data])
     (alert,) = res.alerts
-    assert isinstance(alert, InvalidJson)
-    assert alert.tool_call == "f"
+    assert isinstance(alert, ToolCallInvalid)
+    assert (alert.index, alert.tool, alert.reason) == (0, "f", "invalid_json")
+    assert "{" not in alert.error, "the arguments' text is never in the alert"
 
 
 def test_json_payload_over_several_data_lines_is_one_payload() -> None:

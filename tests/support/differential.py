@@ -21,6 +21,7 @@ from sse_proxy.core import (
     OversizedFrame,
     ReplacementChar,
     StreamReassembler,
+    ToolCallInvalid,
     Truncated,
     UnterminatedFrame,
 )
@@ -42,7 +43,7 @@ class CoreRun:
 
 def project(alert: Alert) -> OracleAlert | None:
     """A core alert as the oracle's tuple; ``None`` for what the oracle does not model
-    (a tool call's finished arguments that are not JSON)."""
+    (tool calls the stream got wrong)."""
     if isinstance(alert, ReplacementChar):
         return (
             "replacement_char",
@@ -58,9 +59,9 @@ def project(alert: Alert) -> OracleAlert | None:
     if isinstance(alert, CrlfFraming):
         c = alert.counts
         return ("crlf_framing", c["lf"], c["crlf"], c["cr"], alert.mixed)
+    if isinstance(alert, ToolCallInvalid):
+        return None
     if isinstance(alert, InvalidJson):
-        if alert.tool_call is not None:
-            return None
         return ("invalid_json", alert.byte_offset, alert.event_index)
     if isinstance(alert, ErrorEvent):
         return ("error_event", alert.byte_offset, alert.event_index)

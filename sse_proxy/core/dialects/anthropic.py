@@ -65,9 +65,15 @@ class AnthropicAccumulator(JsonAccumulator):
             elif dtype == "input_json_delta":
                 part = delta.get("partial_json")
                 if type(part) is str:
+                    started = idx in self._blocks
                     block = self._block(idx, "tool_use")
                     if block.tool is None:
-                        block.tool = ToolCall(key=str(idx))
+                        block.tool = ToolCall(key=str(idx), index=idx)
+                        block.tool.inconsistent(
+                            f"input_json_delta for block {idx}, which is a {block.type} block"
+                            if started
+                            else f"input_json_delta for block {idx}, which never started"
+                        )
                     block.tool.parts.append(part)
                     self._fffd(part, data, index, offset)
             elif dtype == "thinking_delta":
@@ -81,14 +87,18 @@ class AnthropicAccumulator(JsonAccumulator):
                 return
             block = self._block(idx, text_of(cb.get("type") or "text"))
             block.type = text_of(cb.get("type") or block.type)
-            if block.type in ("tool_use", "server_tool_use"):
-                block.tool = block.tool or ToolCall(key=str(idx))
+            if block.type in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                block.tool = block.tool or ToolCall(key=str(idx), index=idx)
                 block.tool.name = text_of(cb["name"]) if cb.get("name") else block.tool.name
                 block.tool.id = text_of(cb["id"]) if cb.get("id") else block.tool.id
             text = cb.get("text")
             if text and type(text) is str:
                 block.text.append(text)
                 self._fffd(text, data, index, offset)
+        elif kind == "content_block_stop":
+            stopped = self._blocks.get(idx)
+            if stopped is not None and stopped.tool is not None:
+                self.check_tool_call(stopped.tool, offset, index)
         elif kind == "message_delta":
             delta = obj.get("delta")
             if type(delta) is dict and delta.get("stop_reason"):

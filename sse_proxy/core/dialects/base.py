@@ -13,7 +13,9 @@ from typing import Any
 import msgspec
 
 from sse_proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
+from sse_proxy.core.dialects.toolcalls import ToolCall, check_call
 from sse_proxy.core.framing import escape_preview
+from sse_proxy.core.toolschema import ToolSchemas
 from sse_proxy.core.utf8 import DETAIL_LIMIT
 
 __all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "text_of"]
@@ -32,20 +34,6 @@ def text_of(value: object) -> str:
         return str(value)
     except RecursionError:
         return reprlib.repr(value)
-
-
-@dataclass(slots=True)
-class ToolCall:
-    """A tool/function call whose arguments arrive as partial-JSON fragments."""
-
-    key: str
-    name: str | None = None
-    id: str | None = None
-    parts: list[str] = field(default_factory=list)
-
-    @property
-    def arguments(self) -> str:
-        return "".join(self.parts)
 
 
 def _no_constants(name: str) -> Any:
@@ -111,6 +99,7 @@ class Accumulator:
         self._tallies: list[TextTally] = []
         self.terminal_seen = False
         self.fffd_seen = 0
+        self.tool_schemas: ToolSchemas | None = None  # the request's (the shell sets them)
         self._escapes = _NO_ESCAPES
         # where character i of an event's data is in the stream (the reassembler passes
         # the framer's exact one)
@@ -391,14 +380,11 @@ class JsonAccumulator(Accumulator):
             )
         )
 
+    def check_tool_call(self, call: ToolCall, offset: int, index: int) -> None:
+        """A call has ended: its fragments must be JSON and meet its tool's schema (once)."""
+        check_call(call, self.tool_schemas, self.alerts, offset, index)
+
     def check_tool_calls(self, calls: list[ToolCall], offset: int, index: int) -> None:
-        """Arguments are partial JSON mid-stream; only the finished whole must parse."""
+        """End of stream: check every call that nothing ended."""
         for call in calls:
-            args = call.arguments
-            if not args.strip():
-                continue
-            try:
-                json_loads(args)
-            except ValueError as exc:
-                label = call.name or call.id or call.key
-                self.invalid_json(str(exc), args, index, offset, tool_call=label)
+            check_call(call, self.tool_schemas, self.alerts, offset, index)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sse_proxy.core.alerts import Alert
-from sse_proxy.core.dialects.base import JsonAccumulator, text_of
+from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 from sse_proxy.core.dialects.descriptor import Dialect, Provider
 from sse_proxy.core.streammeta import StreamMeta, gemini_counts, gemini_head
 
@@ -104,13 +104,28 @@ class GeminiAccumulator(JsonAccumulator):
                         self._fffd(text, data, index, offset)
                 call = part.get("functionCall")
                 if type(call) is dict:
-                    state.function_calls.append(
-                        {"name": text_of(call.get("name") or ""), "args": call.get("args")}
-                    )
+                    self._function_call(state, call, offset, index)
         reason = cand.get("finishReason")
         if reason:
             state.finish_reason = text_of(reason)
             self.terminal_seen = True
+
+    def _function_call(
+        self, state: _Candidate, call: dict[str, Any], offset: int, index: int
+    ) -> None:
+        """A function call arrives whole (its ``args`` an object): checked at once."""
+        name = call.get("name")
+        args = call.get("args")
+        state.function_calls.append({"name": text_of(name or ""), "args": args})
+        checked = ToolCall(
+            key=str(len(state.function_calls) - 1),
+            index=len(state.function_calls) - 1,
+            name=text_of(name) if name else None,
+            value={} if args is None else args,
+        )
+        if args is not None and type(args) is not dict:
+            checked.inconsistent("functionCall.args is not an object")
+        self.check_tool_call(checked, offset, index)
 
     def stream_meta(self) -> StreamMeta:
         """Model and id as first sent, the last usage, one finish reason per candidate."""

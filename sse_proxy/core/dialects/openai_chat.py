@@ -14,12 +14,20 @@ from sse_proxy.core.streammeta import StreamMeta, openai_usage
 
 __all__ = ["DIALECT", "OpenAIChatAccumulator"]
 
+_HEAD_TRIES = 4
+"""Chunks read for model and id: Azure's first chunk has them empty, the next has them."""
+_SHARED_INDEX = (
+    "index {i} got a second call id: two calls share one index, so a client that "
+    "assembles calls by index joins them into one"
+)
+
 
 # gc=False: one chunk per token makes these the most frequent allocations of a stream;
 # untracked, they neither trigger nor lengthen garbage collections (no cycles here).
 class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None
     tool_calls: list[Any] | None = None
 
 
@@ -33,6 +41,7 @@ class _Chunk(msgspec.Struct, gc=False):
     """Just the fields the batch path needs; msgspec skips the rest without building them."""
 
     choices: list[_ChoiceChunk] = []
+    usage: Any = None  # vLLM's continuous usage: such a chunk takes the general path
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
@@ -40,7 +49,8 @@ _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 
 def _plain_content(chunk: _Chunk) -> str | None:
     """The content of the common chunk (one choice, index 0, a delta holding only
-    ``content``, no finish reason); None for any other shape. ValueError: not one choice."""
+    ``content``, no finish reason, no usage); None for any other shape. ValueError: not
+    one choice."""
     (choice,) = chunk.choices
     delta = choice.delta
     if (
@@ -48,7 +58,9 @@ def _plain_content(chunk: _Chunk) -> str | None:
         or choice.finish_reason is not None
         or delta is None
         or delta.reasoning_content is not None
+        or delta.reasoning is not None
         or delta.tool_calls is not None
+        or chunk.usage is not None
     ):
         return None
     return delta.content
@@ -75,7 +87,8 @@ class OpenAIChatAccumulator(JsonAccumulator):
         self._last_offset = 0
         self._last_index = 0
         self._meta = StreamMeta()
-        self._head_seen = False  # model and id are read from the first chunk only
+        self._head_seen = False  # model and id are read from the first chunks only
+        self._head_tries = 0
         self._content0: list[str] | None = None  # choice 0's content parts, once it exists
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
@@ -86,12 +99,16 @@ class OpenAIChatAccumulator(JsonAccumulator):
         if obj is None:
             return
         if not self._head_seen:
-            self._head_seen = True
-            self._meta.head(obj)
+            self._head(obj)
         try:  # the common chunk: one choice, index 0, a delta holding only content
             (choice,) = obj["choices"]
             delta = choice["delta"]
-            if choice["index"] == 0 and len(delta) == 1 and not choice.get("finish_reason"):
+            if (
+                choice["index"] == 0
+                and len(delta) == 1
+                and not choice.get("finish_reason")
+                and not obj.get("usage")
+            ):
                 content = delta["content"]
                 if type(content) is str and "\ufffd" not in content:
                     self._choice(0).content.append(content)
@@ -123,16 +140,20 @@ class OpenAIChatAccumulator(JsonAccumulator):
                     state.content.append(content)
                     if "\ufffd" in content:
                         self._fffd(content, data, index, offset)
-                reasoning = delta.get("reasoning_content")
-                if reasoning and type(reasoning) is str:
-                    state.reasoning.append(reasoning)
-                    self._fffd(reasoning, data, index, offset)
+                # DeepSeek and vLLM say reasoning_content, OpenRouter and Ollama reasoning
+                for key in ("reasoning_content", "reasoning"):
+                    reasoning = delta.get(key)
+                    if reasoning and type(reasoning) is str:
+                        state.reasoning.append(reasoning)
+                        self._fffd(reasoning, data, index, offset)
                 calls = delta.get("tool_calls")
                 if calls and type(calls) is list:
                     self._tool_deltas(state, calls, data, index, offset)
             reason = ch.get("finish_reason")
             if reason:
                 state.finish_reason = text_of(reason)
+                for call in state.tool_calls.values():  # the choice is done: so are its calls
+                    self.check_tool_call(call, offset, index)
 
     def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
         """The common run: one choice, index 0, a delta holding only ``content``.
@@ -154,10 +175,8 @@ class OpenAIChatAccumulator(JsonAccumulator):
             return False  # a JSON escape: the general path attributes it
         self._choice(0).content.append(text)
         if not self._head_seen:
-            self._head_seen = True
             head = json_loads(payloads[0])
-            if type(head) is dict:
-                self._meta.head(head)
+            self._head(head if type(head) is dict else {})
         return True
 
     def accept_one(self, payload: bytes, index: int, pos: int) -> bool:
@@ -182,24 +201,54 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 self._content0 = state.content
         return state
 
+    def _head(self, obj: dict[str, Any]) -> None:
+        """Model and id from the first chunks that carry them (a few at most)."""
+        meta = self._meta
+        meta.head(obj)
+        self._head_tries += 1
+        self._head_seen = self._head_tries >= _HEAD_TRIES or (
+            meta.response_model is not None and meta.response_id is not None
+        )
+
     def _tool_deltas(
         self, state: _Choice, calls: list[Any], data: str, index: int, offset: int
     ) -> None:
+        """One chunk's tool-call fragments, placed by ``index``; contradictions noted."""
         for tc in calls:
             if type(tc) is not dict:
                 continue
-            i = tc.get("index", 0)
-            if type(i) is not int:
-                i = 0
+            given = tc.get("id")
+            cid = text_of(given) if given else None
+            given_index = tc.get("index")
+            unindexed = type(given_index) is not int
+            if isinstance(given_index, int) and not isinstance(given_index, bool):
+                i = given_index
+            else:  # some compatible servers omit it: a new id starts a new call
+                last = max(state.tool_calls, default=-1)
+                known = state.tool_calls.get(last)
+                i = last + 1 if last < 0 or (cid and known and cid != known.id) else last
             call = state.tool_calls.get(i)
             if call is None:
-                call = state.tool_calls[i] = ToolCall(key=str(i))
-            if tc.get("id"):
-                call.id = text_of(tc["id"])
+                call = state.tool_calls[i] = ToolCall(key=str(i), index=i)
+            if unindexed:
+                call.inconsistent(
+                    "a tool-call fragment came without its index, so a client that "
+                    "assembles calls by index cannot place it"
+                )
+            if cid:
+                if call.id is None:
+                    call.id = cid
+                elif cid != call.id:
+                    call.inconsistent(_SHARED_INDEX.format(i=i))
             fn = tc.get("function")
             if type(fn) is dict:
-                if fn.get("name"):
-                    call.name = text_of(fn["name"])
+                name = fn.get("name")
+                if name:
+                    name = text_of(name)
+                    if call.name is None:
+                        call.name = name
+                    elif name != call.name:
+                        call.inconsistent(_SHARED_INDEX.format(i=i))
                 args = fn.get("arguments")
                 if args and type(args) is str:
                     call.parts.append(args)

@@ -32,10 +32,14 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         self._meta = StreamMeta()
         self._incomplete: str | None = None
 
-    def _call(self, key: str) -> ToolCall:
+    def _call(self, key: str, output_index: object = None, announced: bool = True) -> ToolCall:
         call = self._calls.get(key)
         if call is None:
-            call = self._calls[key] = ToolCall(key=key)
+            call = self._calls[key] = ToolCall(key=key, index=_int(output_index))
+            if not announced:
+                call.inconsistent(
+                    "function_call_arguments.delta for an item no output_item.added announced"
+                )
         return call
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
@@ -58,14 +62,32 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
             delta = obj.get("delta")
             if type(delta) is str:
                 call_key = text_of(obj.get("item_id") or obj.get("output_index", ""))
-                self._call(call_key).parts.append(delta)
+                out_i = obj.get("output_index")
+                self._call(call_key, out_i, announced=False).parts.append(delta)
                 self._fffd(delta, data, index, offset)
-        elif kind == "response.output_item.added":
+        elif kind == "response.function_call_arguments.done":
+            done = self._calls.get(text_of(obj.get("item_id") or obj.get("output_index", "")))
+            args = obj.get("arguments")
+            if done is not None:
+                if type(args) is str and args != done.arguments:
+                    done.inconsistent(
+                        "function_call_arguments.done has other arguments than its deltas"
+                    )
+                self.check_tool_call(done, offset, index)
+        elif kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item")
             if type(item) is dict and item.get("type") == "function_call":
-                call = self._call(text_of(item.get("id") or obj.get("output_index", "")))
+                item_key = text_of(item.get("id") or obj.get("output_index", ""))
+                call = self._call(item_key, obj.get("output_index"))
                 call.name = text_of(item["name"]) if item.get("name") else call.name
                 call.id = text_of(item["call_id"]) if item.get("call_id") else call.id
+                if kind == "response.output_item.done":
+                    final = item.get("arguments")
+                    if type(final) is str and final and not call.parts:
+                        call.parts.append(final)  # sent whole, without deltas
+                    elif type(final) is str and final and final != call.arguments:
+                        call.inconsistent("output_item.done has other arguments than the deltas")
+                    self.check_tool_call(call, offset, index)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             delta = obj.get("delta")
             if type(delta) is str:

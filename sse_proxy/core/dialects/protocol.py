@@ -13,7 +13,9 @@ Outcomes, for an accumulator fed by the reassembler:
 * ``accept_batch`` / ``accept_one`` take a run of checked single-line ``data:`` payloads
   whole and return True, or return False untouched (the events then come one by one).
 * ``finish`` runs once, at the end of a stream that was not abandoned: checks that need
-  the whole stream (tool-call arguments that never became JSON).
+  the whole stream (tool calls that nothing ended, checked then).
+* ``tool_schemas`` are the request's tool declarations (the reassembler sets them); each
+  tool call is checked against its tool's schema when it ends (:mod:`.toolcalls`).
 * ``terminal_seen`` says the stream ended cleanly (its terminal marker, or an error or a
   block that ends it legitimately); the reassembler reports ``sse.truncated`` otherwise,
   for dialects whose descriptor names a terminal marker.
@@ -28,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.streammeta import StreamMeta
+from sse_proxy.core.toolschema import ToolSchemas
 
 __all__ = ["AccumulatorFactory", "DialectAccumulator"]
 
@@ -38,6 +41,7 @@ class DialectAccumulator(Protocol):
 
     terminal_seen: bool
     fffd_seen: int
+    tool_schemas: ToolSchemas | None
     locate: Callable[[str, int, int], int]
     """Where character i of an event's data is in the stream (the reassembler sets it)."""
 
