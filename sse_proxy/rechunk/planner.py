@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
+from sse_proxy.rechunk.shapes import ShapeRewriter
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
 
@@ -154,9 +155,10 @@ class FramesPlanner(Planner):
 class ChaosPlanner(Planner):
     """Adversarial writes from a :class:`ChaosSpec`, reproducible from its seed.
 
-    Re-chunking alone cuts each chunk as it arrives (no holding). Rewrites need whole
-    frames and ``coalesce`` needs several, so either one makes the planner hold bytes
-    until frame ends, as :class:`FramesPlanner` does, then rewrite, group and cut. Cuts,
+    Re-chunking alone cuts each chunk as it arrives (no holding). Rewrites and variants
+    need whole frames and ``coalesce`` needs several, so any of them makes the planner hold
+    bytes until frame ends, as :class:`FramesPlanner` does, then reshape (the variants,
+    :mod:`sse_proxy.rechunk.shapes`), rewrite, group and cut. Cuts,
     rewrites and delays draw from three generators seeded from the spec's seed, so adding
     a delay does not move a cut. ``recorded_cuts`` lists the absolute output offset at
     which each write ended (the last one is the total written), for reproduction reports.
@@ -174,7 +176,8 @@ class ChaosPlanner(Planner):
         self._delay_rng = random.Random(f"delay:{spec.seed}")
         self._rechunkers = spec.rechunkers
         self._rewrites = spec.rewrites
-        self._hold = bool(self._rewrites) or spec.coalesce
+        self._shapes = ShapeRewriter(spec.variants, spec.seed) if spec.variants else None
+        self._hold = bool(self._rewrites) or spec.coalesce or self._shapes is not None
         self._group_limit = spec.frames_per_write if spec.coalesce else 1
         self._holder = FrameHolder()
         self._fed = 0
@@ -198,20 +201,34 @@ class ChaosPlanner(Planner):
         if self._holder.held + self._group_bytes > self._max_hold:
             writes += self._emit_group()
             if self._holder.held > self._max_hold:
-                writes += self._emit_held()
+                writes += self._flush_shapes() + self._emit_group() + self._emit_held()
                 self._mid_frame = True
         return writes
 
     def flush(self) -> list[Write]:
-        """Write the frames waiting to be coalesced, then the partial rest, unrewritten."""
-        return self._emit_group() + self._emit_held()
+        """Write what the variants held, the frames waiting to be coalesced, then the
+        partial rest, unrewritten."""
+        return self._flush_shapes() + self._emit_group() + self._emit_held()
 
-    def _take_frame(self, frame: bytes) -> list[Write]:
+    def _flush_shapes(self) -> list[Write]:
+        """What the variants still hold, as frames (before any partial rest)."""
+        held = self._shapes.flush() if self._shapes is not None else b""
+        if not held:
+            return []
+        self._mid_frame = False
+        return self._take_frame(held, shaped=True)
+
+    def _take_frame(self, frame: bytes, *, shaped: bool = False) -> list[Write]:
         out = frame
         if self._mid_frame:
             self._mid_frame = False  # this frame end completes the frame written in part
-        elif self._rewrites:
-            out = apply_rewrites(self._rewrites, frame, self._rewrite_rng, first=self._first)
+        else:
+            if self._shapes is not None and not shaped:
+                out = self._shapes.rewrite(frame)
+                if not out:
+                    return []  # held by a variant (it comes out with a later frame)
+            if self._rewrites:
+                out = apply_rewrites(self._rewrites, out, self._rewrite_rng, first=self._first)
         self._first = False
         if out:
             self._group.append(out)

@@ -7,6 +7,7 @@ the same order: a seed reproduces a run only if the order of work is fixed too.
 
 from __future__ import annotations
 
+import difflib
 import math
 import random
 import re
@@ -21,7 +22,10 @@ __all__ = [
     "LINE_ENDING_REWRITES",
     "MAX_SEED",
     "REWRITES",
+    "SHAPE_VARIANTS",
     "STRATEGIES",
+    "TOKEN_VARIANTS",
+    "VARIANTS",
     "ChaosSpec",
     "draw_seed",
     "parse_chaos_header",
@@ -43,6 +47,59 @@ REWRITES: tuple[str, ...] = (
 )
 """Spec-equivalent rewrites: the bytes change, the events a conforming parser sees do not."""
 
+SHAPE_VARIANTS: tuple[str, ...] = (
+    # OpenAI Chat Completions
+    "azure",
+    "azure_async_filter",
+    "include_usage",
+    "usage_chunks",
+    "reasoning_content",
+    "reasoning",
+    "role_only",
+    "first_text",
+    "finish_with_text",
+    "choices_n2",
+    "openrouter_comments",
+    "vllm_usage",
+    "no_ids",
+    "tool_args_whole",
+    "tool_args_chars",
+    "tool_interleaved",
+    "tool_args_with_id",
+    # Anthropic Messages
+    "ping",
+    "thinking",
+    "text_blocks",
+    "citations",
+    "server_tool",
+    "empty_partial_json",
+    # OpenAI Responses
+    "reasoning_summary",
+    "output_items",
+    "annotations",
+    "in_progress_repeated",
+    # Gemini
+    "thoughts",
+    "no_text_part",
+    "finish_alone",
+    "function_calls_one_chunk",
+)
+"""API-equivalent shapes of one dialect's stream (:mod:`sse_proxy.rechunk.shapes`): the
+events change within what the API allows, the assembled message does not."""
+
+TOKEN_VARIANTS: tuple[str, ...] = (
+    "chars",
+    "midword",
+    "graphemes",
+    "whitespace",
+    "stop_runs",
+    "retokenize",
+)
+"""The same text in other deltas, in every dialect (tool-call arguments too)."""
+
+VARIANTS: tuple[str, ...] = SHAPE_VARIANTS + TOKEN_VARIANTS
+"""Every shape and token variant."""
+
 LINE_ENDING_REWRITES: frozenset[str] = frozenset({"crlf", "cr", "mixed_newlines"})
 """At most one of these per spec: each rewrites every line ending, so two would fight."""
 
@@ -51,7 +108,7 @@ DEFAULT_DELAY_MS = 0.0
 DEFAULT_FRAMES_PER_WRITE = 3
 MAX_SEED = (1 << 64) - 1
 
-_ALL_NAMES: tuple[str, ...] = STRATEGIES + REWRITES
+_ALL_NAMES: tuple[str, ...] = STRATEGIES + REWRITES + VARIANTS
 _ORDER = {name: i for i, name in enumerate(_ALL_NAMES)}
 _NAME_SPLIT = re.compile(r"[+,]")
 _UINT = re.compile(r"[0-9]{1,20}")
@@ -63,8 +120,16 @@ def _short(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def _valid_names() -> str:
-    return ", ".join(_ALL_NAMES)
+def _valid_names(given: str = "") -> str:
+    """The names, short enough for a one-line 400 response: the variants are many, so they
+    are summed up (with the closest name to ``given`` first, when there is one)."""
+    close = difflib.get_close_matches(given.lower(), _ALL_NAMES, n=1) if given else []
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    listed = ", ".join(STRATEGIES + REWRITES)
+    return (
+        f"{hint}valid: {listed}, or one of {len(VARIANTS)} shape and token variants such as "
+        "azure, thinking, chars"
+    )
 
 
 def draw_seed() -> int:
@@ -81,12 +146,12 @@ def parse_strategy_names(strategy: str) -> tuple[str, ...]:
             continue
         if name not in _ORDER:
             raise ChaosSpecError(
-                f"unknown chaos strategy {_short(raw.strip())}; valid: {_valid_names()}"
+                f"unknown chaos strategy {_short(raw.strip())}; {_valid_names(raw.strip())}"
             )
         if name not in names:
             names.append(name)
     if not names:
-        raise ChaosSpecError(f"empty chaos strategy; valid: {_valid_names()}")
+        raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
     return _canonical(names)
 
 
@@ -112,11 +177,11 @@ class ChaosSpec:
     def __post_init__(self) -> None:
         """Reject bad specs at construction, so the data path never meets one."""
         if not self.strategies:
-            raise ChaosSpecError(f"empty chaos strategy; valid: {_valid_names()}")
+            raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
         for name in self.strategies:
             if name not in _ORDER:
                 raise ChaosSpecError(
-                    f"unknown chaos strategy {_short(name)}; valid: {_valid_names()}"
+                    f"unknown chaos strategy {_short(name)}; {_valid_names(name)}"
                 )
         endings = sorted(set(self.strategies) & LINE_ENDING_REWRITES, key=_ORDER.__getitem__)
         if len(endings) > 1:
@@ -175,9 +240,15 @@ class ChaosSpec:
         return "coalesce" in self.strategies
 
     @property
+    def variants(self) -> tuple[str, ...]:
+        """The shape and token variants, in the order they are applied."""
+        return tuple(n for n in self.strategies if n in VARIANTS)
+
+    @property
     def rechunk_only(self) -> bool:
-        """True when the client receives exactly the upstream bytes (no rewrite active)."""
-        return not self.rewrites
+        """True when the client receives exactly the upstream bytes (no rewrite or variant
+        active)."""
+        return not self.rewrites and not self.variants
 
     def header_value(self) -> str:
         """Canonical ``strategy=...; seed=...`` text; parsing it gives this spec back."""
@@ -237,7 +308,7 @@ def parse_chaos_header(value: str, *, default_seed: int | None) -> ChaosSpec:
             raise ChaosSpecError(f"chaos key {key!r} given twice")
         fields[key] = val
     if "strategy" not in fields:
-        raise ChaosSpecError(f"chaos header needs strategy=NAME[+NAME...]; valid: {_valid_names()}")
+        raise ChaosSpecError(f"chaos header needs strategy=NAME[+NAME...]; {_valid_names()}")
     seed = _parse_uint("seed", fields["seed"]) if "seed" in fields else default_seed
     return ChaosSpec(
         strategies=parse_strategy_names(fields["strategy"]),

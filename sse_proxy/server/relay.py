@@ -79,7 +79,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     spec = ex.spec
     if spec is not None:
         resp.headers[SEED_HEADER] = str(spec.seed)
-        if spec.rewrites:
+        if not spec.rechunk_only:  # rewrites and variants change the bytes
             resp.headers.popall("Content-Length", None)
     log = ex.log.bind(
         upstream_status=upstream.status,

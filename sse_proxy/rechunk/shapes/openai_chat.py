@@ -1,0 +1,616 @@
+"""OpenAI Chat Completions shapes: the same message as Azure, DeepSeek, OpenRouter, vLLM and
+the compatible servers stream it (which one sends what, with sources:
+:mod:`sse_proxy.tools.fixtures.variants`)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from sse_proxy.rechunk.shapes.events import Event, Stage
+
+__all__ = ["STAGES"]
+
+_SAFE: Final = {"filtered": False, "severity": "safe"}
+_CONTENT_FILTER: Final = {"hate": _SAFE, "self_harm": _SAFE, "sexual": _SAFE, "violence": _SAFE}
+_PROMPT_FILTER: Final = [
+    {
+        "prompt_index": 0,
+        "content_filter_results": {
+            **_CONTENT_FILTER,
+            "jailbreak": {"filtered": False, "detected": False},
+        },
+    }
+]
+REASONING: Final = ("Let me", " think", " about", " this", " for", " a", " moment", "…")
+"""The reasoning the reasoning variants add (kept apart from the answer by every API)."""
+_PROMPT_TOKENS = 12
+_HEAD_FIELDS = ("id", "object", "created", "model", "system_fingerprint")
+
+
+def _choice(obj: Any) -> dict[str, Any] | None:
+    """The chunk's only choice, if it has exactly one."""
+    if type(obj) is not dict:
+        return None
+    choices = obj.get("choices")
+    if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:
+        return choices[0]
+    return None
+
+
+def _delta(obj: Any) -> dict[str, Any] | None:
+    choice = _choice(obj)
+    delta = None if choice is None else choice.get("delta")
+    return delta if type(delta) is dict else None
+
+
+def _content(obj: Any) -> str | None:
+    """The content of a plain text chunk of choice 0 (no finish reason), else None."""
+    choice = _choice(obj)
+    delta = _delta(obj)
+    if choice is None or delta is None or choice.get("finish_reason") or choice.get("index", 0):
+        return None
+    content = delta.get("content")
+    return content if type(content) is str and "tool_calls" not in delta else None
+
+
+def _is_finish(obj: Any) -> bool:
+    """A chunk of its own that finishes choice 0 (``delta: {}``)."""
+    choice = _choice(obj)
+    delta = None if choice is None else choice.get("delta")
+    return (
+        choice is not None
+        and bool(choice.get("finish_reason"))
+        and not choice.get("index", 0)
+        and (delta is None or delta == {})
+    )
+
+
+def _head(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: obj[k] for k in _HEAD_FIELDS if k in obj}
+
+
+def _with_choice(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of a one-choice chunk with fields of its choice changed."""
+    new = copy.deepcopy(obj)
+    new["choices"][0].update(changes)
+    return new
+
+
+def _usage(completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": _PROMPT_TOKENS,
+        "completion_tokens": completion,
+        "total_tokens": _PROMPT_TOKENS + completion,
+    }
+
+
+def _has_choices(obj: Any) -> bool:
+    return type(obj) is dict and type(obj.get("choices")) is list and bool(obj["choices"])
+
+
+class _Chat(Stage):
+    dialect = "openai"
+
+
+class Azure(_Chat):
+    """Azure OpenAI: a first chunk with ``choices: []`` and ``prompt_filter_results`` only
+    (empty id and model), then ``content_filter_results`` on every choice."""
+
+    name = "azure"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.started = False
+
+    def take(self, event: Event) -> list[Event]:
+        out: list[Event] = []
+        if not self.started:
+            self.started = True
+            first = {
+                "choices": [],
+                "created": 0,
+                "id": "",
+                "model": "",
+                "object": "",
+                "prompt_filter_results": _PROMPT_FILTER,
+            }
+            out.append(Event.of(first, key=self.key()))
+        obj = event.obj
+        if not _has_choices(obj):
+            return [*out, event]
+        new = copy.deepcopy(obj)
+        for choice in new["choices"]:
+            if type(choice) is dict:
+                delta = choice.get("delta")
+                text = type(delta) is dict and bool(delta.get("content"))
+                choice["content_filter_results"] = _CONTENT_FILTER if text else {}
+        return [*out, event.changed(new)]
+
+
+class AzureAsyncFilter(_Chat):
+    """Azure's asynchronous content filter: now and then a choice without ``delta``, carrying
+    only ``content_filter_results`` and the ``content_filter_offsets`` it checked."""
+
+    name = "azure_async_filter"
+    every = 10
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.chunks = 0
+        self.chars = 0
+        self.checked = 0
+
+    def _annotation(self) -> Event:
+        offsets = {
+            "check_offset": self.checked,
+            "start_offset": self.checked,
+            "end_offset": self.chars,
+        }
+        self.checked = self.chars
+        obj = {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": None,
+                    "content_filter_results": _CONTENT_FILTER,
+                    "content_filter_offsets": offsets,
+                }
+            ],
+            "created": 0,
+            "id": "",
+            "model": "",
+            "object": "",
+            "usage": None,
+        }
+        return Event.of(obj, key=self.key())
+
+    def take(self, event: Event) -> list[Event]:
+        content = _content(event.obj)
+        if content is not None:
+            self.chunks += 1
+            self.chars += len(content)
+            if self.chunks % self.every == 0:
+                return [event, self._annotation()]
+            return [event]
+        if _is_finish(event.obj) and self.chars > self.checked:
+            return [self._annotation(), event]
+        return [event]
+
+
+class IncludeUsage(_Chat):
+    """``stream_options.include_usage``: ``usage: null`` on every chunk, then one last chunk
+    with ``choices: []`` and the usage, before ``[DONE]``."""
+
+    name = "include_usage"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.head: dict[str, Any] = {}
+        self.completion = 0
+        self.had_usage = False
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        if event.data == "[DONE]" and not self.had_usage:
+            self.had_usage = True
+            final = {**self.head, "choices": [], "usage": _usage(self.completion)}
+            return [Event.of(final, key=self.key()), event]
+        if type(obj) is not dict:
+            return [event]
+        if obj.get("choices") == [] and obj.get("usage"):
+            self.had_usage = True
+            return [event]
+        if not _has_choices(obj):
+            return [event]
+        self.head = _head(obj) or self.head
+        if _content(obj):
+            self.completion += 1
+        if "usage" in obj:
+            return [event]
+        return [event.changed({**obj, "usage": None})]
+
+
+class UsageChunks(_Chat):
+    """Usage-only control chunks (``choices: []``) in the stream and at its end, as several
+    compatible servers and gateways send them."""
+
+    name = "usage_chunks"
+    every = 25
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.head: dict[str, Any] = {}
+        self.chunks = 0
+        self.completion = 0
+
+    def _usage_chunk(self) -> Event:
+        obj = {**self.head, "choices": [], "usage": _usage(self.completion)}
+        return Event.of(obj, key=self.key())
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        if event.data == "[DONE]":
+            return [self._usage_chunk(), event]
+        if not _has_choices(obj):
+            return [event]
+        self.head = _head(obj) or self.head
+        if _content(obj):
+            self.completion += 1
+        self.chunks += 1
+        if self.chunks % self.every == 1:
+            return [event, self._usage_chunk()]
+        return [event]
+
+
+class _Reasoning(_Chat):
+    """Reasoning deltas with ``content: null`` after the role chunk."""
+
+    field = "reasoning_content"
+    null_on_content = True
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.done = False
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        choice = _choice(obj)
+        if choice is None or choice.get("index", 0):
+            return [event]
+        if not self.done:
+            self.done = True
+            head = _head(obj)
+            pieces = []
+            for piece in REASONING:
+                delta = {"content": None, self.field: piece}
+                chunk = {
+                    **head,
+                    "choices": [
+                        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+                    ],
+                }
+                pieces.append(Event.of(chunk, key=self.key()))
+            return [event, *pieces]
+        content_delta = _delta(obj)
+        if self.null_on_content and content_delta is not None and _content(obj) is not None:
+            nulled = {**content_delta, self.field: None}
+            return [event.changed(_with_choice(obj, delta=nulled))]
+        return [event]
+
+
+class ReasoningContent(_Reasoning):
+    """DeepSeek (and vLLM, SGLang): ``reasoning_content`` deltas with ``content: null``, and
+    ``reasoning_content: null`` beside every content delta."""
+
+    name = "reasoning_content"
+
+
+class ReasoningField(_Reasoning):
+    """OpenRouter and Ollama: the reasoning in ``reasoning``, with ``content: null``."""
+
+    name = "reasoning"
+    field = "reasoning"
+    null_on_content = False
+
+
+class RoleOnly(_Chat):
+    """A first chunk whose delta is ``{"role": "assistant"}`` alone: no ``content`` key."""
+
+    name = "role_only"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.done = False
+
+    def take(self, event: Event) -> list[Event]:
+        delta = _delta(event.obj)
+        if self.done or delta is None or "role" not in delta:
+            return [event]
+        self.done = True
+        obj = event.obj
+        role = event.changed(_with_choice(obj, delta={"role": delta["role"]}), key=self.key())
+        rest = {k: v for k, v in delta.items() if k not in ("role", "refusal")}
+        if rest.get("content") or len(rest) > 1:  # it carried text: that follows on its own
+            return [role, Event.of(_with_choice(obj, delta=rest))]
+        return [role]
+
+
+class FirstText(_Chat):
+    """The first chunk carries the role and the first piece of text at once."""
+
+    name = "first_text"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.held: Event | None = None
+        self.done = False
+
+    def take(self, event: Event) -> list[Event]:
+        if self.done:
+            return [event]
+        delta = _delta(event.obj)
+        if self.held is None:
+            if delta is not None and "role" in delta and not delta.get("content"):
+                self.held = event
+                return []
+            return [event]
+        held, self.held = self.held, None
+        self.done = True
+        content = _content(event.obj)
+        if not content:
+            return [held, event]
+        role_delta = _delta(held.obj) or {}
+        merged = _with_choice(held.obj, delta={**role_delta, "content": content})
+        return [held.changed(merged, key=self.key())]
+
+    def release(self) -> list[Event]:
+        held, self.held = self.held, None
+        return [held] if held is not None else []
+
+
+class FinishWithText(_Chat):
+    """The finish reason comes with the last piece of text (or the last tool-call
+    fragment), not in a chunk of its own."""
+
+    name = "finish_with_text"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.held: Event | None = None
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        if _is_finish(obj) and self.held is not None:
+            held, self.held = self.held, None
+            choice = _choice(obj) or {}
+            merged = _with_choice(held.obj, finish_reason=choice.get("finish_reason"))
+            if obj.get("usage") is not None:
+                merged["usage"] = obj["usage"]
+            return [held.changed(merged, key=self.key())]
+        out = self.release()
+        if _content(obj) or _fragment(obj) is not None:
+            self.held = event
+            return out
+        return [*out, event]
+
+    def release(self) -> list[Event]:
+        held, self.held = self.held, None
+        return [held] if held is not None else []
+
+
+class ChoicesN2(_Chat):
+    """``n: 2``: every chunk of choice 0 followed by the same chunk of choice 1."""
+
+    name = "choices_n2"
+
+    def take(self, event: Event) -> list[Event]:
+        choice = _choice(event.obj)
+        if choice is None or choice.get("index", 0) != 0:
+            return [event]
+        return [event, Event.of(_with_choice(event.obj, index=1), key=self.key())]
+
+
+class OpenRouterComments(_Chat):
+    """OpenRouter's ``: OPENROUTER PROCESSING`` comments, before the first chunk and now and
+    then between chunks."""
+
+    name = "openrouter_comments"
+    every = 20
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.seen = 0
+
+    def take(self, event: Event) -> list[Event]:
+        self.seen += 1
+        if self.seen == 1:
+            first = Event.comment("OPENROUTER PROCESSING", key=self.key())
+            return [first, Event.comment("OPENROUTER PROCESSING"), event]
+        if self.seen % self.every == 0:
+            return [Event.comment("OPENROUTER PROCESSING"), event]
+        return [event]
+
+
+class VllmUsage(_Chat):
+    """vLLM's ``continuous_usage_stats``: a running ``usage`` object on every chunk."""
+
+    name = "vllm_usage"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.completion = 0
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        if not _has_choices(obj):
+            return [event]
+        if _content(obj) or _is_finish(obj):
+            self.completion += 1 if _content(obj) else 0
+        return [event.changed({**obj, "usage": _usage(self.completion)}, key=self.key())]
+
+
+class NoIds(_Chat):
+    """Chunks without ``id``, ``created`` or ``system_fingerprint`` (Gemini's
+    OpenAI-compatible endpoint)."""
+
+    name = "no_ids"
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        if type(obj) is not dict or not any(k in obj for k in ("id", "created")):
+            return [event]
+        new = {k: v for k, v in obj.items() if k not in ("id", "created", "system_fingerprint")}
+        return [event.changed(new, key=self.key())]
+
+
+# ------------------------------------------------------------------ tool calls
+
+
+def _fragment(obj: Any) -> dict[str, Any] | None:
+    """The one tool-call fragment of a chunk that carries nothing else, else None."""
+    delta = _delta(obj)
+    choice = _choice(obj)
+    if delta is None or choice is None or choice.get("finish_reason"):
+        return None
+    calls = delta.get("tool_calls")
+    if set(delta) - {"tool_calls", "role", "content"} or delta.get("content"):
+        return None
+    if type(calls) is not list or len(calls) != 1 or type(calls[0]) is not dict:
+        return None
+    fragment = calls[0]
+    return fragment if type(fragment.get("index")) is int else None
+
+
+def _arguments(fragment: dict[str, Any]) -> str:
+    fn = fragment.get("function")
+    args = fn.get("arguments") if type(fn) is dict else None
+    return args if type(args) is str else ""
+
+
+def _fragment_chunk(template: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
+    return _with_choice(template, delta={"tool_calls": [fragment]})
+
+
+def _with_arguments(fragment: dict[str, Any], args: str) -> dict[str, Any]:
+    new = copy.deepcopy(fragment)
+    fn = new.get("function")
+    new["function"] = {**(fn if type(fn) is dict else {}), "arguments": args}
+    return new
+
+
+class _ToolHold(_Chat):
+    """Holds a run of tool-call fragment chunks; :meth:`emit` re-shapes the run."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.run: list[tuple[Event, dict[str, Any]]] = []
+
+    def take(self, event: Event) -> list[Event]:
+        fragment = _fragment(event.obj)
+        if fragment is not None:
+            self.run.append((event, fragment))
+            return []
+        return [*self.release(), event]
+
+    def release(self) -> list[Event]:
+        run, self.run = self.run, []
+        return self.emit(run) if run else []
+
+    def emit(self, run: list[tuple[Event, dict[str, Any]]]) -> list[Event]:
+        raise NotImplementedError
+
+
+def _by_index(run: list[tuple[Event, dict[str, Any]]]) -> dict[int, list[dict[str, Any]]]:
+    calls: dict[int, list[dict[str, Any]]] = {}
+    for _, fragment in run:
+        calls.setdefault(fragment["index"], []).append(fragment)
+    return calls
+
+
+class ToolArgsWhole(_ToolHold):
+    """Each tool call in one chunk: id, name and the whole arguments at once (Gemini's
+    OpenAI-compatible endpoint, and servers that parse the call before streaming it)."""
+
+    name = "tool_args_whole"
+
+    def emit(self, run: list[tuple[Event, dict[str, Any]]]) -> list[Event]:
+        template = run[0][0].obj
+        out = []
+        for _, fragments in sorted(_by_index(run).items()):
+            first = copy.deepcopy(fragments[0])
+            whole = _with_arguments(first, "".join(_arguments(f) for f in fragments))
+            out.append(Event.of(_fragment_chunk(template, whole), key=self.key()))
+        return out
+
+
+class ToolArgsChars(_ToolHold):
+    """Tool-call arguments one character per fragment."""
+
+    name = "tool_args_chars"
+
+    def emit(self, run: list[tuple[Event, dict[str, Any]]]) -> list[Event]:
+        out = []
+        for event, fragment in run:
+            args = _arguments(fragment)
+            rest = {k: v for k, v in fragment.items() if k != "function"}
+            fn = fragment.get("function")
+            announce = "id" in fragment or (type(fn) is dict and "name" in fn)
+            if len(args) <= 1 and not (announce and args):
+                out.append(event)
+                continue
+            if announce:
+                out.append(event.changed(_fragment_chunk(event.obj, _with_arguments(fragment, ""))))
+            for char in args:
+                piece = {"index": rest["index"], "function": {"arguments": char}}
+                out.append(Event.of(_fragment_chunk(event.obj, piece), key=self.key()))
+        return out
+
+
+class ToolInterleaved(_ToolHold):
+    """Parallel calls interleaved: fragments alternate between the calls, by ``index``."""
+
+    name = "tool_interleaved"
+
+    def emit(self, run: list[tuple[Event, dict[str, Any]]]) -> list[Event]:
+        queues = {i: [e for e, f in run if f["index"] == i] for i in sorted(_by_index(run))}
+        out: list[Event] = []
+        first = min(queues) if queues else 0
+        while any(queues.values()):
+            for i, queue in queues.items():
+                if queue:
+                    event = queue.pop(0)
+                    if i != first and not self.marked:
+                        event = event.changed(copy.deepcopy(event.obj), key=self.key())
+                    out.append(event)
+        return out
+
+
+class ToolArgsWithId(_ToolHold):
+    """The fragment that announces a call (id and name) also carries its first arguments."""
+
+    name = "tool_args_with_id"
+
+    def emit(self, run: list[tuple[Event, dict[str, Any]]]) -> list[Event]:
+        out: list[Event] = []
+        pending: tuple[Event, dict[str, Any]] | None = None
+        for event, fragment in run:
+            if "id" in fragment and not _arguments(fragment):
+                if pending is not None:
+                    out.append(pending[0])
+                pending = (event, fragment)
+                continue
+            if pending is not None and pending[1]["index"] == fragment["index"]:
+                merged = _with_arguments(pending[1], _arguments(fragment))
+                out.append(Event.of(_fragment_chunk(event.obj, merged), key=self.key()))
+                pending = None
+                continue
+            if pending is not None:
+                out.append(pending[0])
+                pending = None
+            out.append(event)
+        if pending is not None:
+            out.append(pending[0])
+        return out
+
+
+STAGES: Final[tuple[type[Stage], ...]] = (
+    Azure,
+    AzureAsyncFilter,
+    IncludeUsage,
+    UsageChunks,
+    ReasoningContent,
+    ReasoningField,
+    RoleOnly,
+    FirstText,
+    FinishWithText,
+    ChoicesN2,
+    OpenRouterComments,
+    VllmUsage,
+    NoIds,
+    ToolArgsWhole,
+    ToolArgsChars,
+    ToolInterleaved,
+    ToolArgsWithId,
+)
+"""Every OpenAI Chat variant, in the order they are applied."""
