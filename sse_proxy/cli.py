@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from sse_proxy import __version__
 from sse_proxy.cli_serve import FILE, add_serve, run_serve
 from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS
-from sse_proxy.errors import ProxyError
+from sse_proxy.errors import ProxyError, UsageError
 from sse_proxy.names import MODES
 from sse_proxy.settings import LOG_FORMATS
 from sse_proxy.tools.fixtures.faults import (
@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument(
         "--first-text", action="store_true", help="the OpenAI Chat role chunk carries text"
     )
+    mock.add_argument(
+        "--tools", action="store_true", help="every stream ends with the fixture's two tool calls"
+    )
 
     replay = sub.add_parser(
         "replay", parents=[common], help="serve a recording (serve --record) as an upstream"
@@ -205,6 +208,19 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     tc.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     tc.add_argument("--proxy-log", metavar="FILE", help="append the proxies' JSON logs here")
+    tc.add_argument(
+        "--tools",
+        action="store_true",
+        help="serve the tool-call fixture: CMD prints the text, then a 'tool_call NAME ARGS' "
+        "line per call",
+    )
+    tc.add_argument(
+        "--fail-on",
+        metavar="real|spec|both",
+        default="both",
+        help="which failures make the exit non-zero: those of streams real providers send, "
+        "those only the spec allows, or both (default)",
+    )
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     health = sub.add_parser(
@@ -279,6 +295,7 @@ def _run(args: argparse.Namespace) -> int:
             args.seed,
             chunk_delay=args.delay,
             first_text=args.first_text,
+            tools=args.tools,
         )
     if args.command == "replay":
         from sse_proxy.tools.replay import run_replay
@@ -331,8 +348,19 @@ def _test_client(args: argparse.Namespace) -> int:
         delay_ms=args.delay_ms,
         proxy_log=args.proxy_log,
         html=args.html,
+        tools=args.tools,
+        fail_on=_fail_on(args.fail_on),
     )
     return run_test_client(options)
+
+
+def _fail_on(value: str) -> tuple[str, ...]:
+    from sse_proxy.tools.testclient.severity import parse_fail_on
+
+    try:
+        return parse_fail_on([value])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

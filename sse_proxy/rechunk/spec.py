@@ -180,9 +180,7 @@ class ChaosSpec:
             raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
         for name in self.strategies:
             if name not in _ORDER:
-                raise ChaosSpecError(
-                    f"unknown chaos strategy {_short(name)}; {_valid_names(name)}"
-                )
+                raise ChaosSpecError(f"unknown chaos strategy {_short(name)}; {_valid_names(name)}")
         endings = sorted(set(self.strategies) & LINE_ENDING_REWRITES, key=_ORDER.__getitem__)
         if len(endings) > 1:
             raise ChaosSpecError(

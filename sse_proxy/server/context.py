@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from sse_proxy.core.streammeta import short_str
+from sse_proxy.core.toolschema import ToolSchemas
 
 __all__ = ["MODEL_BODY_LIMIT", "RequestContext"]
 
@@ -40,6 +41,8 @@ class RequestContext:
     trace_id: str | None = None
     parent_span_id: str | None = None
     request_model: str | None = None
+    tool_schemas: ToolSchemas | None = None
+    """The tools the request declared, for checking the tool calls of its stream."""
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str], route: str) -> RequestContext:
@@ -70,7 +73,8 @@ class RequestContext:
         }
 
     async def peek(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """Forward ``body`` unchanged; if it is small JSON, read its ``model`` at the end.
+        """Forward ``body`` unchanged; if it is small JSON, read its ``model`` (and the JSON
+        Schemas of the tools it declares) at the end.
 
         Nothing is held back from the upstream: the first :data:`MODEL_BODY_LIMIT` bytes
         are copied on the way, and dropped as soon as the body outgrows them.
@@ -92,3 +96,4 @@ class RequestContext:
                 return
             if type(obj) is dict:
                 self.request_model = short_str(obj.get("model"))
+                self.tool_schemas = ToolSchemas.from_request(obj)

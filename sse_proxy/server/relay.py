@@ -129,6 +129,7 @@ class _SseRelay:
             emit_events=False,
             frame_ends=mode != "passthrough",  # only planners cut at frame ends
             keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
+            tool_schemas=ex.ctx.tool_schemas,  # the request's, for its tool calls
         )
         self.decode: ObserverDecoder | None = None
         encoding = upstream.headers.get("Content-Encoding")
@@ -153,7 +154,12 @@ class _SseRelay:
                 )
                 self.mode = "passthrough"
             else:
-                self.planner = make_planner(mode, ex.spec, max_hold=cfg.max_frame_bytes)
+                self.planner = make_planner(
+                    mode,
+                    ex.spec,
+                    max_hold=cfg.max_frame_bytes,
+                    dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
+                )
         span = ex.span
         self.obs = StreamObserver(
             self.reassembler,

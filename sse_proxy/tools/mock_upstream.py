@@ -71,6 +71,7 @@ class _Settings:
     requests: int = 0
     first_text: bool = False
     api_key: str | None = None
+    tools: bool = False
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -237,6 +238,17 @@ async def _serve_stream(
     return await _serve_sse(request, fixtures.faulty_stream(fault, dialect), reset=reset)
 
 
+def _wants_tools(request: web.Request, body: dict[str, Any]) -> bool:
+    """Stream the tool-call fixture: the mock was started so, or the request declares tools."""
+    tools = body.get("tools")
+    return _settings(request).tools or (isinstance(tools, list) and bool(tools))
+
+
+async def _serve_tools(request: web.Request, dialect: str) -> web.StreamResponse:
+    """The tool-call fixture of ``dialect``: the answer, then the fixture's two calls."""
+    return await _serve_sse(request, fixtures.tool_stream(dialect))
+
+
 def _stream_body(dialect: str, fault: str | None) -> bytes:
     if fault is not None:
         return fixtures.faulty_stream(fault, dialect)
@@ -287,6 +299,8 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     fault = _request_fault(request)
     if fault is not None:
         return await _serve_stream(request, "openai", fault)
+    if _wants_tools(request, body):
+        return await _serve_tools(request, "openai")
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
     stream = fixtures.openai_chat_stream(
@@ -299,7 +313,10 @@ async def _responses(request: web.Request) -> web.StreamResponse:
     """OpenAI Responses API: SSE when ``"stream": true``, else the completed response."""
     body = await _json_body(request)
     if body.get("stream") is True:
-        return await _serve_stream(request, "responses", _request_fault(request))
+        fault = _request_fault(request)
+        if fault is None and _wants_tools(request, body):
+            return await _serve_tools(request, "responses")
+        return await _serve_stream(request, "responses", fault)
     item = {
         "id": "msg_mock0000000000000001",
         "type": "message",
@@ -323,7 +340,10 @@ async def _messages(request: web.Request) -> web.StreamResponse:
     """Anthropic Messages: SSE when ``"stream": true``, else the whole message."""
     body = await _json_body(request)
     if body.get("stream") is True:
-        return await _serve_stream(request, "anthropic", _request_fault(request))
+        fault = _request_fault(request)
+        if fault is None and _wants_tools(request, body):
+            return await _serve_tools(request, "anthropic")
+        return await _serve_stream(request, "anthropic", fault)
     return _json_response(
         {
             "id": "msg_mock0000000000000001",
@@ -357,8 +377,13 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
     if not sep or not model or action not in ("streamGenerateContent", "generateContent"):
         body = {"error": {"code": 404, "message": "unknown method", "status": "NOT_FOUND"}}
         return web.json_response(body, status=404)
-    await _json_body(request)
+    body = await _json_body(request)
     fault = _request_fault(request)
+    if action == "streamGenerateContent" and fault is None and _wants_tools(request, body):
+        if request.query.get("alt") == "sse":
+            return await _serve_tools(request, "gemini")
+        chunks = fixtures.tool_stream("gemini").decode().split("\n")
+        return _json_response([json.loads(c[6:]) for c in chunks if c.startswith("data: {")])
     if action == "generateContent":
         return _json_response(
             {
@@ -505,10 +530,13 @@ def make_mock_app(
     chunk_delay: float = 0.0,
     first_text: bool = False,
     api_key: str | None = None,
+    tools: bool = False,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
     ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
+    ``tools``: every stream is the tool-call fixture (the answer, then two tool calls), as
+    it is anyway for a request that declares ``tools``.
     With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
     ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
     keys then fails unless the key really arrived. Raises
@@ -523,6 +551,7 @@ def make_mock_app(
         chunk_delay=chunk_delay,
         first_text=first_text,
         api_key=api_key,
+        tools=tools,
     )
     # (every dialect of the registry has its endpoint here: tests/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
@@ -556,13 +585,19 @@ async def start_mock_upstream(
     chunk_delay: float = 0.0,
     first_text: bool = False,
     api_key: str | None = None,
+    tools: bool = False,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
     Stop it with ``await runner.cleanup()``; open streams get one second to finish.
     """
     app = make_mock_app(
-        fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text, api_key=api_key
+        fault=fault,
+        seed=seed,
+        chunk_delay=chunk_delay,
+        first_text=first_text,
+        api_key=api_key,
+        tools=tools,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
@@ -597,11 +632,23 @@ async def mock_upstream(
 
 
 async def _serve_forever(
-    host: str, port: int, fault: str | None, seed: int, chunk_delay: float, first_text: bool
+    host: str,
+    port: int,
+    fault: str | None,
+    seed: int,
+    chunk_delay: float,
+    first_text: bool,
+    tools: bool = False,
 ) -> int:
     try:
         runner, url = await start_mock_upstream(
-            host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, first_text=first_text
+            host,
+            port,
+            fault=fault,
+            seed=seed,
+            chunk_delay=chunk_delay,
+            first_text=first_text,
+            tools=tools,
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -633,6 +680,7 @@ def run_mock_upstream(
     *,
     chunk_delay: float = 0.0,
     first_text: bool = False,
+    tools: bool = False,
 ) -> int:
     """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
 
@@ -643,6 +691,6 @@ def run_mock_upstream(
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     try:
-        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text))
+        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text, tools))
     except KeyboardInterrupt:  # platforms without loop signal handlers
         return 0

@@ -57,10 +57,11 @@ async def start_stack(
     *,
     mock_seed: int = 0,
     first_text: bool = False,
+    mock_tools: bool = False,
     **settings: Any,
 ) -> Stack:
-    """Start ``upstream`` (default: the built-in mock with ``mock_seed`` and
-    ``first_text``) and a proxy.
+    """Start ``upstream`` (default: the built-in mock with ``mock_seed``, ``first_text``
+    and ``mock_tools``: its streams carry the tool-call fixture) and a proxy.
 
     ``settings`` are :class:`sse_proxy.config.Config` fields for the proxy (``mode``,
     ``chaos``, ``seed``...); it always listens on an ephemeral loopback port. If the proxy
@@ -73,7 +74,9 @@ async def start_stack(
         from sse_proxy.tools.mock_upstream import start_mock_upstream
 
         runner: Stoppable
-        runner, upstream_url = await start_mock_upstream(seed=mock_seed, first_text=first_text)
+        runner, upstream_url = await start_mock_upstream(
+            seed=mock_seed, first_text=first_text, tools=mock_tools
+        )
     else:
         runner, upstream_url = await upstream()
     try:
@@ -91,10 +94,13 @@ async def proxy_stack(
     *,
     mock_seed: int = 0,
     first_text: bool = False,
+    mock_tools: bool = False,
     **settings: Any,
 ) -> AsyncIterator[Stack]:
     """``async with proxy_stack(mode="frames") as s:`` -- started, and stopped afterwards."""
-    stack = await start_stack(upstream, mock_seed=mock_seed, first_text=first_text, **settings)
+    stack = await start_stack(
+        upstream, mock_seed=mock_seed, first_text=first_text, mock_tools=mock_tools, **settings
+    )
     try:
         yield stack
     finally:

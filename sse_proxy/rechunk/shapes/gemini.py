@@ -20,7 +20,8 @@ THOUGHTS: Final = (
     " a",
     " reply.",
 )
-_SIGNATURE = "CiQB0e2Kb4xUdQmCh4cHAVfxA9ZsRmV2wHu0DWFpGMBRMuKXfEoKYgHR7YpvC2h4X"
+# base64, as the API sends it (google-genai checks)
+_SIGNATURE = "c3NlLXByb3h5IG1vY2sgdGhvdWdodCBzaWduYXR1cmUgMDAwMQ=="
 
 
 def _candidate(obj: Any) -> dict[str, Any] | None:

@@ -244,9 +244,10 @@ class UsageChunks(_Chat):
 
 
 class _Reasoning(_Chat):
-    """Reasoning deltas with ``content: null`` after the role chunk."""
+    """Reasoning deltas (beside ``content: null`` or empty) after the role chunk."""
 
     field = "reasoning_content"
+    content: str | None = None
     null_on_content = True
 
     def __init__(self, *args: Any) -> None:
@@ -263,7 +264,7 @@ class _Reasoning(_Chat):
             head = _head(obj)
             pieces = []
             for piece in REASONING:
-                delta = {"content": None, self.field: piece}
+                delta = {"content": self.content, self.field: piece}
                 chunk = {
                     **head,
                     "choices": [
@@ -287,10 +288,11 @@ class ReasoningContent(_Reasoning):
 
 
 class ReasoningField(_Reasoning):
-    """OpenRouter and Ollama: the reasoning in ``reasoning``, with ``content: null``."""
+    """Ollama and OpenRouter: the reasoning in ``reasoning``, beside an empty ``content``."""
 
     name = "reasoning"
     field = "reasoning"
+    content = ""
     null_on_content = False
 
 
@@ -388,7 +390,8 @@ class ChoicesN2(_Chat):
         choice = _choice(event.obj)
         if choice is None or choice.get("index", 0) != 0:
             return [event]
-        return [event, Event.of(_with_choice(event.obj, index=1), key=self.key())]
+        key = self.key() if _content(event.obj) else None  # the first with text is the one
+        return [event, Event.of(_with_choice(event.obj, index=1), key=key)]
 
 
 class OpenRouterComments(_Chat):

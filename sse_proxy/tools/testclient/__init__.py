@@ -9,6 +9,11 @@ it printed is compared with the text it must print:
 * every re-chunking strategy, every spec-equivalent rewrite on its own and a few
   combinations, each with several seeds, against the built-in mock upstream (or a
   recording or raw capture, ``--fixture``), the proxy in chaos mode;
+* ``shapes`` and ``tokens``: the same message in the shapes real providers send (an Azure
+  first chunk without choices, reasoning beside ``content: null``, a ``thinking`` block)
+  and in other deltas (one character each, split inside grapheme clusters), one variant
+  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with two tool calls, which
+  the client prints too (:mod:`sse_proxy.tools.fixtures.tools`);
 * ``faults``: the stream stops inside a frame (``unterminated``), ends between frames
   without its terminal marker (``no_terminal``), sends the API's error event
   (``error_event``) or is reset (``reset``): the fixtures' fault names; there the client
@@ -16,9 +21,14 @@ it printed is compared with the text it must print:
 * for a short fixture, every two-way cut: the stream is served in exactly two writes, split
   at byte ``c``, for every ``c`` in ``1..n-1``.
 
+Every case is ``real`` (real providers and networks produce it) or ``spec`` (allowed,
+rarely seen) (:mod:`.severity`); ``--fail-on`` chooses which failures fail the run.
+
 Modules: :mod:`.plan` (options, cases), :mod:`.fixture` (what is served, and its faults),
 :mod:`.faults` (the breaking upstream), :mod:`.run` (running), :mod:`.progress`,
-:mod:`.diagnose` (verdicts, crash attribution) and :mod:`.report` (text, JSON, JUnit).
+:mod:`.diagnose` (verdicts, crash attribution), :mod:`.shapes` and :mod:`.calls` (the
+shape, token and tool-call diagnoses), :mod:`.severity` and :mod:`.report` (text, JSON,
+JUnit).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from typing import IO, Any
 
 from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS
 from sse_proxy.tools.testclient.diagnose import Diagnosis, diagnose, diagnose_fault
 from sse_proxy.tools.testclient.fixture import load_fixture
 from sse_proxy.tools.testclient.plan import (
@@ -47,11 +58,13 @@ from sse_proxy.tools.testclient.plan import (
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.report import (
     cut_pass_note,
+    exit_passed,
     render_report,
     report_json,
     report_junit,
 )
 from sse_proxy.tools.testclient.run import CaseResult, run_cases
+from sse_proxy.tools.testclient.shapes import variants_for
 
 __all__ = [
     "DEFAULT_COMBOS",
@@ -87,6 +100,10 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--timeout must be a positive number of seconds")
     if options.seed is not None and options.seed < 0:
         raise UsageError("--seed must be a non-negative integer")
+    if options.tools and options.fixture:
+        raise UsageError("--tools serves the built-in tool-call fixture; drop --fixture")
+    if options.tools and options.dialect not in TOOL_DIALECTS:
+        raise UsageError(f"--tools: the {options.dialect} dialect has no tool calls")
     if options.chaos_k < 0 or options.delay_ms < 0:
         raise UsageError("--chaos-k and --delay-ms must not be negative")
     for flag, path in (
@@ -119,8 +136,9 @@ def _write_file(path: str, write: Any) -> None:
 def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
     """Run every case; print the report. 0: all passed, 1: any failed (usage errors raise)."""
     _validate(options)
-    fixture = load_fixture(options.dialect, options.fixture)
+    fixture = load_fixture(options.dialect, options.fixture, tools=options.tools)
     seeds = [options.seed] if options.seed is not None else list(range(1, options.seeds + 1))
+    shapes, tokens = variants_for(fixture.dialect, tools=options.tools)
     cases = plan_cases(
         only=options.only,
         skip=options.skip,
@@ -128,6 +146,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
         cut_points=max(len(fixture.short) - 1, 0),
         exhaustive=options.exhaustive,
         faults=fault_kinds(fixture.dialect),
+        variants=[*shapes, *tokens],
     )
     log_stream = _configure_proxy_log(options.proxy_log)
     try:
@@ -153,7 +172,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
         _write_file(options.junit, lambda p: tree.write(p, encoding="utf-8", xml_declaration=True))
     if options.html:
         _write_html(options, fixture, run.results)
-    return 0 if all(r.passed for r in run.results) and not run.not_run else 1
+    return 0 if exit_passed(options, run) else 1
 
 
 def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseResult]) -> None:

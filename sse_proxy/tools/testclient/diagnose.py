@@ -81,12 +81,18 @@ class CrashSite:
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """The bug family a failure points to, and why the harness thinks so."""
+    """The bug family a failure points to, and why the harness thinks so. A shape or token
+    case also names the ``chunk`` that broke the client, the ``providers`` that send it
+    (with ``sources``) and a ``hint`` in the client's language."""
 
     family: str
     reason: str
     rule: str | None = None
     site: CrashSite | None = None
+    chunk: str | None = None
+    providers: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    hint: str | None = None
 
 
 def normalize_output(stdout: bytes) -> str:

@@ -53,6 +53,7 @@ class Fixture:
     recording: Recording | None = None
     note: str | None = None
     headers: dict[str, str] = field(default_factory=lambda: dict(SSE_HEADERS))
+    tools: bool = False
 
     @property
     def raw_capture(self) -> bool:
@@ -110,8 +111,25 @@ def _text_of(dialect: str, body: bytes) -> str:
     return reassembler.text
 
 
-def load_fixture(dialect: str, path: str | None) -> Fixture:
-    """The mock's canonical stream of ``dialect``, or the recording / capture at ``path``."""
+def load_fixture(dialect: str, path: str | None, *, tools: bool = False) -> Fixture:
+    """The mock's canonical stream of ``dialect``, or the recording / capture at ``path``.
+
+    ``tools``: the tool-call fixture (the text, then two calls), whose expected output is
+    the text and the calls as :mod:`sse_proxy.tools.fixtures.tools` prints them.
+    """
+    if path is None and tools:
+        from sse_proxy.tools.fixtures.streams import tool_stream
+        from sse_proxy.tools.fixtures.tools import tool_output
+
+        return Fixture(
+            dialect=dialect,
+            path=DIALECT_PATHS[dialect],
+            expected=tool_output(fixtures.MESSAGE),
+            short=tool_stream(dialect, fixtures.SHORT_TOKENS),
+            short_expected=tool_output(fixtures.SHORT_MESSAGE),
+            body=tool_stream(dialect),
+            tools=True,
+        )
     if path is None:
         return Fixture(
             dialect=dialect,

@@ -11,6 +11,8 @@ from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import ChaosSpecError, UsageError
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
 from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS, TEST_CLIENT_LEGACY_NAMES, names_help
+from sse_proxy.tools.testclient.severity import LEVELS, severity_of
+from sse_proxy.tools.testclient.shapes import SEEDED, SHAPES, TOKENS, group_of, is_variant_group
 
 __all__ = [
     "BASELINE",
@@ -87,7 +89,21 @@ class Case:
             return f"fault={self.fault}"
         if self.group == BASELINE:
             return f"baseline (frames mode) seed={self.seed}"
+        if is_variant_group(self.group) and self.strategy not in SEEDED:
+            return f"{self.group}:{self.strategy}"
+        if is_variant_group(self.group):
+            return f"{self.group}:{self.strategy} seed={self.seed}"
         return f"{self.strategy} seed={self.seed}"
+
+    @property
+    def row(self) -> str:
+        """The report's table row: the group, or for shapes and tokens the variant."""
+        return f"{self.group}:{self.strategy}" if is_variant_group(self.group) else self.group
+
+    @property
+    def severity(self) -> str:
+        """``real`` or ``spec`` (:mod:`.severity`)."""
+        return severity_of(self.strategy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +127,10 @@ class HarnessOptions:
     delay_ms: float = 0.0
     proxy_log: str | None = None
     html: str | None = None
+    tools: bool = False
+    """Serve the tool-call fixture; the client prints the calls too (fixtures.tools)."""
+    fail_on: tuple[str, ...] = LEVELS
+    """Which severities of failure make the exit non-zero."""
 
     @property
     def parallel(self) -> int:
@@ -144,9 +164,21 @@ def _items(values: Sequence[str] | None) -> list[str]:
     return [v.strip().lower() for v in values or () if v.strip()]
 
 
-def _normalise_group(item: str, flag: str, faults: Sequence[str]) -> str:
-    if item in (BASELINE, FAULTS, CUT):
+def _normalise_group(
+    item: str, flag: str, faults: Sequence[str], variants: Sequence[str] = ()
+) -> str:
+    if item in (BASELINE, FAULTS, CUT, SHAPES, TOKENS):
         return item
+    group, colon, name = item.partition(":")
+    if (colon and group in (SHAPES, TOKENS)) or item in variants:
+        name = name if colon else item
+        if name not in variants:
+            valid = ", ".join(v for v in variants if group_of(v) == (group or group_of(name)))
+            raise UsageError(
+                f"{flag}: {name!r} is not a variant for this fixture (with --tools for the "
+                f"tool-call ones); valid: {valid or 'none'}"
+            )
+        return f"{group_of(name)}:{name}"
     if item.startswith(FAULTS + ":"):
         given = item.split(":", 1)[1]
         kind = TEST_CLIENT_LEGACY_NAMES.get(given, given)
@@ -167,15 +199,19 @@ def plan_cases(
     exhaustive: bool | None,
     skip: Sequence[str] = (),
     faults: Sequence[str] = tuple(FAULT_KINDS),
+    variants: Sequence[str] = (),
 ) -> list[Case]:
     """The cases to run, in report order. ``cut_points`` is ``len(short fixture) - 1``.
 
     Without ``only``: the baseline, every strategy, every rewrite, the default combinations,
+    the ``shapes`` and ``tokens`` groups (``variants``: those that apply to the fixture),
     the ``faults`` group, and the every-cut pass when ``exhaustive`` (``None``: when there
     are at most :data:`CUT_BUDGET` cut points). ``only`` picks groups: strategy names or
-    combinations, ``baseline``, ``faults`` (or ``faults:KIND``), ``cut``, ``cut:N``,
-    ``cut:A-B``; an ``!name`` item in ``only`` skips it. ``skip`` drops groups (the same
-    names; ``cut`` drops every cut) from whatever was selected.
+    combinations, ``baseline``, ``shapes`` and ``tokens`` (or ``shapes:NAME``, a variant's
+    name), ``faults`` (or ``faults:KIND``), ``cut``, ``cut:N``, ``cut:A-B``; an ``!name``
+    item in ``only`` skips it. ``skip`` drops groups (the same names; ``cut`` drops every
+    cut) from whatever was selected. A variant runs once, unless its output depends on the
+    seed (``retokenize``): then once per seed.
     """
     only_items = _items(only) if only is not None else None
     skip_items = _items(skip)
@@ -184,11 +220,11 @@ def plan_cases(
         only_items = [i for i in only_items if not i.startswith("!")] or None
         if only_items is None and not skip_items:
             raise UsageError("--only: nothing selected")
-    skipped = {_normalise_group(i, "--skip", faults) for i in skip_items if i}
+    skipped = {_normalise_group(i, "--skip", faults, variants) for i in skip_items if i}
     groups: list[str] = []
     cuts: list[int] = []
     if only_items is None:
-        groups = [BASELINE, *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, FAULTS]
+        groups = [BASELINE, *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, SHAPES, TOKENS, FAULTS]
         run_cuts = exhaustive if exhaustive is not None else cut_points <= CUT_BUDGET
         if run_cuts:
             cuts = list(range(1, cut_points + 1))
@@ -199,7 +235,7 @@ def plan_cases(
                     c for c in _parse_cut_range(item, cut_points, "--only") if c not in cuts
                 )
             else:
-                groups.append(_normalise_group(item, "--only", faults))
+                groups.append(_normalise_group(item, "--only", faults, variants))
     if CUT in skipped:
         cuts = []
     cases: list[Case] = []
@@ -214,6 +250,17 @@ def plan_cases(
             wanted_faults += [
                 k for k in kinds if k not in wanted_faults and f"{FAULTS}:{k}" not in skipped
             ]
+            continue
+        kind, _, one = group.partition(":")
+        if kind in (SHAPES, TOKENS):
+            names = [one] if one else [v for v in variants if group_of(v) == kind]
+            for name in names:
+                row = f"{kind}:{name}"
+                if row in skipped or (row != group and row in seen):
+                    continue
+                seen.add(row)
+                chosen = seeds if name in SEEDED else seeds[:1]
+                cases.extend(Case(kind, name, seed) for seed in chosen)
             continue
         strategy = None if group == BASELINE else group
         cases.extend(Case(group, strategy, seed) for seed in seeds)

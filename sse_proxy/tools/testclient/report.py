@@ -27,8 +27,17 @@ from sse_proxy.tools.testclient.plan import (
     HarnessOptions,
 )
 from sse_proxy.tools.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult, client_env
+from sse_proxy.tools.testclient.severity import LEVELS
+from sse_proxy.tools.testclient.shapes import SEEDED, families_summary, is_variant_group
 
-__all__ = ["by_hand", "render_report", "report_json", "report_junit", "rerun_line"]
+__all__ = [
+    "by_hand",
+    "exit_passed",
+    "render_report",
+    "report_json",
+    "report_junit",
+    "rerun_line",
+]
 
 _CHAOS_OUTCOMES = ("pass", "wrong", "crash", "hang")
 _FAULT_OUTCOMES = ("reported", "silent", "hang")
@@ -43,10 +52,16 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
     parts = ["sse-proxy", "test-client", "--dialect", options.dialect]
     if options.fixture:
         parts += ["--fixture", options.fixture]
+    if options.tools:
+        parts.append("--tools")
     if case.cut is not None:
         parts += ["--only", f"cut:{case.cut}"]
     elif case.fault is not None:
         parts += ["--only", f"{FAULTS}:{case.fault}"]
+    elif is_variant_group(case.group):
+        parts += ["--only", case.row]
+        if case.strategy in SEEDED:
+            parts += ["--seed", str(case.seed)]
     else:
         parts += ["--only", case.group, "--seed", str(case.seed)]
     if options.timeout != 20.0:
@@ -80,6 +95,8 @@ def by_hand(
         up = ["sse-proxy", "mock-upstream", "--port", str(up_port), "--seed", str(case.seed)]
         if uses_first_text(case.strategy):
             up.append("--first-text")
+        if options.tools:
+            up.append("--tools")
     serve = [
         "sse-proxy",
         "serve",
@@ -120,6 +137,22 @@ def _groups(results: Sequence[CaseResult]) -> dict[str, list[CaseResult]]:
     return groups
 
 
+def _rows(results: Sequence[CaseResult]) -> dict[str, list[CaseResult]]:
+    """The table's rows (each shape and token variant a row of its own), real ones first
+    (:mod:`.severity`), in plan order within each level."""
+    rows: dict[str, list[CaseResult]] = {}
+    for result in results:
+        rows.setdefault(result.case.row, []).append(result)
+    level = {name: i for i, name in enumerate(LEVELS)}
+    return dict(sorted(rows.items(), key=lambda kv: level.get(kv[1][0].case.severity, 0)))
+
+
+def exit_passed(options: HarnessOptions, run: RunResult) -> bool:
+    """Whether the run passes: every case ran, and none failed at a ``--fail-on`` level."""
+    failing = [r for r in run.results if not r.passed and r.case.severity in options.fail_on]
+    return not failing and not run.not_run
+
+
 def _group_label(group: str) -> str:
     if group == BASELINE:
         return "baseline (frames)"
@@ -157,11 +190,11 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     if fixture.note:
         out.append(f"note: {fixture.note}")
     out.append("")
-    groups = _groups(results)
+    groups = _rows(results)
     chaos = {g: items for g, items in groups.items() if g != FAULTS}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
-        header = f"{'strategy':<{width}}  {'cases':>5}  " + "  ".join(
+        header = f"{'strategy':<{width}}  {'seen':<4}  {'cases':>5}  " + "  ".join(
             f"{o:>5}" for o in _CHAOS_OUTCOMES
         )
         out += [header + "  verdict", "-" * (len(header) + 30)]
@@ -169,11 +202,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             counts = {o: sum(1 for r in items if r.outcome == o) for o in _CHAOS_OUTCOMES}
             failed = [r for r in items if not r.passed]
             verdict = "ok" if not failed else f"FAIL: {_families(failed)}"
-            row = f"{_group_label(group):<{width}}  {len(items):>5}  " + "  ".join(
+            seen = items[0].case.severity
+            row = f"{_group_label(group):<{width}}  {seen:<4}  {len(items):>5}  " + "  ".join(
                 f"{counts[o]:>5}" for o in _CHAOS_OUTCOMES
             )
             out.append(f"{row}  {verdict}")
         out.append("-" * (len(header) + 30))
+        out += _variant_summary(results)
     faults = groups.get(FAULTS, [])
     if faults:
         out += ["", "faults: the stream breaks; a correct client must report failure (exit != 0)"]
@@ -191,6 +226,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
         out.append("-" * (len(header) + 30))
     total_failed = sum(1 for r in results if not r.passed)
     out.append(f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed")
+    ignored = [r for r in results if not r.passed and r.case.severity not in options.fail_on]
+    if ignored:
+        levels = "/".join(options.fail_on)
+        out.append(
+            f"({len(ignored)} failed cases are {ignored[0].case.severity}-only and do not fail "
+            f"the run: --fail-on {levels})"
+        )
     failing = {g: [r for r in items if not r.passed] for g, items in groups.items()}
     failing = {g: items for g, items in failing.items() if items}
     if BASELINE in failing:
@@ -225,7 +267,12 @@ def _failure_block(
     if first.cut_context:
         out.append(f"  the cut falls {first.cut_context}")
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
-    if diagnosis.rule:
+    if diagnosis.chunk is not None:
+        out.append(f"  the chunk: {diagnosis.chunk}")
+        out.append(f"  sent by:   {', '.join(diagnosis.providers)} ({first.case.severity})")
+        out.append(f"  sources:   {', '.join(diagnosis.sources)}")
+        out.append(f"  fix:       {diagnosis.hint}")
+    elif diagnosis.rule:
         out.append(f"  spec rule: {diagnosis.rule}")
     if first.parts:
         alone = ", ".join(
@@ -258,6 +305,21 @@ def _failure_block(
     return out
 
 
+def _variant_summary(results: Sequence[CaseResult]) -> list[str]:
+    """One line per variant group that failed: how many variants, which families."""
+    out: list[str] = []
+    for group in ("shapes", "tokens"):
+        items = [r for r in results if r.case.group == group]
+        failed = [r for r in items if not r.passed]
+        if not failed:
+            continue
+        variants = len({r.case.strategy for r in items})
+        bad = len({r.case.strategy for r in failed})
+        families = families_summary([r.diagnosis.family for r in failed if r.diagnosis])
+        out.append(f"{group}: {bad} of {variants} variants failed: {families}")
+    return out
+
+
 def cut_pass_note(options: HarnessOptions, fixture: Fixture, results: Sequence[CaseResult]) -> str:
     """Why no cut cases ran by default, when that is so."""
     skipped_cuts = options.only is None and options.exhaustive is None
@@ -279,6 +341,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
         "seed": None if case.cut is not None or case.fault is not None else case.seed,
         "cut": case.cut,
         "fault": case.fault,
+        "severity": case.severity,
         "outcome": result.outcome,
         "exit_code": result.exit_code,
         "duration_s": result.duration,
@@ -289,6 +352,16 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
             "family": d.family,
             "reason": d.reason,
             "rule": d.rule,
+            **(
+                {
+                    "chunk": d.chunk,
+                    "providers": list(d.providers),
+                    "sources": list(d.sources),
+                    "hint": d.hint,
+                }
+                if d.chunk is not None
+                else {}
+            ),
             "crash_site": None
             if d.site is None
             else {
@@ -324,9 +397,15 @@ def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> di
         "fixture": options.fixture,
         "endpoint": fixture.path,
         "expected_text": fixture.expected,
-        "passed": all(r.passed for r in run.results) and not run.not_run,
+        "tools": fixture.tools,
+        "fail_on": list(options.fail_on),
+        "passed": exit_passed(options, run),
         "cases_total": len(run.results),
         "cases_failed": sum(1 for r in run.results if not r.passed),
+        "cases_failed_by_severity": {
+            level: sum(1 for r in run.results if not r.passed and r.case.severity == level)
+            for level in LEVELS
+        },
         "cases_not_run": run.not_run,
         "summary": summary,
         "cases": [_result_json(options, fixture, r) for r in run.results],

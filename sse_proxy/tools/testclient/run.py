@@ -37,6 +37,7 @@ from sse_proxy.tools.testclient.diagnose import (
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
 from sse_proxy.tools.testclient.plan import BASELINE, CUT_GAP, Case, HarnessOptions
 from sse_proxy.tools.testclient.progress import Progress
+from sse_proxy.tools.testclient.shapes import diagnose_variant, is_variant_group
 
 __all__ = ["OUTCOMES", "CaseResult", "RunResult", "client_env", "run_cases"]
 
@@ -85,6 +86,11 @@ class RunResult:
 
 def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
     """The variables CMD gets (on top of the caller's environment), dummy keys included."""
+    body = DIALECT_BODIES.get(fixture.dialect, {})
+    if fixture.tools:
+        from sse_proxy.tools.fixtures.tools import tool_request_body
+
+        body = tool_request_body(fixture.dialect)
     env = {
         "SSE_PROXY_URL": url,
         "OPENAI_BASE_URL": f"{url}/v1",
@@ -92,11 +98,13 @@ def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
         "GOOGLE_GEMINI_BASE_URL": url,
         "SSE_PROXY_DIALECT": fixture.dialect,
         "SSE_PROXY_STREAM_URL": url + fixture.path,
-        "SSE_PROXY_STREAM_BODY": json.dumps(DIALECT_BODIES.get(fixture.dialect, {})),
+        "SSE_PROXY_STREAM_BODY": json.dumps(body, ensure_ascii=False),
         "SSE_PROXY_CASE": case_name,
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
+    if fixture.tools:
+        env["SSE_PROXY_TOOLS"] = "1"  # print the text, then a tool_call line per call
     for key, value in DUMMY_KEYS.items():
         env[key] = os.environ.get(key, value)
     return env
@@ -148,6 +156,29 @@ async def _run_command(
         err_task.cancel()
         out, err = b"", b""
     return (None if hung else proc.returncode), out, err, hung
+
+
+def explain_tool_failure(
+    diagnosis: Diagnosis, expected: str, output: str, code: int | None, stderr: str
+) -> Diagnosis:
+    """With the tool-call fixture: a failure about the calls says so (``tool calls (...)``)."""
+    from dataclasses import replace
+
+    from sse_proxy.tools.testclient.calls import explain_calls, json_crash
+
+    found = explain_calls(expected, output) if code == 0 else None
+    if found is not None:
+        kind, why = found
+        return replace(diagnosis, family=f"tool calls ({kind})", reason=why)
+    if code not in (0, None) and json_crash(stderr):
+        return replace(
+            diagnosis,
+            family="tool calls (arguments parsed per fragment)",
+            reason=f"{diagnosis.reason}; the crash is a JSON parser's: tool-call arguments "
+            "arrive as fragments of one JSON text per call; join them and parse once the "
+            "call is complete",
+        )
+    return diagnosis
 
 
 def _parts(strategy: str | None) -> list[str]:
@@ -213,6 +244,7 @@ class _Runner:
                 upstream,
                 mock_seed=case.seed,
                 first_text=first_text,
+                mock_tools=self.fixture.tools,
                 **settings,
             ) as stack,
         ):
@@ -226,10 +258,15 @@ class _Runner:
                 self.options.command, env, self.options.timeout
             )
         sent = None if writes is None else writes.one_stream()
+        output = normalize_output(out)
+        if self.fixture.tools:
+            from sse_proxy.tools.fixtures.tools import canonical_output
+
+            output = canonical_output(output)
         result = self.judge(
             case,
             code,
-            normalize_output(out),
+            output,
             err.decode("utf-8", "replace"),
             hung,
             round(time.monotonic() - started, 3),
@@ -258,6 +295,22 @@ class _Runner:
                 timed_out=hung,
                 timeout=self.options.timeout,
             )
+        elif is_variant_group(case.group) and case.strategy is not None:
+            diagnosis = diagnose_variant(
+                case.strategy,
+                expected,
+                output,
+                exit_code=code,
+                timed_out=hung,
+                timeout=self.options.timeout,
+                site=attribute_crash(stderr) if code not in (0, None) else None,
+                stderr=stderr,
+                body=self.fixture.body,
+                seed=case.seed,
+                dialect=self.fixture.dialect,
+                command=self.options.command,
+                tools=self.fixture.tools,
+            )
         else:
             diagnosis = diagnose(
                 expected,
@@ -269,6 +322,8 @@ class _Runner:
                 parts=parts,
                 site=attribute_crash(stderr) if code not in (0, None) else None,
             )
+            if diagnosis is not None and self.fixture.tools:
+                diagnosis = explain_tool_failure(diagnosis, expected, output, code, stderr)
         if diagnosis is None:
             outcome = "pass"
         elif hung:

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 Dispatch = Callable[[str, str], None]
@@ -49,9 +50,11 @@ def delta_text(dialect: str, event: str, data: str) -> str:
     if data == "[DONE]":
         return ""
     obj = json.loads(data)
-    if dialect == "openai":
+    if dialect == "openai":  # the message is choice 0's (n > 1 interleaves the others)
         choices = obj.get("choices") or []
-        return "".join((c.get("delta") or {}).get("content") or "" for c in choices)
+        return "".join(
+            (c.get("delta") or {}).get("content") or "" for c in choices if not c.get("index")
+        )
     if dialect == "anthropic":
         delta = obj.get("delta") or {}
         return delta.get("text") or "" if obj.get("type") == "content_block_delta" else ""
@@ -151,7 +154,94 @@ def is_terminal(dialect: str, data: str) -> bool:
     marker = _TERMINAL.get(dialect)
     if dialect == "gemini":
         return f'"{marker}"' in data
-    return marker is not None and (data == marker or f'"type": "{marker}"' in data)
+    if marker is None:
+        return False
+    if data == marker:
+        return True
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("type") == marker
+
+
+@dataclass
+class Call:
+    name: str | None = None
+    args: list[str] = field(default_factory=list)
+
+
+class ToolCalls:
+    """Assembles the tool calls of a stream (``SSE_PROXY_TOOLS``): fragments joined per
+    call, calls kept apart by index (item, block), printed after the text in order."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.calls: dict[object, Call] = {}
+        self.order: dict[object, int] = {}
+
+    def call(self, key: object, order: int) -> Call:
+        if key not in self.calls:
+            self.calls[key] = Call()
+            self.order[key] = order
+        return self.calls[key]
+
+    def fragment(self, key: object, order: int, fragment: dict[str, object]) -> None:
+        """One OpenAI tool-call fragment (id, name and arguments may all be there)."""
+        call = self.call(key, order)
+        fn = fragment.get("function") or {}
+        assert isinstance(fn, dict)
+        if fn.get("name"):
+            call.name = str(fn["name"])
+        if fn.get("arguments"):
+            call.args.append(str(fn["arguments"]))
+
+    def event(self, event: str, data: str) -> None:
+        if data == "[DONE]" or not data.startswith("{"):
+            return
+        obj = json.loads(data)
+        if self.dialect == "openai":
+            for choice in obj.get("choices") or []:
+                if choice.get("index"):
+                    continue
+                for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
+                    index = fragment.get("index", 0)
+                    self.fragment(index, index, fragment)
+        elif self.dialect == "anthropic":
+            index = obj.get("index", 0)
+            block = obj.get("content_block") or {}
+            if obj.get("type") == "content_block_start" and block.get("type") == "tool_use":
+                self.call(index, index).name = block.get("name")
+            delta = obj.get("delta") or {}
+            if delta.get("type") == "input_json_delta" and index in self.calls:
+                self.calls[index].args.append(delta.get("partial_json") or "")
+        elif self.dialect == "responses":
+            item = obj.get("item") or {}
+            if obj.get("type") == "response.output_item.added" and item.get("type") == (
+                "function_call"
+            ):
+                self.call(item.get("id"), obj.get("output_index", 0)).name = item.get("name")
+            if obj.get("type") == "response.function_call_arguments.delta":
+                key = obj.get("item_id")
+                if key in self.calls:
+                    self.calls[key].args.append(obj.get("delta") or "")
+        elif self.dialect == "gemini":
+            for cand in obj.get("candidates") or []:
+                if cand.get("index", 0):
+                    continue
+                for part in (cand.get("content") or {}).get("parts") or []:
+                    fc = part.get("functionCall")
+                    if fc:
+                        n = len(self.calls)
+                        call = self.call(n, n)
+                        call.name = fc.get("name")
+                        call.args.append(json.dumps(fc.get("args") or {}))
+
+    def lines(self) -> str:
+        keys = sorted(self.calls, key=lambda k: self.order[k])
+        return "".join(
+            f"\ntool_call {self.calls[k].name} {''.join(self.calls[k].args) or '{}'}" for k in keys
+        )
 
 
 def run(
@@ -159,8 +249,12 @@ def run(
     decode_each_read: bool = False,
     *,
     report_faults: bool = False,
+    text_of: Callable[[str, str, str], str] = delta_text,
+    calls: Callable[[str], ToolCalls] = ToolCalls,
 ) -> None:
-    """Stream, parse with ``make_parser(dispatch)``'s ``feed``, print the joined text.
+    """Stream, parse with ``make_parser(dispatch)``'s ``feed``, print the joined text
+    (each event's text from ``text_of``); with ``SSE_PROXY_TOOLS`` set, then the calls
+    assembled by ``calls(dialect)``, a ``tool_call NAME ARGS`` line each.
 
     ``report_faults``: exit non-zero on an error event, on a stream without its terminal
     marker, or one that ends inside a frame, as a careful client does.
@@ -168,6 +262,7 @@ def run(
     dialect = os.environ.get("SSE_PROXY_DIALECT", "openai")
     parts: list[str] = []
     ended = False
+    tools = calls(dialect) if os.environ.get("SSE_PROXY_TOOLS") else None
 
     def dispatch(event: str, data: str) -> None:
         nonlocal ended
@@ -177,7 +272,9 @@ def run(
                 emit("".join(parts))
                 sys.exit(why)
             ended = ended or is_terminal(dialect, data)
-        parts.append(delta_text(dialect, event, data))
+        parts.append(text_of(dialect, event, data))
+        if tools is not None and dialect != "text":
+            tools.event(event, data)
 
     parser = make_parser(dispatch)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -185,6 +282,6 @@ def run(
         text = chunk.decode("utf-8", "replace") if decode_each_read else decoder.decode(chunk)
         parser.feed(text)  # type: ignore[attr-defined]
     parser.feed(decoder.decode(b"", final=True))  # type: ignore[attr-defined]
-    emit("".join(parts))
+    emit("".join(parts) + (tools.lines() if tools is not None else ""))
     if report_faults and dialect in _TERMINAL and not ended:
         sys.exit("the stream ended without its terminal marker: the answer is incomplete")
