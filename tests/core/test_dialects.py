@@ -373,6 +373,7 @@ def test_every_alert_kind_has_its_contract_name_and_level() -> None:
         InvalidJson: ("sse.invalid_json", "warning"),
         Truncated: ("sse.truncated", "warning"),
         OversizedFrame: ("sse.oversized_frame", "warning"),
+        ToolCallInvalid: ("sse.tool_call_invalid", "warning"),
     }
     for cls, (name, level) in expected.items():
         assert cls.name == name  # type: ignore[attr-defined]

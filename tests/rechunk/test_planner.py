@@ -77,7 +77,7 @@ RECHUNK_SPECS = [c for r in range(1, 3) for c in itertools.combinations(STRATEGI
 def test_module_is_pure() -> None:
     """The package must stay free of I/O, clocks and event loops: it only plans writes."""
     banned = {"asyncio", "aiohttp", "structlog", "logging", "time", "socket", "os", "io"}
-    for path in Path(sse_proxy.rechunk.__file__).parent.glob("*.py"):
+    for path in Path(sse_proxy.rechunk.__file__).parent.rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

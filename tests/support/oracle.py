@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ALL_DIALECTS",
     "DEFAULT_LIMIT",
     "DIALECTS",
     "OracleAlert",
@@ -54,6 +55,8 @@ __all__ = [
 
 DEFAULT_LIMIT = 1 << 20  # the core's documented default for max_line and max_frame
 DIALECTS = ("none", "text", "openai", "responses", "anthropic")
+ALL_DIALECTS = (*DIALECTS, "gemini")
+"""DIALECTS and Gemini (which the hypothesis suites leave out; the variant suites use it)."""
 BOM_BYTES = b"\xef\xbb\xbf"
 FFFD = "\ufffd"
 
@@ -407,9 +410,10 @@ def _openai(obj: Any, etype: str, st: _State) -> tuple[list[str], bool]:
             if isinstance(content, str) and content:
                 parts.append(content)
                 pieces.append(content)
-            reasoning = delta.get("reasoning_content")
-            if isinstance(reasoning, str) and reasoning:
-                pieces.append(reasoning)
+            for key in ("reasoning_content", "reasoning"):  # DeepSeek; OpenRouter, Ollama
+                reasoning = delta.get(key)
+                if isinstance(reasoning, str) and reasoning:
+                    pieces.append(reasoning)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for tc in calls:
@@ -481,10 +485,43 @@ def _anthropic(obj: Any, etype: str, st: _State) -> tuple[list[str], bool]:
     return [], False
 
 
+def _gemini(obj: Any, etype: str, st: _State) -> tuple[list[str], bool]:
+    """Gemini: each candidate's text parts by index, thought parts apart (reasoning, not the
+    answer); a candidate's ``finishReason`` or a blocked prompt ends the stream, and so does
+    an ``error`` object (the core takes it as the end, documented)."""
+    cands = obj.get("candidates")
+    pieces: list[str] = []
+    if isinstance(cands, list):
+        for cand in cands:
+            if not isinstance(cand, dict):
+                continue
+            idx = cand.get("index", 0)
+            idx = idx if type(idx) is int else 0
+            answer = st.text.setdefault(idx, [])
+            content = cand.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts if isinstance(parts, list) else []:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str) and text:
+                    pieces.append(text)
+                    if part.get("thought") is not True:
+                        answer.append(text)
+            if cand.get("finishReason"):
+                st.terminal = True
+    elif "error" in obj:
+        st.terminal = True
+        return pieces, True
+    feedback = obj.get("promptFeedback")
+    if isinstance(feedback, dict) and feedback.get("blockReason"):
+        st.terminal = True
+    return pieces, False
+
+
 _JSON_DIALECTS: dict[str, tuple[Callable[[Any, str, _State], tuple[list[str], bool]], str]] = {
     "openai": (_openai, "[DONE]"),
     "responses": (_responses, "response.completed"),
     "anthropic": (_anthropic, "message_stop"),
+    "gemini": (_gemini, "finishReason"),
 }
 
 
@@ -496,7 +533,7 @@ def reference(
     max_frame: int = DEFAULT_LIMIT,
 ) -> Reference:
     """Events, alerts and message text of ``stream`` read as ``dialect`` (see DIALECTS)."""
-    if dialect not in DIALECTS:
+    if dialect not in ALL_DIALECTS:
         raise ValueError(f"unknown dialect {dialect!r}")
     parsed = parse(stream, max_line=max_line, max_frame=max_frame)
     alerts = list(parsed.alerts)
@@ -568,7 +605,7 @@ def reference(
         alerts.append(("crlf_framing", le["lf"], le["crlf"], le["cr"], kinds > 1))
     if dialect == "text":
         text = "".join(text_parts)
-    elif dialect == "openai":
+    elif dialect in ("openai", "gemini"):
         text = "".join(st.text[min(st.text)]) if st.text else ""
     else:
         text = "".join("".join(st.text[k]) for k in sorted(st.text))

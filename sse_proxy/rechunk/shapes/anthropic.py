@@ -138,7 +138,7 @@ class TextBlocks(_Blocks):
     server tools), each with its own ``index``."""
 
     name = "text_blocks"
-    every = 20
+    every = 8
 
     def take(self, event: Event) -> list[Event]:
         event = self.reindex(event)
@@ -157,7 +157,7 @@ class Citations(_Blocks):
     source), then their ``text_delta`` pieces."""
 
     name = "citations"
-    every = 30
+    every = 12
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

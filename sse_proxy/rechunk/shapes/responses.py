@@ -215,7 +215,7 @@ class InProgressRepeated(_Responses):
             return [event, self._again()]
         if kind == "response.output_text.delta" and self.last is not None:
             self.deltas += 1
-            if self.deltas == 20:
+            if self.deltas == 8:
                 return [self._again(), event]
         return [event]
 
