@@ -43,6 +43,7 @@ ALERT_EVENTS = frozenset(
         "sse.truncated",
         "sse.error_event",
         "sse.oversized_frame",
+        "sse.tool_call_invalid",
     }
 )
 

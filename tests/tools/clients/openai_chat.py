@@ -16,8 +16,8 @@ def main() -> None:
     )
     parts: list[str] = []
     for chunk in stream:
-        for choice in chunk.choices:
-            if choice.delta.content:
+        for choice in chunk.choices:  # the message is choice 0's (n > 1 interleaves others)
+            if choice.index == 0 and choice.delta.content:
                 parts.append(choice.delta.content)
     sys.stdout.buffer.write("".join(parts).encode("utf-8"))
 

@@ -1,0 +1,236 @@
+"""The `shapes` and `tokens` groups end to end: the clients of the issue's three bugs are
+caught with a shape diagnosis that names the chunk and the provider; the tool-call bugs
+are told apart; a correct client and the openai SDK pass; severity and ``--fail-on``.
+
+Each run is the real CLI (``python -m sse_proxy test-client``) with a small client
+program, on a chosen subset of cases: the whole groups against every SDK are in
+tests/tools/test_shapes_sdks.py, in-process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sse_proxy.tools.fixtures.tools import TOOL_LINE
+from tests.tools.test_e2e_clients import client, run_test_client
+
+EMPTY_CHOICES = "shapes:azure,shapes:include_usage,shapes:usage_chunks"
+
+
+def test_an_unguarded_choices_0_is_caught_on_azure_and_include_usage(tmp_path: Path) -> None:
+    """The issue's first bug: a crash on the chunks whose ``choices`` is empty, diagnosed
+    with the chunk, the providers that send it and a Python hint; the other shapes pass."""
+    run = run_test_client(
+        tmp_path,
+        client("choices_unguarded"),
+        "--only",
+        f"baseline,{EMPTY_CHOICES},shapes:reasoning_content,tokens:chars",
+        "--seeds",
+        "1",
+    )
+    assert run.code == 1
+    assert run.outcomes("baseline") == {"pass": 1}
+    shapes = {c["strategy"]: c for c in run.cases("shapes")}
+    assert {n: c["outcome"] for n, c in shapes.items()} == {
+        "azure": "crash",
+        "include_usage": "crash",
+        "usage_chunks": "crash",
+        "reasoning_content": "pass",
+    }
+    azure = shapes["azure"]["diagnosis"]
+    assert azure["family"] == "stream shape (empty choices: Azure first chunk)"
+    assert '"choices":[]' in azure["chunk"]
+    assert "prompt_filter_results" in azure["chunk"]
+    assert "Azure OpenAI" in azure["providers"]
+    assert "langfuse/langfuse#2833" in azure["sources"]
+    assert 'chunk.get("choices") or []' in azure["hint"]  # the client is Python
+    last = shapes["include_usage"]["diagnosis"]
+    assert last["family"] == "stream shape (empty choices: include_usage final chunk)"
+    assert '"usage":{' in last["chunk"]
+    assert (
+        "shapes: 3 of 4 variants failed: stream shape (empty choices: Azure first chunk, "
+        "include_usage final chunk, usage-only control chunk)"
+    ) in run.stdout
+    assert "IndexError" in shapes["azure"]["stderr_tail"]
+    assert "reproduce: sse-proxy test-client --dialect openai --only shapes:azure --" in run.stdout
+    assert "--mode chaos --chaos azure --seed 1" in run.stdout  # the by-hand line
+    assert all(c["severity"] == "real" for c in run.report["cases"])
+
+
+def test_content_get_with_a_default_is_caught_on_null_content(tmp_path: Path) -> None:
+    """The issue's second bug: ``delta.get("content", "")`` is None beside reasoning."""
+    run = run_test_client(
+        tmp_path,
+        client("content_default"),
+        "--only",
+        "shapes:reasoning_content,shapes:reasoning,shapes:azure",
+        "--seeds",
+        "1",
+    )
+    assert run.code == 1
+    outcomes = {c["strategy"]: c["outcome"] for c in run.cases("shapes")}
+    assert outcomes == {"reasoning_content": "crash", "reasoning": "pass", "azure": "pass"}
+    (case,) = [c for c in run.cases("shapes") if c["outcome"] != "pass"]
+    diagnosis = case["diagnosis"]
+    assert diagnosis["family"] == "stream shape (null content: reasoning_content chunk)"
+    assert '"content":null' in diagnosis["chunk"]
+    assert "DeepSeek" in diagnosis["providers"]
+    assert 'delta.get("content") or ""' in diagnosis["hint"]
+    assert "TypeError" in case["stderr_tail"]
+
+
+def test_text_of_every_anthropic_delta_is_caught_on_thinking_and_citations(
+    tmp_path: Path,
+) -> None:
+    """The issue's third bug: ``delta["text"]`` on every ``content_block_delta``."""
+    run = run_test_client(
+        tmp_path, client("anthropic_text_only"), "--dialect", "anthropic", "--only", "shapes"
+    )
+    assert run.code == 1
+    outcomes = {c["strategy"]: c["outcome"] for c in run.cases("shapes")}
+    assert outcomes == {
+        "ping": "pass",
+        "thinking": "crash",
+        "text_blocks": "pass",
+        "citations": "crash",
+        "server_tool": "crash",
+    }
+    by_name = {c["strategy"]: c["diagnosis"] for c in run.cases("shapes") if "diagnosis" in c}
+    assert by_name["thinking"]["family"] == "stream shape (non-text delta: thinking_delta)"
+    assert '"type":"thinking_delta"' in by_name["thinking"]["chunk"]
+    assert '"type":"citations_delta"' in by_name["citations"]["chunk"]
+    assert '"type":"input_json_delta"' in by_name["server_tool"]["chunk"]
+    assert 'if delta["type"] == "text_delta"' in by_name["thinking"]["hint"]
+    assert "KeyError: 'text'" in run.cases("shapes")[1]["stderr_tail"]
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_a_correct_client_passes_every_shape_and_token_variant(
+    tmp_path: Path, dialect: str
+) -> None:
+    """With the tool calls (the variants that re-shape calls run then too). The two
+    dialects with the most shapes; every dialect's every variant is assembled by the SDKs
+    in tests/tools/test_shapes_sdks.py and by the core in tests/core/test_variants.py."""
+    run = run_test_client(
+        tmp_path,
+        client("reference"),
+        "--dialect",
+        dialect,
+        "--tools",
+        "--only",
+        "baseline,shapes,tokens",
+        "--seeds",
+        "1",
+        "--jobs",
+        "4",
+    )
+    assert run.code == 0, run.stdout
+    assert run.report["passed"] is True
+    assert run.report["tools"] is True
+    assert run.outcomes("shapes") == {"pass": run.report["summary"]["shapes"]["cases"]}
+    assert run.outcomes("tokens") == {"pass": 6}
+    assert TOOL_LINE.strip() in run.report["expected_text"]
+
+
+def test_a_correct_client_passes_the_token_variants_of_raw_text(tmp_path: Path) -> None:
+    run = run_test_client(tmp_path, client("reference"), "--dialect", "text", "--only", "tokens")
+    assert run.code == 0, run.stdout
+    assert run.outcomes("tokens") == {"pass": 8}  # retokenize once per seed (3)
+
+
+def test_parsing_each_tool_call_fragment_is_diagnosed(tmp_path: Path) -> None:
+    run = run_test_client(tmp_path, client("tool_parse_fragments"), "--tools", "--seeds", "1")
+    assert run.code == 1
+    (case,) = run.cases("baseline")  # the run stops at the baseline: every case would fail
+    assert case["diagnosis"]["family"] == "tool calls (arguments parsed per fragment)"
+    assert "JSONDecodeError" in case["stderr_tail"]
+    assert run.report["cases_not_run"] > 0
+
+
+def test_merging_parallel_tool_calls_is_diagnosed(tmp_path: Path) -> None:
+    run = run_test_client(
+        tmp_path, client("tool_merge_calls"), "--tools", "--only", "baseline", "--seeds", "1"
+    )
+    (case,) = run.cases("baseline")
+    assert case["outcome"] == "wrong"
+    assert case["diagnosis"]["family"] == "tool calls (parallel calls merged)"
+    assert "2 calls (get_weather, get_time) came out as 1" in case["diagnosis"]["reason"]
+
+
+def test_dropping_the_fragment_with_the_id_is_caught_and_fail_on_picks_the_severity(
+    tmp_path: Path,
+) -> None:
+    """It passes OpenAI's own shape (the announcing fragment has no arguments) and fails
+    where the arguments come with the id: Gemini's whole calls (real), and a first
+    fragment with id and arguments (spec-only)."""
+    only = "baseline,shapes:tool_args_with_id,shapes:tool_args_chars,shapes:tool_args_whole"
+    run = run_test_client(
+        tmp_path, client("tool_drop_id_fragment"), "--tools", "--only", only, "--seeds", "1"
+    )
+    assert run.code == 1
+    cases = {c["strategy"]: c for c in run.cases("shapes")}
+    assert {n: c["outcome"] for n, c in cases.items()} == {
+        "tool_args_with_id": "wrong",
+        "tool_args_chars": "pass",
+        "tool_args_whole": "wrong",
+    }
+    whole = cases["tool_args_whole"]
+    assert whole["severity"] == "real"
+    assert cases["tool_args_with_id"]["severity"] == "spec"
+    assert "the fragment that carried the id" in whole["diagnosis"]["reason"]
+    assert "Gemini (OpenAI-compatible endpoint)" in whole["diagnosis"]["providers"]
+    assert run.report["cases_failed_by_severity"] == {"real": 1, "spec": 1}
+    table = run.stdout.splitlines()
+    rows = [line.split()[0] for line in table if line.split()[1:2] in (["real"], ["spec"])]
+    assert rows == [  # real ones first, then spec-only, each in the order asked
+        "shapes:tool_args_whole",
+        "shapes:tool_args_with_id",
+        "shapes:tool_args_chars",
+    ]
+    spec_only = run_test_client(
+        tmp_path,
+        client("tool_drop_id_fragment"),
+        "--tools",
+        "--only",
+        "shapes:tool_args_with_id",
+        "--fail-on",
+        "real",
+    )
+    assert spec_only.code == 0, spec_only.stdout
+    assert spec_only.report["passed"] is True
+    assert spec_only.report["cases_failed"] == 1
+    assert "do not fail the run: --fail-on real" in spec_only.stdout
+    real_only = run_test_client(
+        tmp_path,
+        client("tool_drop_id_fragment"),
+        "--tools",
+        "--only",
+        "shapes:tool_args_whole",
+        "--fail-on",
+        "spec",
+    )
+    assert real_only.code == 0
+
+
+def test_the_openai_sdk_as_a_process_passes_a_chosen_subset(tmp_path: Path) -> None:
+    only = "shapes:azure,shapes:reasoning_content"
+    run = run_test_client(tmp_path, client("openai_chat"), "--only", only, "--seeds", "1")
+    assert run.code == 0, run.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tools", "--dialect", "text"], "the text dialect has no tool calls"),
+        (["--only", "shapes:thinking"], "'thinking' is not a variant for this fixture"),
+        (["--only", "shapes:tool_args_whole"], "with --tools for the tool-call ones"),
+        (["--fail-on", "sometimes"], "--fail-on takes real, spec or both"),
+    ],
+)
+def test_usage_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    run = run_test_client(tmp_path, ["true"], *args)
+    assert run.code == 2
+    assert message in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
