@@ -57,14 +57,14 @@ async def test_summaries_stay_exact_on_every_variant(
             sid = resp.headers[STREAM_ID]
         line = await wait_for(logs, "stream.summary", sid)
         finish = [] if dialect == "text" else [(TOOL_FINISH if tools else FINISH)[dialect]]
-        got = (
+        got: tuple[object, ...] = (
             line["verdict"],
             line["alerts"],
             line["text_length"],
             line["finish_reasons"],
             (line["input_tokens"], line["output_tokens"]),
         )
-        want = (
+        want: tuple[object, ...] = (
             "ok",
             {},
             len(SAMPLE_TEXT),
