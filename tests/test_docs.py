@@ -184,3 +184,24 @@ def test_readme_lists_the_mock_upstreams_endpoints() -> None:
     for endpoint in ENDPOINTS:
         path = endpoint.split()[1]
         assert f"{path}`" in section, endpoint
+
+
+def test_test_client_docs_list_every_variant_with_its_severity() -> None:
+    """The variants table of docs/test-client.md: one row per shape and token variant, in
+    the chaos names' order, each with the severity the report gives it."""
+    from sse_proxy.tools.fixtures.variants import VARIANTS
+
+    text = _text(ROOT / "docs" / "test-client.md")
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| .+ \| (real|spec) \|$", text, re.M)
+    assert rows == [(name, v.severity) for name, v in VARIANTS.items()]
+
+
+def test_monitoring_docs_list_every_alert() -> None:
+    from sse_proxy.core import alerts
+
+    text = _text(ROOT / "docs" / "monitoring.md")
+    classes = [getattr(alerts, n) for n in alerts.__all__]
+    names = [c.name for c in classes if isinstance(c, type) and issubclass(c, alerts.Alert)]
+    names = [n for n in names if n != alerts.Alert.name]
+    assert "sse.tool_call_invalid" in names
+    assert all(f"`{n}`" in text for n in names), names
