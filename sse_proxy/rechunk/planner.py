@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
-from sse_proxy.rechunk.shapes import ShapeRewriter
+from sse_proxy.rechunk.shapes import DialectOf, ShapeRewriter
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
 
@@ -164,8 +164,11 @@ class ChaosPlanner(Planner):
     which each write ended (the last one is the total written), for reproduction reports.
     """
 
-    def __init__(self, spec: ChaosSpec, max_hold: int = DEFAULT_MAX_HOLD) -> None:
-        """``max_hold``: the most bytes held (frames waiting, plus a partial frame)."""
+    def __init__(
+        self, spec: ChaosSpec, max_hold: int = DEFAULT_MAX_HOLD, *, dialect: DialectOf = None
+    ) -> None:
+        """``max_hold``: the most bytes held (frames waiting, plus a partial frame);
+        ``dialect``: the stream's, for the variants (a function: the observer's detection)."""
         if max_hold < 0:
             raise ValueError("max_hold must be >= 0")
         self.spec = spec
@@ -176,7 +179,9 @@ class ChaosPlanner(Planner):
         self._delay_rng = random.Random(f"delay:{spec.seed}")
         self._rechunkers = spec.rechunkers
         self._rewrites = spec.rewrites
-        self._shapes = ShapeRewriter(spec.variants, spec.seed) if spec.variants else None
+        self._shapes = (
+            ShapeRewriter(spec.variants, spec.seed, dialect=dialect) if spec.variants else None
+        )
         self._hold = bool(self._rewrites) or spec.coalesce or self._shapes is not None
         self._group_limit = spec.frames_per_write if spec.coalesce else 1
         self._holder = FrameHolder()
@@ -274,8 +279,15 @@ class ChaosPlanner(Planner):
         return writes
 
 
-def make_planner(mode: str, spec: ChaosSpec | None, *, max_hold: int = DEFAULT_MAX_HOLD) -> Planner:
-    """The planner for a stream in ``mode`` (passthrough, frames or chaos)."""
+def make_planner(
+    mode: str,
+    spec: ChaosSpec | None,
+    *,
+    max_hold: int = DEFAULT_MAX_HOLD,
+    dialect: DialectOf = None,
+) -> Planner:
+    """The planner for a stream in ``mode`` (passthrough, frames or chaos); ``dialect``
+    for the shape and token variants (see :class:`ChaosPlanner`)."""
     if mode == "passthrough":
         return PassthroughPlanner()
     if mode == "frames":
@@ -283,5 +295,5 @@ def make_planner(mode: str, spec: ChaosSpec | None, *, max_hold: int = DEFAULT_M
     if mode == "chaos":
         if spec is None:
             raise ChaosSpecError("chaos mode needs a chaos spec (strategy and seed)")
-        return ChaosPlanner(spec, max_hold)
+        return ChaosPlanner(spec, max_hold, dialect=dialect)
     raise ChaosSpecError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")

@@ -84,7 +84,7 @@ def plan_replay(recording: Recording, spec: ChaosSpec | None = None) -> ReplayPl
         )
     hint = dialect_for_path(str(recording.request.get("path", "")))
     reassembler = StreamReassembler(None, hint=hint, emit_events=False)
-    planner = ChaosPlanner(spec)
+    planner = ChaosPlanner(spec, dialect=lambda: reassembler.dialect)
     planned: list[tuple[float, Write]] = []
     last = 0.0
     for t, data in recording.reads:

@@ -36,7 +36,7 @@ REASONING = {
 
 def _variant(name: str, dialect: str, tools: bool) -> tuple[bytes, bytes]:
     """(the variant stream, its key chunk)."""
-    out = apply_variants([name], _body(dialect, tools), seed=2)
+    out = apply_variants([name], _body(dialect, tools), dialect, seed=2)
     key = next(frame for frame, k in out if k == name)
     return b"".join(f for f, _ in out), key
 

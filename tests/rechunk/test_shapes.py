@@ -15,14 +15,16 @@ from typing import Any
 
 import pytest
 
+from sse_proxy.core import StreamReassembler
 from sse_proxy.errors import ChaosSpecError
-from sse_proxy.rechunk.planner import ChaosPlanner
+from sse_proxy.rechunk.planner import ChaosPlanner, Write
 from sse_proxy.rechunk.shapes import (
     SHAPE_STAGES,
     TOKEN_STAGES,
     VARIANT_DIALECTS,
     ShapeRewriter,
     apply_variants,
+    split_frames,
 )
 from sse_proxy.rechunk.shapes.tokens import _graphemes
 from sse_proxy.rechunk.spec import (
@@ -37,7 +39,7 @@ from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures.content import TOOL_CALLS
 from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS, tool_stream
 from sse_proxy.tools.fixtures.variants import VARIANTS as PROVENANCE
-from tests.rechunk.test_planner import chunked, drive_with_core, joined
+from tests.rechunk.test_planner import chunked, joined
 from tests.support.oracle import parse, reference
 
 
@@ -64,6 +66,18 @@ SAMPLE_TEXT = "".join(SAMPLE)
 
 def _body(dialect: str, tools: bool, tokens: tuple[str, ...] = SAMPLE) -> bytes:
     return tool_stream(dialect, tokens) if tools else fixtures.clean_stream(dialect, tokens)
+
+
+def drive_observed(spec: ChaosSpec, chunks: list[bytes]) -> list[Write]:
+    """The planner as the proxy runs it: each read observed first (frame ends, and the
+    dialect its variants ask for), then planned."""
+    observer = StreamReassembler()
+    planner = ChaosPlanner(spec, dialect=lambda: observer.dialect)
+    writes: list[Write] = []
+    for chunk in chunks:
+        writes += planner.plan(chunk, observer.feed(chunk).frame_ends)
+    observer.close()
+    return writes + planner.flush()
 
 
 def _calls(dialect: str, stream: bytes) -> list[tuple[str, Any]]:
@@ -120,7 +134,7 @@ def test_each_variant_is_a_valid_stream_with_the_same_message(
     name: str, dialect: str, tools: bool
 ) -> None:
     body = _body(dialect, tools)
-    out = apply_variants([name], body, seed=3)
+    out = apply_variants([name], body, dialect, seed=3)
     data = b"".join(frame for frame, _ in out)
     assert data != body, "the variant changed nothing"
     assert [k for _, k in out if k] == [name], "exactly one chunk is the variant's"
@@ -130,19 +144,21 @@ def test_each_variant_is_a_valid_stream_with_the_same_message(
     if tools:
         expected = [(n, json.loads(a)) for n, a in TOOL_CALLS]
         assert _calls(dialect, data) == expected
-    assert apply_variants([name], body, seed=3) == out, "the same seed, the same bytes"
+    assert apply_variants([name], body, dialect, seed=3) == out, "the same seed, the same bytes"
 
 
 @pytest.mark.parametrize("dialect", fixtures.DIALECTS)
 def test_a_variant_of_another_dialect_changes_nothing(dialect: str) -> None:
     body = fixtures.clean_stream(dialect)
     others = [n for n in SHAPE_VARIANTS if VARIANT_DIALECTS[n] != dialect]
-    assert b"".join(f for f, _ in apply_variants(others, body)) == body
+    assert b"".join(f for f, _ in apply_variants(others, body, dialect)) == body
 
 
 def test_retokenize_depends_on_the_seed_and_keeps_the_text() -> None:
     body = fixtures.clean_stream("anthropic", SAMPLE)
-    streams = {b"".join(f for f, _ in apply_variants(["retokenize"], body, s)) for s in (1, 2)}
+    streams = {
+        b"".join(f for f, _ in apply_variants(["retokenize"], body, "anthropic", s)) for s in (1, 2)
+    }
     assert len(streams) == 2
     for data in streams:
         assert reference(data, "anthropic").text == SAMPLE_TEXT
@@ -158,7 +174,8 @@ def test_graphemes_cuts_inside_every_cluster_of_the_answer() -> None:
     assert _graphemes("🇨🇭🇯🇵") == ["🇨", "🇭🇯", "🇵"]  # inside each flag, not between
     assert _graphemes("café") == ["café"]  # a precomposed é is one code point: no cut
     data = b"".join(
-        f for f, _ in apply_variants(["graphemes"], fixtures.clean_stream("openai", SAMPLE))
+        f
+        for f, _ in apply_variants(["graphemes"], fixtures.clean_stream("openai", SAMPLE), "openai")
     )
     deltas = [
         d["content"]
@@ -179,7 +196,7 @@ def test_openai_shapes_are_what_the_providers_send() -> None:
     body = fixtures.clean_stream("openai", SAMPLE)
 
     def chunks(name: str) -> list[Any]:
-        data = b"".join(f for f, _ in apply_variants([name], body))
+        data = b"".join(f for f, _ in apply_variants([name], body, "openai"))
         return [json.loads(e.data) if e.data != "[DONE]" else e.data for e in parse(data).events]
 
     azure = chunks("azure")
@@ -201,14 +218,14 @@ def test_openai_shapes_are_what_the_providers_send() -> None:
     assert last["delta"]["content"]
     assert {c["choices"][0]["index"] for c in chunks("choices_n2")[:-1]} == {0, 1}
     assert all("id" not in c for c in chunks("no_ids")[:-1])
-    comments = apply_variants(["openrouter_comments"], body)[0][0]
+    comments = apply_variants(["openrouter_comments"], body, "openai")[0][0]
     assert comments == b": OPENROUTER PROCESSING\n\n"
 
 
 def test_anthropic_blocks_are_renumbered_after_inserted_ones() -> None:
     body = fixtures.clean_stream("anthropic", SAMPLE)
     for names in (["thinking"], ["server_tool"], ["thinking", "text_blocks", "citations"]):
-        data = b"".join(f for f, _ in apply_variants(names, body))
+        data = b"".join(f for f, _ in apply_variants(names, body, "anthropic"))
         starts = [
             json.loads(e.data)["index"]
             for e in parse(data).events
@@ -221,7 +238,7 @@ def test_anthropic_blocks_are_renumbered_after_inserted_ones() -> None:
 def test_responses_sequence_numbers_and_output_indices_stay_consistent() -> None:
     body = fixtures.clean_stream("responses", SAMPLE)
     names = ["reasoning_summary", "output_items", "annotations", "in_progress_repeated", "chars"]
-    data = b"".join(f for f, _ in apply_variants(names, body))
+    data = b"".join(f for f, _ in apply_variants(names, body, "responses"))
     events = [json.loads(e.data) for e in parse(data).events]
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     added = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
@@ -233,7 +250,7 @@ def test_responses_sequence_numbers_and_output_indices_stay_consistent() -> None
 
 def test_gemini_finish_alone_and_parts_without_text() -> None:
     body = fixtures.clean_stream("gemini", SAMPLE)
-    data = b"".join(f for f, _ in apply_variants(["finish_alone", "no_text_part"], body))
+    data = b"".join(f for f, _ in apply_variants(["finish_alone", "no_text_part"], body, "gemini"))
     objs = [json.loads(e.data) for e in parse(data).events]
     assert "content" not in objs[-1]["candidates"][0]
     assert objs[-1]["candidates"][0]["finishReason"] == "STOP"
@@ -251,10 +268,9 @@ def test_the_planner_gives_the_same_bytes_whatever_the_reads(
     """What the test-client shows as the chunk is what the client got: the proxy's planner
     turns any read split of the upstream into exactly the bytes of :func:`apply_variants`."""
     body = _body(dialect, tools)
-    want = b"".join(f for f, _ in apply_variants([name], body, seed=5))
+    want = b"".join(f for f, _ in apply_variants([name], body, dialect, seed=5))
     for seed in (1, 2):
-        planner = ChaosPlanner(ChaosSpec((name,), 5))
-        got = joined(drive_with_core(planner, chunked(body, seed, 9)))
+        got = joined(drive_observed(ChaosSpec((name,), 5), chunked(body, seed, 9)))
         assert got == want, f"read split seed {seed}"
 
 
@@ -265,7 +281,7 @@ def test_variants_combine_with_rewrites_and_cuts() -> None:
     assert spec.variants == ("azure", "include_usage")
     assert spec.rewrites == ("crlf",)
     assert not spec.rechunk_only
-    writes = drive_with_core(ChaosPlanner(spec), chunked(body, 3, 5))
+    writes = drive_observed(spec, chunked(body, 3, 5))
     data = joined(writes)
     assert len(writes) > 10
     ref = reference(data, "openai")
@@ -279,7 +295,7 @@ def test_variants_combine_with_rewrites_and_cuts() -> None:
 
 def test_a_bom_stays_in_front_when_a_variant_inserts_a_first_chunk() -> None:
     body = b"\xef\xbb\xbf" + fixtures.clean_stream("openai", fixtures.SHORT_TOKENS)
-    rewriter = ShapeRewriter(["azure"], 1)
+    rewriter = ShapeRewriter(["azure"], 1, dialect="openai")
     out = b"".join(rewriter.rewrite(f) for f in [body[: body.index(b"\n\n") + 2]])
     assert out.startswith(b'\xef\xbb\xbfdata: {"choices":[]')
 
@@ -298,5 +314,7 @@ def test_an_unknown_stream_passes_unchanged() -> None:
     """Not an LLM dialect: the variants leave every byte alone (no false rewrite)."""
     rng = random.Random(3)
     body = b"".join(b"event: tick\ndata: %d\n\n" % rng.randrange(100) for _ in range(20))
-    out = b"".join(f for f, _ in apply_variants(["azure", "thinking", "thoughts"], body))
+    out = b"".join(f for f, _ in apply_variants(["azure", "thinking", "thoughts"], body, "text"))
     assert out == body
+    unknown = ShapeRewriter(["azure", "chars"], 1, dialect=lambda: "unknown")
+    assert b"".join(unknown.rewrite(f) for f in split_frames(body)) + unknown.flush() == body

@@ -32,7 +32,7 @@ def _upstream() -> web.Application:
         if name == "bad_arguments":
             body = serialize(tool_frames(dialect, SAMPLE, BAD), "\n")
         elif name != "none":
-            body = b"".join(f for f, _ in apply_variants([name], body, seed=2))
+            body = b"".join(f for f, _ in apply_variants([name], body, dialect, seed=2))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await resp.write(body)

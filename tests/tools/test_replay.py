@@ -162,3 +162,23 @@ def test_replay_usage_errors_are_one_line_and_exit_2(
     assert message in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_replay_applies_shape_variants_to_the_recordings_dialect() -> None:
+    """``replay --chaos azure``: the recording's stream, with Azure's first chunk in front
+    (the variant asks the replay's own reassembler which dialect the stream is)."""
+    from sse_proxy.rechunk.spec import ChaosSpec
+    from sse_proxy.recording import Recording
+    from sse_proxy.tools.replay import plan_replay
+
+    body = fixtures.clean_stream("openai", fixtures.SHORT_TOKENS)
+    recording = Recording(
+        request={"path": "/v1/chat/completions"},
+        response={"status": 200, "headers": {"Content-Type": "text/event-stream"}},
+        reads=((0.0, body),),
+        end="upstream_eof",
+    )
+    plan = plan_replay(recording, ChaosSpec(("azure",), 1))
+    sent = b"".join(w.data for _, w in plan.writes)
+    assert sent.startswith(b'data: {"choices":[],"created":0,"id":""')
+    assert sent.endswith(b"data: [DONE]\n\n")

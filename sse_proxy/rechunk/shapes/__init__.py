@@ -16,11 +16,10 @@ about marked).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from sse_proxy.core.dialects import detect
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.rechunk.shapes import anthropic, gemini, openai_chat, responses, tokens
 from sse_proxy.rechunk.shapes.events import (
@@ -38,6 +37,7 @@ __all__ = [
     "SHAPE_STAGES",
     "TOKEN_STAGES",
     "VARIANT_DIALECTS",
+    "DialectOf",
     "Event",
     "ShapeRewriter",
     "apply_variants",
@@ -60,6 +60,11 @@ VARIANT_DIALECTS: Final[Mapping[str, str | None]] = MappingProxyType(
 """The dialect each variant applies to (None: every dialect)."""
 
 _FRAME_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+_KNOWN: Final = frozenset(d for d in VARIANT_DIALECTS.values() if d) | {"text"}
+
+DialectOf = str | Callable[[], str | None] | None
+"""The stream's dialect: a name, or a function that says it once known (the observer's:
+``lambda: reassembler.dialect``), or None (unknown: the variants do nothing)."""
 
 
 def split_frames(body: bytes) -> list[bytes]:
@@ -77,20 +82,21 @@ def split_frames(body: bytes) -> list[bytes]:
 class ShapeRewriter:
     """One stream's variants: complete frames in, the frames that replace them out.
 
-    Nothing changes until the stream's dialect is known (its first data event, as the
-    reassembler detects it, or ``hint``); then every variant of that dialect, and every
-    token variant, applies in a fixed order, and for Responses the ``sequence_number`` of
-    every event is counted anew. Variants of another dialect do nothing.
+    Nothing changes until the stream's dialect is known (``dialect``: in the proxy, what
+    its reassembler detected, asked at the first data event; the planners do not detect
+    dialects themselves); then every variant of that dialect, and every token variant,
+    applies in a fixed order, and for Responses the ``sequence_number`` of every event is
+    counted anew. Variants of another dialect do nothing.
     """
 
-    def __init__(self, names: Sequence[str], seed: int, *, hint: str | None = None) -> None:
+    def __init__(self, names: Sequence[str], seed: int, *, dialect: DialectOf = None) -> None:
         unknown = [n for n in names if n not in VARIANT_DIALECTS]
         if unknown:
             raise ChaosSpecError(f"unknown variant {unknown[0]!r}")
         order = [*SHAPE_STAGES, *TOKEN_STAGES]
         self._names = sorted(set(names), key=order.index)
         self._seed = seed
-        self._hint = hint
+        self._dialect = dialect
         self._stages: list[Stage] | None = None
         self._newline = "\n"
         self._first = True
@@ -124,9 +130,9 @@ class ShapeRewriter:
             self._newline = newline
         event = parse_frame(frame)
         if self._stages is None and not event.opaque and event.data:
-            dialect = detect(event.etype or "message", event.data) or self._hint
-            if dialect is not None:
-                self._start(dialect)
+            known = self._dialect() if callable(self._dialect) else self._dialect
+            if known in _KNOWN:
+                self._start(known)
         if not self._stages:
             return [event]
         out = [event]
@@ -157,11 +163,11 @@ class ShapeRewriter:
 
 
 def apply_variants(
-    names: Sequence[str], body: bytes, seed: int = 1, *, hint: str | None = None
+    names: Sequence[str], body: bytes, dialect: str, seed: int = 1
 ) -> list[tuple[bytes, str | None]]:
-    """A whole stream through ``names``: each output frame and the variant it is the key
-    chunk of (None for the others). ``b"".join`` of the frames is the variant stream."""
-    rewriter = ShapeRewriter(names, seed, hint=hint)
+    """A whole stream of ``dialect`` through ``names``: each output frame and the variant
+    it is the key chunk of (None for the others). ``b"".join`` of them is the stream."""
+    rewriter = ShapeRewriter(names, seed, dialect=dialect)
     out: list[tuple[bytes, str | None]] = []
     frames = split_frames(body)
     tail = b""

@@ -42,6 +42,8 @@ class Slot:
     key: tuple[Any, ...]
     text: str
     build: Build
+    answer: bool = True
+    """It carries answer text (not reasoning, not tool-call arguments)."""
 
 
 def _openai(event: Event, obj: dict[str, Any]) -> Slot | None:
@@ -76,7 +78,7 @@ def _openai(event: Event, obj: dict[str, Any]) -> Slot | None:
             )
             return Event.of(new, event.etype)
 
-        return Slot(("args", choice.get("index", 0), call["index"]), args, build_args)
+        return Slot(("args", choice.get("index", 0), call["index"]), args, build_args, False)
     if len(strings) != 1:
         return None
     field = strings[0]
@@ -88,7 +90,8 @@ def _openai(event: Event, obj: dict[str, Any]) -> Slot | None:
         new["choices"][0]["delta"] = piece
         return Event.of(new, event.etype)
 
-    return Slot((field, choice.get("index", 0)), delta[field], build)
+    answer = field == "content" and not choice.get("index", 0)
+    return Slot((field, choice.get("index", 0)), delta[field], build, answer)
 
 
 _ANTHROPIC_FIELDS: Final = {
@@ -114,7 +117,7 @@ def _anthropic(event: Event, obj: dict[str, Any]) -> Slot | None:
     def build(piece: str, first: bool) -> Event:
         return Event.of({**obj, "delta": {**delta, field: piece}}, event.etype)
 
-    return Slot(("anthropic", delta["type"], obj.get("index")), text, build)
+    return Slot(("block", delta["type"], obj.get("index")), text, build, field == "text")
 
 
 _RESPONSES_DELTAS: Final = frozenset(
@@ -137,7 +140,7 @@ def _responses(event: Event, obj: dict[str, Any]) -> Slot | None:
         return Event.of({**obj, "delta": piece}, event.etype)
 
     key = (kind, obj.get("item_id"), obj.get("content_index"), obj.get("summary_index"))
-    return Slot(key, text, build)
+    return Slot(key, text, build, kind == "response.output_text.delta")
 
 
 def _gemini(event: Event, obj: dict[str, Any]) -> Slot | None:
@@ -161,7 +164,9 @@ def _gemini(event: Event, obj: dict[str, Any]) -> Slot | None:
         new["candidates"][0]["content"]["parts"] = [kept]
         return Event.of(new, event.etype)
 
-    return Slot(("gemini", cand.get("index", 0), part.get("thought") is True), text, build)
+    thought = part.get("thought") is True
+    answer = not thought and not cand.get("index", 0)
+    return Slot(("part", cand.get("index", 0), thought), text, build, answer)
 
 
 def _text(event: Event) -> Slot | None:
@@ -171,7 +176,7 @@ def _text(event: Event) -> Slot | None:
     def build(piece: str, first: bool) -> Event:
         return Event(event.etype, piece)
 
-    return Slot(("text", event.etype), event.data, build)
+    return Slot(("data", event.etype), event.data, build)
 
 
 def slot_of(event: Event, dialect: str) -> Slot | None:

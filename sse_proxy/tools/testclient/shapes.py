@@ -42,7 +42,6 @@ TOKENS: Final = "tokens"
 SEEDED: Final = frozenset({"retokenize"})
 """Variants whose output depends on the seed: one case per seed (the others run once)."""
 _PREVIEW = 400
-_TEXT_KEYS: Final = frozenset({"content", "text", "gemini"})
 
 
 def is_variant_group(group: str) -> bool:
@@ -86,7 +85,7 @@ def _preview(frame: bytes) -> str:
 
 def key_chunk(body: bytes, name: str, seed: int, dialect: str) -> bytes | None:
     """The chunk of ``body`` through variant ``name`` that the variant is about."""
-    for frame, key in apply_variants([name], body, seed, hint=dialect):
+    for frame, key in apply_variants([name], body, dialect, seed):
         if key == name:
             return frame
     return None
@@ -94,14 +93,12 @@ def key_chunk(body: bytes, name: str, seed: int, dialect: str) -> bytes | None:
 
 def _chunk_at(body: bytes, name: str, seed: int, dialect: str, at: int) -> bytes | None:
     """The delta that carries character ``at`` of the answer, in the variant stream."""
-    out = b"".join(f for f, _ in apply_variants([name], body, seed, hint=dialect))
+    out = b"".join(f for f, _ in apply_variants([name], body, dialect, seed))
     pos = 0
     for frame in split_frames(out):
         slot = slot_of(parse_frame(frame), dialect)
-        if slot is None or not (_TEXT_KEYS & set(map(str, slot.key[:1])) or dialect == "text"):
+        if slot is None or not slot.answer:
             continue
-        if slot.key[:1] == ("gemini",) and slot.key[2]:
-            continue  # a thought part
         pos += len(slot.text)
         if pos > at:
             return frame
