@@ -382,9 +382,9 @@ class JsonAccumulator(Accumulator):
 
     def check_tool_call(self, call: ToolCall, offset: int, index: int) -> None:
         """A call has ended: its fragments must be JSON and meet its tool's schema (once)."""
-        check_call(call, self.tool_schemas, self.alerts, offset, index)
+        check_call(call, self.tool_schemas, self.alerts, offset, index, json_loads)
 
     def check_tool_calls(self, calls: list[ToolCall], offset: int, index: int) -> None:
         """End of stream: check every call that nothing ended."""
         for call in calls:
-            check_call(call, self.tool_schemas, self.alerts, offset, index)
+            check_call(call, self.tool_schemas, self.alerts, offset, index, json_loads)

@@ -14,6 +14,7 @@ most, :class:`~sse_proxy.core.alerts.ToolCallInvalid`, never quoting the argumen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,20 +52,16 @@ class ToolCall:
             self.problem = problem
 
 
-def _decode(text: str) -> Any:
-    from sse_proxy.core.dialects.base import json_loads
-
-    return json_loads(text)
-
-
 def check_call(
     call: ToolCall,
     schemas: ToolSchemas | None,
     alerts: list[Alert],
     offset: int,
     event_index: int,
+    decode: Callable[[str], Any],
 ) -> None:
-    """Check ``call`` once (later calls do nothing); append at most one alert."""
+    """Check ``call`` once (later calls do nothing); append at most one alert. ``decode``
+    reads JSON as the dialects do (``ValueError`` when it is not)."""
     if call.checked:
         return
     call.checked = True
@@ -96,7 +93,7 @@ def check_call(
             value = {}  # no arguments at all: the empty object, as the APIs read it
         else:
             try:
-                value = _decode(text)
+                value = decode(text)
             except ValueError as exc:
                 report(ToolCallInvalid.INVALID_JSON, f"the arguments are not JSON: {exc}")
                 return
