@@ -52,18 +52,23 @@ def sse_chaos_strategies(
     rewrites: bool = True,
     combos: bool = False,
     seeds: Sequence[int] | None = None,
+    variants: str | None = None,
 ) -> list[str]:
     """Every strategy name, for ``parametrize(..., indirect=True)``.
 
     ``rewrites=False`` keeps only the re-chunking strategies (bytes unchanged), ``combos``
     adds the combinations `sse-proxy test-client` runs, ``seeds`` multiplies each name
-    into ``name:seed`` entries.
+    into ``name:seed`` entries. ``variants="openai"`` (a dialect) adds that dialect's shape
+    variants (Azure's first chunk, ``include_usage``...) and the token variants.
     """
-    from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
+    from sse_proxy.rechunk.shapes import VARIANT_DIALECTS
+    from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, VARIANTS
 
     names = list(STRATEGIES)
     if rewrites:
         names += REWRITES
+    if variants is not None:
+        names += [n for n in VARIANTS if VARIANT_DIALECTS[n] in (None, variants)]
     if combos:
         from sse_proxy.tools.testclient.plan import DEFAULT_COMBOS
 

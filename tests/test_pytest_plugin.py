@@ -43,6 +43,38 @@ def test_strategy_list_covers_strategies_rewrites_and_seeds() -> None:
     assert sse_chaos_strategies(rewrites=False) == list(STRATEGIES)
     assert "utf8+crlf" in sse_chaos_strategies(combos=True)
     assert sse_chaos_strategies(rewrites=False, seeds=[1, 2])[:2] == ["bytewise:1", "bytewise:2"]
+    with_shapes = sse_chaos_strategies(rewrites=False, variants="anthropic")
+    assert with_shapes[len(STRATEGIES) :][:2] == ["ping", "thinking"]
+    assert "chars" in with_shapes
+    assert "azure" not in with_shapes
+
+
+@pytest.mark.parametrize(
+    "sse_chaos_proxy", ["azure", "include_usage", "reasoning_content"], indirect=True
+)
+def test_the_openai_sdk_in_process_through_provider_shapes(
+    sse_chaos_proxy: SSEChaosProxy,
+) -> None:
+    """The shape variants through the plugin's proxy: the SDK's own stream helper still
+    assembles the exact answer from Azure's, include_usage's and DeepSeek's shapes."""
+    client = OpenAI(base_url=sse_chaos_proxy.openai_base_url, api_key="test", max_retries=0)
+    with client.chat.completions.stream(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        for _ in stream:
+            pass
+        done = stream.get_final_completion()
+    assert done.choices[0].message.content == sse_chaos_proxy.expected_text("openai")
+    client.close()
+    marker = {
+        "azure": b"prompt_filter_results",
+        "include_usage": b'"choices":[],"usage":{',
+        "reasoning_content": b'"content":null,"reasoning_content":',
+    }[sse_chaos_proxy.strategy]
+    body = httpx.post(
+        sse_chaos_proxy.stream_url("openai"), json=sse_chaos_proxy.stream_body(), timeout=30
+    ).content
+    assert marker in body
 
 
 @pytest.mark.parametrize("sse_chaos_proxy", sse_chaos_strategies(rewrites=False), indirect=True)

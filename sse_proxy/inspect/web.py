@@ -173,6 +173,7 @@ _ALERT_NAMES = (
     "sse.truncated",
     "sse.oversized_frame",
     "sse.error_event",
+    "sse.tool_call_invalid",
 )
 
 

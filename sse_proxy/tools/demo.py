@@ -92,6 +92,7 @@ _ALERT_FIELDS = {
     "sse.invalid_json": ("event_index", "error"),
     "sse.truncated": ("reason", "dialect"),
     "sse.oversized_frame": ("kind", "limit"),
+    "sse.tool_call_invalid": ("index", "tool", "reason", "error"),
 }
 
 
