@@ -1,10 +1,10 @@
 """The `shapes` and `tokens` groups end to end: the clients of the issue's three bugs are
 caught with a shape diagnosis that names the chunk and the provider; the tool-call bugs
-are told apart; a correct client and the openai SDK pass; severity and ``--fail-on``.
+are told apart; a correct client passes; severity and ``--fail-on``.
 
 Each run is the real CLI (``python -m sse_proxy test-client``) with a small client
 program, on a chosen subset of cases: the whole groups against every SDK are in
-tests/tools/test_shapes_sdks.py, in-process.
+tests/tools/test_shapes_sdks.py (in-process, through a real proxy).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sse_proxy.cli import main
 from sse_proxy.tools.fixtures.tools import TOOL_LINE
 from tests.tools.test_e2e_clients import client, run_test_client
 
@@ -202,22 +203,6 @@ def test_dropping_the_fragment_with_the_id_is_caught_and_fail_on_picks_the_sever
     assert spec_only.report["passed"] is True
     assert spec_only.report["cases_failed"] == 1
     assert "do not fail the run: --fail-on real" in spec_only.stdout
-    real_only = run_test_client(
-        tmp_path,
-        client("tool_drop_id_fragment"),
-        "--tools",
-        "--only",
-        "shapes:tool_args_whole",
-        "--fail-on",
-        "spec",
-    )
-    assert real_only.code == 0
-
-
-def test_the_openai_sdk_as_a_process_passes_a_chosen_subset(tmp_path: Path) -> None:
-    only = "shapes:azure,shapes:reasoning_content"
-    run = run_test_client(tmp_path, client("openai_chat"), "--only", only, "--seeds", "1")
-    assert run.code == 0, run.stdout
 
 
 @pytest.mark.parametrize(
@@ -229,8 +214,10 @@ def test_the_openai_sdk_as_a_process_passes_a_chosen_subset(tmp_path: Path) -> N
         (["--fail-on", "sometimes"], "--fail-on takes real, spec or both"),
     ],
 )
-def test_usage_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    run = run_test_client(tmp_path, ["true"], *args)
-    assert run.code == 2
-    assert message in run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1
+def test_usage_errors_are_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["test-client", *args, "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
