@@ -46,6 +46,8 @@ class Event:
     raw: bytes | None = None
     opaque: bool = False
     key: str | None = None
+    comment: str | None = None
+    """A comment-only frame's text (``: text``)."""
 
     @classmethod
     def of(cls, obj: dict[str, Any], etype: str | None = None, key: str | None = None) -> Event:
@@ -53,9 +55,9 @@ class Event:
         return cls(etype, dumps(obj), obj, key=key)
 
     @classmethod
-    def comment(cls, text: str, key: str | None = None) -> Event:
+    def comment_frame(cls, text: str, key: str | None = None) -> Event:
         """A comment-only frame (``: text``), as servers send to keep connections open."""
-        return cls(None, "", raw=None, opaque=True, key=key, obj={"__comment__": text})
+        return cls(None, "", opaque=True, key=key, comment=text)
 
     def changed(self, obj: dict[str, Any], key: str | None = None) -> Event:
         """This event carrying ``obj`` instead (its bytes are rebuilt)."""
@@ -114,8 +116,8 @@ def serialize(event: Event, newline: str) -> bytes:
     """The event's frame: its own bytes if unchanged, else built with ``newline``."""
     if event.raw is not None:
         return event.raw
-    if event.opaque and type(event.obj) is dict and "__comment__" in event.obj:
-        return f": {event.obj['__comment__']}{newline}{newline}".encode()
+    if event.comment is not None:
+        return f": {event.comment}{newline}{newline}".encode()
     lines = [] if event.etype is None else [f"event: {event.etype}"]
     lines.extend(f"data: {line}" for line in event.data.split("\n"))
     return (newline.join(lines) + newline + newline).encode()

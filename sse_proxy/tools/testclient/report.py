@@ -28,7 +28,7 @@ from sse_proxy.tools.testclient.plan import (
 )
 from sse_proxy.tools.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult, client_env
 from sse_proxy.tools.testclient.severity import LEVELS
-from sse_proxy.tools.testclient.shapes import SEEDED, families_summary, is_variant_group
+from sse_proxy.tools.testclient.shapes import SEEDED, is_variant_group, variant_summary
 
 __all__ = [
     "by_hand",
@@ -208,7 +208,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             )
             out.append(f"{row}  {verdict}")
         out.append("-" * (len(header) + 30))
-        out += _variant_summary(results)
+        out += variant_summary(results)
     faults = groups.get(FAULTS, [])
     if faults:
         out += ["", "faults: the stream breaks; a correct client must report failure (exit != 0)"]
@@ -302,21 +302,6 @@ def _failure_block(
         shown = ", ".join(str(r.case.cut) for r in items[:20])
         more = f" and {len(items) - 20} more" if len(items) > 20 else ""
         out.append(f"  failing cuts: {shown}{more}")
-    return out
-
-
-def _variant_summary(results: Sequence[CaseResult]) -> list[str]:
-    """One line per variant group that failed: how many variants, which families."""
-    out: list[str] = []
-    for group in ("shapes", "tokens"):
-        items = [r for r in results if r.case.group == group]
-        failed = [r for r in items if not r.passed]
-        if not failed:
-            continue
-        variants = len({r.case.strategy for r in items})
-        bad = len({r.case.strategy for r in failed})
-        families = families_summary([r.diagnosis.family for r in failed if r.diagnosis])
-        out.append(f"{group}: {bad} of {variants} variants failed: {families}")
     return out
 
 

@@ -12,10 +12,9 @@ language.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from sse_proxy.rechunk.shapes import VARIANT_DIALECTS, apply_variants, split_frames
 from sse_proxy.rechunk.shapes.events import parse_frame
@@ -31,9 +30,11 @@ __all__ = [
     "TOKENS",
     "client_language",
     "diagnose_variant",
+    "families_summary",
     "group_of",
     "is_variant_group",
     "key_chunk",
+    "variant_summary",
     "variants_for",
 ]
 
@@ -192,11 +193,17 @@ def families_summary(families: Sequence[str]) -> str:
     return ", ".join(shaped + other)
 
 
-def describe(name: str) -> str:
-    """One line about a variant for the report: what it is and who sends it."""
-    v = VARIANTS[name]
-    return f"{v.what} ({', '.join(v.providers)}; {v.severity})"
-
-
-def sources_json(name: str) -> str:
-    return json.dumps(list(VARIANTS[name].sources))
+def variant_summary(results: Sequence[Any]) -> list[str]:
+    """One line per variant group that failed (the report's, under its table): how many
+    variants failed, their families by kind."""
+    out: list[str] = []
+    for group in (SHAPES, TOKENS):
+        items = [r for r in results if r.case.group == group]
+        failed = [r for r in items if not r.passed]
+        if not failed:
+            continue
+        variants = len({r.case.strategy for r in items})
+        bad = len({r.case.strategy for r in failed})
+        families = families_summary([r.diagnosis.family for r in failed if r.diagnosis])
+        out.append(f"{group}: {bad} of {variants} variants failed: {families}")
+    return out
