@@ -211,8 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
         "health",
         help="ask a running proxy whether it is healthy (exit 0) or not (exit 1)",
         description="GET <admin prefix>/health of the proxy that the same settings "
-        "describe (--config, else $SSE_PROXY_CONFIG; SSE_PROXY_PORT, SSE_PROXY_ADMIN_PREFIX "
-        "...), on loopback when it listens on every interface: a container's HEALTHCHECK.",
+        "describe (--config, else $SSE_PROXY_CONFIG; SSE_PROXY_PORT, SSE_PROXY_ADMIN_PORT, "
+        "SSE_PROXY_ADMIN_PREFIX ...), on loopback when it listens on every interface: a "
+        "container's HEALTHCHECK.",
     )
     _complete(
         health.add_argument(

@@ -49,16 +49,21 @@ examples:
   sse-proxy serve --config sse-proxy.toml --ui
       settings from a file; the live inspector at http://127.0.0.1:8787/_sse-proxy/ui
   SSE_PROXY_UPSTREAM=https://api.openai.com sse-proxy serve --workers 2 --log-format json
+  sse-proxy serve --upstream https://api.openai.com --admin-port 9787
+      health and metrics on port 9787 only (probes, scrapes); 404 under the prefix on 8787
 
 Every flag is also SSE_PROXY_<NAME> in the environment and <name> in the config file
 (flags > environment > config file > defaults); config/sse-proxy.toml lists them all.
-Health: <admin prefix>/health; metrics: <admin prefix>/metrics (prefix /_sse-proxy).
+Health: <admin prefix>/health; metrics: <admin prefix>/metrics (prefix /_sse-proxy),
+on --port, or with --admin-port N on a listener of their own (and 404 on --port).
 """
 
 SERVE_FLAGS = (
     "upstream",
     "host",
     "port",
+    "admin_port",
+    "admin_host",
     "mode",
     "chaos",
     "seed",
@@ -194,6 +199,18 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     add("--host", metavar="ADDR", help=f"listen address (default {_D.host}: loopback only)")
     add("--port", type=int, metavar="N", help=f"listen port (default {_D.port}; 0 = any free)")
+    add(
+        "--admin-port",
+        type=int,
+        metavar="N",
+        help="serve health, metrics and the inspector on this port of their own, not on "
+        "--port (default: on --port); it stays up through the drain after SIGTERM",
+    )
+    add(
+        "--admin-host",
+        metavar="ADDR",
+        help="listen address of --admin-port (default: --host's)",
+    )
     add(
         "--workers",
         type=int,

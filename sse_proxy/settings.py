@@ -73,6 +73,8 @@ class Config:
     upstream: str = ""
     host: str = "127.0.0.1"
     port: int = 8787
+    admin_port: int | None = None
+    admin_host: str = ""
     mode: str = "passthrough"
     chaos: str = "random"
     seed: int | None = None
@@ -124,6 +126,11 @@ class Config:
     def upstream_base(self) -> str:
         return self.upstream.rstrip("/")
 
+    @property
+    def admin_listen_host(self) -> str:
+        """Where the admin listener binds (``admin_port`` set): ``admin_host``, else ``host``."""
+        return self.admin_host or self.host
+
 
 def _validate(cfg: Config) -> None:
     def bad(name: str, why: str) -> ConfigError:
@@ -144,6 +151,13 @@ def _validate(cfg: Config) -> None:
         _check_header_name(name, "upstream_headers")
     if not 0 <= cfg.port <= 65535:
         raise bad("port", "must be 0..65535")
+    if cfg.admin_port is not None:
+        if not 0 <= cfg.admin_port <= 65535:
+            raise bad("admin_port", "must be 0..65535")
+        if cfg.admin_port == cfg.port != 0:
+            raise bad("admin_port", f"must differ from port ({cfg.port}): a listener of its own")
+    elif cfg.admin_host:
+        raise SettingError("admin_host", "admin_host: needs admin_port (got a host alone)")
     if cfg.mode not in MODES:
         raise bad("mode", f"must be one of {', '.join(MODES)}")
     if cfg.log_format not in LOG_FORMATS:

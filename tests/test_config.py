@@ -34,13 +34,15 @@ def test_documented_file_equals_the_defaults() -> None:
 
 
 def test_documented_file_lists_every_setting() -> None:
-    """Every Config field has a line in the documented file (seed commented out: unset)."""
+    """Every Config field has a line in the documented file (seed and admin_port commented
+    out: unset)."""
     table = tomllib.loads(DOCUMENTED.read_text(encoding="utf-8"))["sse-proxy"]
     text = DOCUMENTED.read_text(encoding="utf-8")
     missing = [name for name in FIELDS if name not in table]
-    assert missing == ["seed", "routes"]
+    assert missing == ["admin_port", "seed", "routes"]
     assert "# [routes]" in text
     assert "# seed = " in text
+    assert "# admin_port = " in text
     assert set(table) <= set(FIELDS)
     for name, value in table.items():
         if name == "upstream_headers":  # a table in the file, pairs in Config

@@ -169,7 +169,16 @@ class ConsoleLines:
         return " ".join(tokens)
 
     def _started(self, level: str, d: dict[str, Any]) -> str:
-        shown = ("listen", "upstream", "mode", "loop", "mode_reason", "pid", "inspector")
+        shown = (
+            "listen",
+            "admin",
+            "upstream",
+            "mode",
+            "loop",
+            "mode_reason",
+            "pid",
+            "inspector",
+        )
         line = self._line("proxy.started", level, {k: d.get(k) for k in shown if d.get(k)})
         for entry in d.get("app_env") or ():
             if not isinstance(entry, Mapping):
