@@ -49,8 +49,9 @@ examples:
   sse-proxy serve --config sse-proxy.toml --ui
       settings from a file; the live inspector at http://127.0.0.1:8787/_sse-proxy/ui
   SSE_PROXY_UPSTREAM=https://api.openai.com sse-proxy serve --workers 2 --log-format json
-  sse-proxy serve --upstream https://api.openai.com --admin-port 9787
-      health and metrics on port 9787 only (probes, scrapes); 404 under the prefix on 8787
+  sse-proxy serve --upstream https://api.openai.com --admin-port 9787 --strict-end
+      health and metrics on port 9787 only (404 on 8787); a stream cut short upstream
+      reaches the client as a broken body, so its SDK raises instead of half-answering
 
 Every flag is also SSE_PROXY_<NAME> in the environment and <name> in the config file
 (flags > environment > config file > defaults); config/sse-proxy.toml lists them all.
@@ -79,6 +80,7 @@ SERVE_FLAGS = (
     "idle_timeout",
     "total_timeout",
     "shutdown_grace",
+    "strict_end",
     "log_format",
     "log_level",
     "log_text",
@@ -257,6 +259,14 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         type=float,
         metavar="MS",
         help=f"jitter before each chaos write, in ms (default {_D.delay_ms:g})",
+    )
+    modes.add_argument(
+        "--strict-end",
+        action="store_true",
+        default=None,
+        help="end a stream that the upstream ended without its terminal marker, mid-frame or "
+        "with an error event as a broken body (no final chunk), so the client's HTTP library "
+        "raises (default off: such a body ends normally)",
     )
     modes.add_argument(
         "--allow-chaos-header",

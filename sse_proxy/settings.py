@@ -92,6 +92,7 @@ class Config:
     idle_timeout: float = 300.0
     total_timeout: float = 0.0
     shutdown_grace: float = 10.0
+    strict_end: bool = False
     admin_prefix: str = ADMIN_PREFIX
     log_format: str = "auto"
     log_level: str = "info"

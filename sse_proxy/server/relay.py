@@ -25,6 +25,7 @@ from sse_proxy.core import (
     dialect_for_path,
     normalize_dialect,
 )
+from sse_proxy.core.verdict import strict_end_cause
 from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
@@ -81,6 +82,9 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
         resp.headers[SEED_HEADER] = str(spec.seed)
         if spec.rewrites:
             resp.headers.popall("Content-Length", None)
+    if ex.cfg.strict_end:
+        # chunked toward the client, so that a body ended without its last chunk is broken
+        resp.headers.popall("Content-Length", None)
     log = ex.log.bind(
         upstream_status=upstream.status,
         upstream_request_id=upstream_request_id,
@@ -283,9 +287,9 @@ class _SseRelay:
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
-        self._finish(ended_by, received, first_byte)
-        if ended_by != "upstream_eof":
-            cut_off(self.request)
+        strict = self._finish(ended_by, received, first_byte)
+        if ended_by != "upstream_eof" or strict is not None:
+            cut_off(self.request)  # never a fake completion
             return self.resp
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
             await self.resp.write_eof()
@@ -362,8 +366,9 @@ class _SseRelay:
             if wrote is not None:
                 wrote(w.data)
 
-    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
-        """Close the reassembler, sum the stream up once, and tell every tap."""
+    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> str | None:
+        """Close the reassembler, sum the stream up once, and tell every tap; return why
+        ``--strict-end`` ends the client's body as broken (None: it ends normally)."""
         reassembler = self.reassembler
         obs = self.obs
         closing: tuple[Alert, ...] = ()
@@ -390,6 +395,10 @@ class _SseRelay:
             "observed": self.observing,
             **obs.summary_fields(ended_by, started, now),
         }
+        strict = None
+        if self.cfg.strict_end:  # known only now, every byte forwarded: nothing held back
+            strict = strict_end_cause(ended_by, self.sink.counts) if self.observing else None
+            fields["strict_end"] = strict
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(
@@ -405,3 +414,4 @@ class _SseRelay:
                 gaps=obs.gaps,
             )
         )
+        return strict

@@ -345,6 +345,7 @@ async def serve(
         loop=loop_factory(cfg.loop)[0],
         **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
         **({"admin": admin} if cfg.admin_port is not None else {}),
+        **({"strict_end": True} if cfg.strict_end else {}),
         health=f"{admin}{cfg.admin_prefix}/health",
         metrics=f"{admin}{cfg.admin_prefix}/metrics",
         **({"inspector": f"{admin}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
