@@ -160,7 +160,9 @@ async def test_the_cause_is_the_dialects(
         ("anthropic", "error_event", "error_event"),
         ("anthropic", "no_terminal", "truncated"),
         ("responses", "unterminated", "unterminated_frame"),
+        ("responses", "error_event", "error_event"),
         ("gemini", "no_terminal", "truncated"),
+        ("gemini", "error_event", "error_event"),
         ("text", "unterminated", "unterminated_frame"),
         ("text", "no_terminal", None),
     ]
