@@ -50,6 +50,15 @@ async def _not_found(request: web.Request) -> web.Response:
     return json_error(404, "not_found", "reserved sse-proxy path", None)
 
 
+async def _elsewhere(request: web.Request) -> web.Response:
+    return json_error(
+        404,
+        "not_found",
+        "reserved sse-proxy path (health, metrics and the inspector are on the admin port)",
+        None,
+    )
+
+
 async def _not_admin(request: web.Request) -> web.Response:
     prefix = request.app[CONFIG].admin_prefix
     return json_error(
@@ -57,9 +66,11 @@ async def _not_admin(request: web.Request) -> web.Response:
     )
 
 
-def reserve_admin_prefix(app: web.Application, config: Config) -> None:
-    """Every path under the admin prefix not routed yet: 404, never forwarded."""
-    app.router.add_route("*", config.admin_prefix + "{tail:(/.*)?}", _not_found)
+def reserve_admin_prefix(app: web.Application, config: Config, *, moved: bool = False) -> None:
+    """Every path under the admin prefix not routed yet: 404, never forwarded (``moved``:
+    the traffic port of a proxy with an admin listener, whose 404 says where they went)."""
+    handler = _elsewhere if moved else _not_found
+    app.router.add_route("*", config.admin_prefix + "{tail:(/.*)?}", handler)
 
 
 def add_admin_routes(app: web.Application, config: Config, registry: Registry | None) -> None:

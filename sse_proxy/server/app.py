@@ -71,6 +71,6 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     if config.admin_port is None:
         add_admin_routes(app, config, registry)
     else:
-        reserve_admin_prefix(app, config)
+        reserve_admin_prefix(app, config, moved=True)
     app.router.add_route("*", "/{tail:.*}", _proxy)
     return app

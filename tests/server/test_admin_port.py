@@ -92,6 +92,7 @@ async def test_each_listener_answers_its_own(mock_url: str, start: ProxyStarter)
         status, body = await _get(url + PREFIX + path)
         assert status == 404, path
         assert body["error"]["type"] == "not_found", path
+        assert "on the admin port" in body["error"]["message"], path
     # and traffic still flows there
     async with _chat(url) as resp:
         assert (await resp.read()).endswith(b"data: [DONE]\n\n")
