@@ -153,7 +153,13 @@ def chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
                 f"{CHAOS_HEADER} is not allowed on this server "
                 "(start it with --mode chaos or --allow-chaos-header)"
             )
-        return parse_chaos_header(header, default_seed=cfg.seed)
+        return parse_chaos_header(  # what the header does not name, the server's settings
+            header,
+            default_seed=cfg.seed,
+            strategy=cfg.chaos if cfg.mode == "chaos" else None,
+            k=cfg.chaos_k,
+            delay_ms=cfg.delay_ms,
+        )
     if cfg.mode != "chaos":
         return None
     return ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
