@@ -33,6 +33,7 @@ from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import Planner, Write, make_planner
 from sse_proxy.server.client_writer import ClientGone, ClientWriter
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
+from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
@@ -158,6 +159,10 @@ class _SseRelay:
                 self.mode = "passthrough"
             else:
                 self.planner = make_planner(mode, ex.spec, max_hold=cfg.max_frame_bytes)
+        # chaos only: the writes that carry a cut wait until the client read what went before
+        self.delivery = ex.delivery = (
+            Delivery(request.transport) if self.mode == "chaos" and self.planner else None
+        )
         span = ex.span
         self.obs = StreamObserver(
             self.reassembler,
@@ -359,6 +364,9 @@ class _SseRelay:
 
     async def _send(self, writes: list[Write]) -> None:
         wrote = self.taps.wrote
+        if self.delivery is not None:
+            await self.delivery.send(writes, self.client.write, wrote)
+            return
         for w in writes:
             if w.delay:
                 await asyncio.sleep(w.delay)
@@ -399,6 +407,9 @@ class _SseRelay:
         if self.cfg.strict_end:  # known only now, every byte forwarded: nothing held back
             strict = strict_end_cause(ended_by, self.sink.counts) if self.observing else None
             fields["strict_end"] = strict
+        if self.delivery is not None:
+            self.delivery.close()
+            fields.update(self.delivery.fields())
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(

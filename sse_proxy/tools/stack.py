@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from sse_proxy.tools.lockstep import Lockstep
 
 __all__ = ["Stack", "Stoppable", "UpstreamStarter", "proxy_stack", "start_stack"]
 
@@ -57,6 +60,7 @@ async def start_stack(
     *,
     mock_seed: int = 0,
     first_text: bool = False,
+    lockstep: Lockstep | None = None,
     **settings: Any,
 ) -> Stack:
     """Start ``upstream`` (default: the built-in mock with ``mock_seed`` and
@@ -64,7 +68,9 @@ async def start_stack(
 
     ``settings`` are :class:`sse_proxy.config.Config` fields for the proxy (``mode``,
     ``chaos``, ``seed``...); it always listens on an ephemeral loopback port. If the proxy
-    cannot start, the upstream is stopped before the error propagates.
+    cannot start, the upstream is stopped before the error propagates. With a
+    ``lockstep``, the proxy reads each upstream write apart (the mock is given it; an
+    ``upstream`` starter must have been).
     """
     from sse_proxy.config import Config
     from sse_proxy.server.run import start_proxy
@@ -73,12 +79,18 @@ async def start_stack(
         from sse_proxy.tools.mock_upstream import start_mock_upstream
 
         runner: Stoppable
-        runner, upstream_url = await start_mock_upstream(seed=mock_seed, first_text=first_text)
+        runner, upstream_url = await start_mock_upstream(
+            seed=mock_seed, first_text=first_text, lockstep=lockstep
+        )
     else:
         runner, upstream_url = await upstream()
     try:
         cfg = Config(**{"shutdown_grace": 1.0, **settings, "upstream": upstream_url, "port": 0})
         proxy, url = await start_proxy(cfg)
+        if lockstep is not None:
+            from sse_proxy.server.keys import STREAM_TAPS
+
+            proxy.app[STREAM_TAPS].append(lockstep.tap)
     except BaseException:
         await runner.cleanup()
         raise
@@ -91,10 +103,13 @@ async def proxy_stack(
     *,
     mock_seed: int = 0,
     first_text: bool = False,
+    lockstep: Lockstep | None = None,
     **settings: Any,
 ) -> AsyncIterator[Stack]:
     """``async with proxy_stack(mode="frames") as s:`` -- started, and stopped afterwards."""
-    stack = await start_stack(upstream, mock_seed=mock_seed, first_text=first_text, **settings)
+    stack = await start_stack(
+        upstream, mock_seed=mock_seed, first_text=first_text, lockstep=lockstep, **settings
+    )
     try:
         yield stack
     finally:
