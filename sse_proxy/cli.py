@@ -164,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-timing", action="store_true", help="write the reads back to back, no pauses"
     )
 
+    expected = sub.add_parser(
+        "expected-text",
+        help="print the fixture's exact expected text (for test suites in any language)",
+        description="Print the exact text a correct client prints for the built-in mock's "
+        "stream of DIALECT, and nothing else (no newline added).",
+    )
+    expected.add_argument("--dialect", default="openai", choices=TEXT_DIALECTS)
+
     tc = sub.add_parser(
         "test-client",
         parents=[common],
@@ -200,11 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
     )
     tc.add_argument("--chaos-k", type=int, default=3, help="random cuts per upstream chunk")
-    tc.add_argument("--delay-ms", type=float, default=0.0, help="chaos jitter before each write")
+    tc.add_argument(
+        "--delay-ms", type=float, default=0.0, help="chaos jitter before each cut-bearing write"
+    )
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     tc.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
     tc.add_argument("--proxy-log", metavar="FILE", help="append the proxies' JSON logs here")
+    tc.add_argument(
+        "--verbose",
+        action="store_true",
+        help="the long report: every failing group, the by-hand command, the diff",
+    )
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     health = sub.add_parser(
@@ -304,6 +319,12 @@ def _run(args: argparse.Namespace) -> int:
 
         print(shtab.complete(build_parser(), shell=args.shell), end="")
         return EXIT_OK
+    if args.command == "expected-text":
+        from sse_proxy.tools import fixtures
+
+        sys.stdout.buffer.write(fixtures.expected_text(args.dialect).encode("utf-8"))
+        sys.stdout.flush()
+        return EXIT_OK
     raise AssertionError(args.command)  # pragma: no cover - argparse rejects the rest
 
 
@@ -332,6 +353,7 @@ def _test_client(args: argparse.Namespace) -> int:
         delay_ms=args.delay_ms,
         proxy_log=args.proxy_log,
         html=args.html,
+        verbose=args.verbose,
     )
     return run_test_client(options)
 

@@ -18,7 +18,10 @@ it printed is compared with the text it must print:
 
 Modules: :mod:`.plan` (options, cases), :mod:`.fixture` (what is served, and its faults),
 :mod:`.faults` (the breaking upstream), :mod:`.run` (running), :mod:`.progress`,
-:mod:`.diagnose` (verdicts, crash attribution) and :mod:`.report` (text, JSON, JUnit).
+:mod:`.diagnose` (verdicts), :mod:`.crash` (crash attribution), :mod:`.hints` (the fix
+in CMD's language), :mod:`.process` (running CMD so the harness survives it),
+:mod:`.watch` (how the cuts reached the client), :mod:`.summary` (one block per root
+cause) and :mod:`.report` (text, JSON, JUnit).
 """
 
 from __future__ import annotations
@@ -159,7 +162,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
 def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseResult]) -> None:
     """``--html FILE``: the cases as plain values for :mod:`sse_proxy.inspect.report`."""
     from sse_proxy.inspect.report import ReportCase, write_report
-    from sse_proxy.tools.testclient.report import rerun_line
+    from sse_proxy.tools.testclient.report import delivery_total, rerun_line
 
     cases = []
     for r in results:
@@ -173,6 +176,7 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
                 expected=r.expected,
                 diagnosis=None if d is None else f"{d.family}: {d.reason}",
                 note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                + (f"{r.delivered}; " if r.delivered is not None else "")
                 + f"rerun: {rerun_line(options, r.case)}",
                 stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
                 cuts=(cut,) if cut is not None else (r.sent[1] if r.sent else ()),
@@ -182,9 +186,13 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
             )
         )
     failed = sum(not r.passed for r in results)
+    cuts, apart = delivery_total(results)
+    got = ""
+    if cuts:
+        got = f" {cuts} cuts, paced." if apart is None else f" {apart} of {cuts} cuts read apart."
     write_report(
         options.html or "",
         f"sse-proxy test-client: {shlex.join(options.command)}",
         sorted(cases, key=lambda c: c.passed),
-        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.",
+        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.{got}",
     )

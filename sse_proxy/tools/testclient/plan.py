@@ -111,6 +111,7 @@ class HarnessOptions:
     delay_ms: float = 0.0
     proxy_log: str | None = None
     html: str | None = None
+    verbose: bool = False
 
     @property
     def parallel(self) -> int:

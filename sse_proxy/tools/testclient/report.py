@@ -17,6 +17,7 @@ from typing import Any
 
 from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
+from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
@@ -27,8 +28,16 @@ from sse_proxy.tools.testclient.plan import (
     HarnessOptions,
 )
 from sse_proxy.tools.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult, client_env
+from sse_proxy.tools.testclient.summary import root_causes, short_blocks, wiring_fits
 
-__all__ = ["by_hand", "render_report", "report_json", "report_junit", "rerun_line"]
+__all__ = [
+    "by_hand",
+    "failure_block",
+    "render_report",
+    "report_json",
+    "report_junit",
+    "rerun_line",
+]
 
 _CHAOS_OUTCOMES = ("pass", "wrong", "crash", "hang")
 _FAULT_OUTCOMES = ("reported", "silent", "hang")
@@ -49,6 +58,11 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
         parts += ["--only", f"{FAULTS}:{case.fault}"]
     else:
         parts += ["--only", case.group, "--seed", str(case.seed)]
+    # every option that changes what the client is sent, or how long it may take
+    if options.chaos_k != 3:
+        parts += ["--chaos-k", str(options.chaos_k)]
+    if options.delay_ms:
+        parts += ["--delay-ms", f"{options.delay_ms:g}"]
     if options.timeout != 20.0:
         parts += ["--timeout", f"{options.timeout:g}"]
     return f"{_cmd_text(parts)} -- {_cmd_text(options.command)}"
@@ -136,6 +150,26 @@ def _families(failed: Sequence[CaseResult]) -> str:
     return ", ".join(seen)
 
 
+def _read_apart(items: Sequence[CaseResult]) -> str:
+    """``273/273``: the group's cuts read apart of its cuts; ``-``: nothing was cut."""
+    got = [r.delivered for r in items if r.delivered is not None and r.delivered.cuts]
+    if not got:
+        return "-"
+    cuts = sum(d.cuts for d in got)
+    if any(d.read_apart is None for d in got):
+        return f"{cuts} paced"
+    return f"{sum(d.read_apart or 0 for d in got)}/{cuts}"
+
+
+def delivery_total(results: Sequence[CaseResult]) -> tuple[int, int | None]:
+    """(cuts, read apart; None: some were paced) over ``results``."""
+    got = [r.delivered for r in results if r.delivered is not None]
+    cuts = sum(d.cuts for d in got)
+    if any(d.read_apart is None and d.cuts for d in got):
+        return cuts, None
+    return cuts, sum(d.read_apart or 0 for d in got)
+
+
 def _fault_count(items: Sequence[CaseResult], outcome: str) -> int:
     want = "pass" if outcome == "reported" else outcome
     return sum(1 for r in items if r.outcome == want)
@@ -161,16 +195,24 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     chaos = {g: items for g, items in groups.items() if g != FAULTS}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
-        header = f"{'strategy':<{width}}  {'cases':>5}  " + "  ".join(
-            f"{o:>5}" for o in _CHAOS_OUTCOMES
+        header = (
+            f"{'strategy':<{width}}  {'cases':>5}  "
+            + "  ".join(f"{o:>5}" for o in _CHAOS_OUTCOMES)
+            + f"  {'read apart':>10}"
         )
         out += [header + "  verdict", "-" * (len(header) + 30)]
         for group, items in chaos.items():
             counts = {o: sum(1 for r in items if r.outcome == o) for o in _CHAOS_OUTCOMES}
-            failed = [r for r in items if not r.passed]
+            failed = [r for r in items if not r.passed and r.outcome != "undelivered"]
+            undelivered = sum(1 for r in items if r.outcome == "undelivered")
             verdict = "ok" if not failed else f"FAIL: {_families(failed)}"
-            row = f"{_group_label(group):<{width}}  {len(items):>5}  " + "  ".join(
-                f"{counts[o]:>5}" for o in _CHAOS_OUTCOMES
+            if undelivered:
+                note = f"NOT DELIVERED ({undelivered} of {len(items)})"
+                verdict = note if not failed else f"{verdict}; {note}"
+            row = (
+                f"{_group_label(group):<{width}}  {len(items):>5}  "
+                + "  ".join(f"{counts[o]:>5}" for o in _CHAOS_OUTCOMES)
+                + f"  {_read_apart(items):>10}"
             )
             out.append(f"{row}  {verdict}")
         out.append("-" * (len(header) + 30))
@@ -190,7 +232,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             out.append(f"{kind:<{width}}  {cells}  {verdict}")
         out.append("-" * (len(header) + 30))
     total_failed = sum(1 for r in results if not r.passed)
-    out.append(f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed")
+    cuts, apart = delivery_total(results)
+    got = ""
+    if cuts:
+        got = f"; {cuts} cuts, paced" if apart is None else f"; {apart} of {cuts} cuts read apart"
+    out.append(
+        f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed{got}"
+    )
     failing = {g: [r for r in items if not r.passed] for g, items in groups.items()}
     failing = {g: items for g, items in failing.items() if items}
     if BASELINE in failing:
@@ -200,26 +248,39 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             if run.not_run
             else " The failures below may share this cause."
         )
+        first = failing[BASELINE][0]
+        if wiring_fits(first):
+            why = (
+                "Check that CMD reads its URL from OPENAI_BASE_URL / ANTHROPIC_BASE_URL / "
+                "SSE_PROXY_URL / SSE_PROXY_STREAM_URL, prints only the streamed text and "
+                "exits at the end of the stream."
+            )
+        else:
+            family = first.diagnosis.family if first.diagnosis is not None else "?"
+            why = f"The client reached its stream; its bug is below ({family})."
         out += [
             "",
             "The baseline failed: even whole frames, one per write, do not give the expected "
-            "text. Check that CMD reads its URL from OPENAI_BASE_URL / ANTHROPIC_BASE_URL / "
-            "SSE_PROXY_URL / SSE_PROXY_STREAM_URL, prints only the streamed text and exits "
-            "at the end of the stream." + stop,
+            f"text. {why}{stop}",
         ]
-    for group, items in failing.items():
-        out += _failure_block(options, fixture, group, items, len(groups[group]))
+    if options.verbose:
+        for group, items in failing.items():
+            out += failure_block(options, fixture, group, items, len(groups[group]))
+    else:
+        out += short_blocks(options, root_causes(results))
     return "\n".join(out) + "\n"
 
 
-def _failure_block(
+def failure_block(
     options: HarnessOptions, fixture: Fixture, group: str, items: list[CaseResult], n: int
 ) -> list[str]:
+    """The long form (``--verbose``): one failing group, its first case in full."""
     first = items[0]
     diagnosis = first.diagnosis
     assert diagnosis is not None
     out = ["", f"== {_group_label(group)}: {len(items)} of {n} failed"]
-    out.append(f"first failing case: {first.case.name}")
+    got = f": {first.delivered}" if first.delivered is not None else ""
+    out.append(f"first failing case: {first.case.name}{got}")
     if first.case.fault is not None:
         out.append(f"  the fault: {FAULT_KINDS[first.case.fault]}")
     if first.cut_context:
@@ -227,6 +288,10 @@ def _failure_block(
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
     if diagnosis.rule:
         out.append(f"  spec rule: {diagnosis.rule}")
+    runtime = runtime_of(options.command)
+    hint = hint_for(diagnosis.family, runtime)
+    if hint:
+        out.append(f"  fix{f' ({runtime})' if runtime else ''}: {hint}")
     if first.parts:
         alone = ", ".join(
             f"{p} {'passes' if d is None else 'fails: ' + d.family}" for p, d in first.parts.items()
@@ -241,7 +306,7 @@ def _failure_block(
         out.append(f"  printed {len(first.output)} characters, ending ...{ending}, and exited 0")
         if len(items) > 1:
             out.append(f"  also silent: {', '.join(str(r.case.fault) for r in items[1:])}")
-    elif first.outcome == "wrong":
+    elif first.outcome == "wrong" and not first.flooded:
         out.append(f"  first difference {first_difference(first.expected, first.output)}")
         out.append("  diff (expected -> got, one word per line):")
         out += ["    " + line for line in short_diff(first.expected, first.output).splitlines()]
@@ -282,6 +347,13 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
         "outcome": result.outcome,
         "exit_code": result.exit_code,
         "duration_s": result.duration,
+        "delivery": None
+        if result.delivered is None
+        else {
+            "cuts": result.delivered.cuts,
+            "read_apart": result.delivered.read_apart,
+            "attempts": result.attempts,
+        },
     }
     if result.diagnosis is not None:
         d = result.diagnosis
@@ -289,6 +361,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
             "family": d.family,
             "reason": d.reason,
             "rule": d.rule,
+            "hint": hint_for(d.family, runtime_of(options.command)),
             "crash_site": None
             if d.site is None
             else {
@@ -314,9 +387,13 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
 def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> dict[str, Any]:
     """The machine-readable report (``--report FILE``)."""
     summary: dict[str, dict[str, int]] = {}
+    delivered: dict[str, dict[str, int | None]] = {}
     for group, items in _groups(run.results).items():
         summary[group] = {o: sum(1 for r in items if r.outcome == o) for o in OUTCOMES}
         summary[group]["cases"] = len(items)
+        group_cuts, group_apart = delivery_total(items)
+        delivered[group] = {"cuts": group_cuts, "read_apart": group_apart}
+    cuts, apart = delivery_total(run.results)
     return {
         "tool": "sse-proxy test-client",
         "command": list(options.command),
@@ -329,6 +406,16 @@ def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> di
         "cases_failed": sum(1 for r in run.results if not r.passed),
         "cases_not_run": run.not_run,
         "summary": summary,
+        "delivery": {
+            "cuts": cuts,
+            "read_apart": apart,
+            "undelivered": sum(1 for r in run.results if r.outcome == "undelivered"),
+            "groups": delivered,
+        },
+        "root_causes": {
+            cause: sorted({r.case.group for r in items})
+            for cause, items in root_causes(run.results).items()
+        },
         "cases": [_result_json(options, fixture, r) for r in run.results],
     }
 
