@@ -283,6 +283,8 @@ class _Runner:
             outcome = "pass"
         elif hung:
             outcome = "hang"
+        elif flooded:
+            outcome = "wrong"
         elif case.fault is not None:
             outcome = "silent"
         elif code != 0:
