@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.cli import CLI, ROOT, cli_env
 from tests.support.recordings import CLIENTS
@@ -31,7 +31,9 @@ def _alive(pid: int) -> bool:
     return state != b"Z"
 
 
-def _run(tmp_path: Path, command: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+def _run(
+    tmp_path: Path, command: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [
@@ -101,6 +103,7 @@ def test_a_stderr_flood_keeps_its_tail_only(tmp_path: Path) -> None:
     command = "head -c 50000000 /dev/zero | tr '\\0' x >&2; echo traceback-tail >&2; " + REFERENCE
     proc, report = _run(tmp_path, command, "--only", "baseline", "--seeds", "1")
     assert proc.returncode == 0, proc.stdout
+    kept = report["cases"][0]
+    assert kept["outcome"] == "pass"
     peak_kib = int(proc.stdout.strip().splitlines()[-1])
     assert peak_kib < 200 * 1024, f"test-client peaked at {peak_kib} KiB"
-    assert os.path.exists(tmp_path / "report.json")
