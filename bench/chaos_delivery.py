@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "docs" / "javascript" / "sse-client.mjs"
@@ -29,7 +30,7 @@ CORRECT = "pending += decoder.decode(chunk, { stream: true });"
 BUGGY = "pending += new TextDecoder().decode(chunk);"
 
 
-def _test_client(args: list[str], report: Path) -> tuple[int, str, dict, float]:
+def _test_client(args: list[str], report: Path) -> tuple[int, str, dict[str, Any], float]:
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
     started = time.monotonic()

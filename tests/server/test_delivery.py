@@ -12,6 +12,7 @@ import asyncio
 import socket
 import threading
 import time
+from typing import Any
 
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.peer import PeerQueue
@@ -80,9 +81,7 @@ def _body_read_ends(reads: list[bytes]) -> tuple[bytes, set[int]]:
     return bytes(body), ends
 
 
-async def _read_through_proxy(
-    pause: float, **settings: object
-) -> tuple[list[bytes], CaseWatch]:
+async def _read_through_proxy(pause: float, **settings: Any) -> tuple[list[bytes], CaseWatch]:
     watch = CaseWatch()
     async with proxy_stack(mock_seed=3, lockstep=Lockstep(), **settings) as stack:
         assert stack._proxy is not None
@@ -93,8 +92,7 @@ async def _read_through_proxy(
             target=_slow_reader, args=(port, "/v1/chat/completions", reads, pause)
         )
         thread.start()
-        while thread.is_alive():
-            await asyncio.sleep(0.05)
+        await asyncio.to_thread(thread.join)
     return reads, watch
 
 

@@ -40,6 +40,7 @@ from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.tools.testclient.diagnose import Diagnosis, diagnose, diagnose_fault
 from sse_proxy.tools.testclient.fixture import load_fixture
+from sse_proxy.tools.testclient.formats import report_json, report_junit
 from sse_proxy.tools.testclient.plan import (
     DEFAULT_COMBOS,
     Case,
@@ -48,12 +49,7 @@ from sse_proxy.tools.testclient.plan import (
     plan_cases,
 )
 from sse_proxy.tools.testclient.progress import Progress
-from sse_proxy.tools.testclient.report import (
-    cut_pass_note,
-    render_report,
-    report_json,
-    report_junit,
-)
+from sse_proxy.tools.testclient.report import cut_pass_note, render_report
 from sse_proxy.tools.testclient.run import CaseResult, run_cases
 
 __all__ = [
