@@ -11,17 +11,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
+from sse_proxy.tools.testclient.commands import _cmd_text, by_hand, rerun_line
 from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
 from sse_proxy.tools.testclient.fixture import Fixture
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import HarnessOptions
-from sse_proxy.tools.testclient.report import (
-    _cmd_text,
-    _groups,
-    by_hand,
-    delivery_total,
-    rerun_line,
-)
+from sse_proxy.tools.testclient.report import _groups, delivery_total
 from sse_proxy.tools.testclient.run import OUTCOMES, CaseResult, RunResult
 from sse_proxy.tools.testclient.summary import root_causes
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sse_proxy.tools.testclient.commands import rerun_line
 from sse_proxy.tools.testclient.diagnose import first_difference
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import BASELINE, CUT, FAULT_KINDS, FAULTS, HarnessOptions
@@ -59,8 +60,6 @@ def wiring_fits(result: CaseResult) -> bool:
 
 def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) -> list[str]:
     """The report's failure blocks, one per root cause."""
-    from sse_proxy.tools.testclient.report import rerun_line
-
     runtime = runtime_of(options.command)
     out: list[str] = []
     for cause, cases in items.items():
