@@ -7,7 +7,8 @@ Writing them back to back is not enough: a client that reads its socket as a byt
 the stream. So before each such write the relay waits here until the client has taken
 every byte so far: our transport's buffer and the kernel's send queue empty, and the
 client's receive queue empty (:class:`~sse_proxy.server.peer.PeerQueue`), polled for at
-most :data:`CUT_CAP` seconds. A cut whose wait ran out is counted as not read apart; after
+most :data:`CUT_CAP` seconds from the client's last progress (the first cut of a stream
+longer: :data:`FIRST_CAP`). A cut whose wait ran out is counted as not read apart; after
 :data:`MISS_BUDGET` seconds of such waits a stream stops waiting (a client that does not
 read must not cost a minute). A client that is not on this machine cannot be asked: the
 cut-bearing writes are paced instead (:data:`PACE` seconds before each), and the count of
@@ -29,15 +30,36 @@ from typing import Any, Final
 from sse_proxy.rechunk.planner import Write
 from sse_proxy.server.peer import PeerQueue, unsent
 
-__all__ = ["CUT_CAP", "MISS_BUDGET", "PACE", "Delivery"]
+__all__ = ["CUT_CAP", "CUT_MAX", "FIRST_CAP", "MISS_BUDGET", "PACE", "Delivery"]
 
 CUT_CAP: Final = 0.05
-"""Seconds one cut waits for the client to read what went before it."""
+"""Seconds one cut waits for the client to read what went before it, from its last
+progress (a client that is reading, but behind, gets more, up to :data:`CUT_MAX`)."""
+CUT_MAX: Final = 0.5
+FIRST_CAP: Final = 2.0
+"""The first cut's wait: a client that just got its response may still be starting up
+(imports, its SDK's objects) before it reads the body at all."""
 MISS_BUDGET: Final = 1.0
 """Seconds of waits that ran out after which a stream stops waiting."""
 PACE: Final = 0.005
 """Seconds before each cut-bearing write to a client the kernel cannot be asked about."""
 _STEPS: Final = (0.0, 0.0, 0.0005, 0.001)  # then 0.001 s a poll: the event loop's tick
+
+
+class _Drain:
+    """The state of one wait: its deadline moves while the client makes progress."""
+
+    __slots__ = ("deadline", "last", "limit")
+
+    def __init__(self, now: float, first: bool) -> None:
+        self.deadline = now + (FIRST_CAP if first else CUT_CAP)
+        self.limit = now + (FIRST_CAP if first else CUT_MAX)
+        self.last: int | None = None
+
+    def progress(self, unread: int, now: float) -> None:
+        if self.last is not None and unread < self.last:
+            self.deadline = min(max(self.deadline, now + CUT_CAP), self.limit)
+        self.last = unread
 
 
 class Delivery:
@@ -109,7 +131,7 @@ class Delivery:
         if self._probe is None:
             self.read_apart = None
 
-    def _drained(self) -> bool | None:
+    def _drained(self, wait: _Drain, now: float) -> bool | None:
         """True: the client has read everything; None: it is gone (stop waiting)."""
         transport, probe, sock = self._transport, self._probe, self._sock
         if transport is None or probe is None or sock is None or transport.is_closing():
@@ -117,7 +139,10 @@ class Delivery:
         if transport.get_write_buffer_size() or unsent(sock):
             return False
         unread = probe.unread()
-        return None if unread is None else unread == 0
+        if unread is None:
+            return None
+        wait.progress(unread, now)
+        return unread == 0
 
     async def _settle(self) -> None:
         self.cuts += 1
@@ -131,12 +156,13 @@ class Delivery:
         if self.missed_for >= MISS_BUDGET:
             return  # this client does not read: stop waiting, count the rest as missed
         step = 0
-        while not (drained := self._drained()):
+        wait = _Drain(started, first=self.cuts == 1)
+        while not (drained := self._drained(wait, time.monotonic())):
             now = time.monotonic()
             if drained is None:  # the connection is going: the write will tell
                 self.waited += now - started
                 return
-            if now - started >= CUT_CAP:
+            if now >= wait.deadline:
                 self.missed_for += now - started
                 self.waited += now - started
                 return
