@@ -57,7 +57,7 @@ def test_the_reference_fetch_client_passes_with_every_cut_read_apart(tmp_path: P
         tmp_path,
         REFERENCE,
         "--only",
-        "baseline,bytewise,utf8,random,cr,bom,dataless,random+mixed_newlines+keepalive,faults",
+        "baseline,bytewise,utf8,random,cr,random+mixed_newlines+keepalive,faults",
         "--seeds",
         "1",
     )
@@ -68,14 +68,14 @@ def test_the_reference_fetch_client_passes_with_every_cut_read_apart(tmp_path: P
     assert report["delivery"]["read_apart"] == report["delivery"]["cuts"] > 0
 
 
-@pytest.mark.parametrize("seed", [1, 2])
 def test_a_fresh_text_decoder_per_read_fails_utf8_and_random_every_time(
-    tmp_path: Path, buggy_client: Path, seed: int
+    tmp_path: Path, buggy_client: Path
 ) -> None:
     """Node's fetch hands the reader whatever one socket read holds; with every cut read
-    apart the per-read decoder is caught on each seed, and the hint is JavaScript's."""
+    apart the per-read decoder is caught on each seed, and the hint is JavaScript's (ten
+    seeds each: bench/chaos_delivery.py)."""
     code, out, report = _test_client(
-        tmp_path, buggy_client, "--only", "utf8,random", "--seed", str(seed)
+        tmp_path, buggy_client, "--only", "utf8,random", "--seeds", "2"
     )
     assert code == 1, out
     for case in report["cases"]:
@@ -83,6 +83,7 @@ def test_a_fresh_text_decoder_per_read_fails_utf8_and_random_every_time(
         assert case["diagnosis"]["family"] == "character boundary"
         assert case["delivery"]["read_apart"] == case["delivery"]["cuts"], case["name"]
         assert "decoder.decode(chunk, {stream: true})" in case["diagnosis"]["hint"]
+    assert len(report["cases"]) == 4
     utf8 = next(c for c in report["cases"] if c["group"] == "utf8")
     assert utf8["output"].count("\ufffd") >= 90  # each of the 90 cut characters is lost
     assert "fix (javascript): create one TextDecoder per stream" in out

@@ -98,9 +98,9 @@ def test_a_flood_is_stopped_reported_and_costs_the_harness_no_memory(tmp_path: P
 
 
 def test_a_stderr_flood_keeps_its_tail_only(tmp_path: Path) -> None:
-    """A client that writes 50 MB to stderr and then the answer passes; the kept stderr
+    """A client that writes 20 MB to stderr and then the answer passes; the kept stderr
     is bounded."""
-    command = "head -c 50000000 /dev/zero | tr '\\0' x >&2; echo traceback-tail >&2; " + REFERENCE
+    command = "head -c 20000000 /dev/zero | tr '\\0' x >&2; echo traceback-tail >&2; " + REFERENCE
     proc, report = _run(tmp_path, command, "--only", "baseline", "--seeds", "1")
     assert proc.returncode == 0, proc.stdout
     kept = report["cases"][0]
