@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from sse_proxy import __version__
-from sse_proxy.cli_serve import FILE, add_serve, run_serve
+from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
 from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError
 from sse_proxy.names import MODES
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mock.add_argument(
         "--delay",
-        type=float,
+        type=finite_float,
         default=0.0,
         metavar="SECONDS",
         help="pause between writes, in seconds (default 0)",
@@ -159,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--chaos", metavar="STRATEGY", help="re-chunk, e.g. utf8 or random+crlf")
     replay.add_argument("--seed", type=int, help="chaos seed (default: a fresh one, printed)")
     pace = replay.add_mutually_exclusive_group()
-    pace.add_argument("--speed", type=float, default=1.0, help="timing factor (2 = twice as fast)")
+    pace.add_argument(
+        "--speed", type=finite_float, default=1.0, help="timing factor (2 = twice as fast)"
+    )
     pace.add_argument(
         "--no-timing", action="store_true", help="write the reads back to back, no pauses"
     )
@@ -203,13 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="every two-way cut of the short fixture (default: when it is short)",
     )
-    tc.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
+    tc.add_argument("--timeout", type=finite_float, default=20.0, help="seconds per case")
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
     )
     tc.add_argument("--chaos-k", type=int, default=3, help="random cuts per upstream chunk")
     tc.add_argument(
-        "--delay-ms", type=float, default=0.0, help="chaos jitter before each cut-bearing write"
+        "--delay-ms", type=finite_float, default=0.0, help="chaos jitter before each cut-bearing write"
     )
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
@@ -237,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         FILE,
     )
     health.add_argument("--url", help="ask this base URL instead, e.g. http://127.0.0.1:8787")
-    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+    health.add_argument(
+        "--timeout", type=finite_float, default=3.0, help="seconds to wait (default 3)"
+    )
 
     completion = sub.add_parser(
         "completion",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import time
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from sse_proxy.config import Config
+from sse_proxy.hosts import is_loopback, parse_host
 from sse_proxy.inspect.html import esc, page, render_events, render_strip, render_timeline
 from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.inspect.strip import analyse
@@ -30,6 +30,7 @@ __all__ = [
     "UI_CONFIG",
     "add_ui_routes",
     "close_feeds",
+    "loopback_request",
     "open_stream",
     "registry_for",
 ]
@@ -80,14 +81,12 @@ def _cfg(request: web.Request) -> Config:
     return request.app[UI_CONFIG]
 
 
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]").split("%", 1)[0]
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def loopback_request(remote: str | None, host_header: str | None) -> bool:
+    """A loopback client asking for a loopback host name or address, the Host parsed as
+    strictly as the front door parses it (``127.0.0.1:P@x`` or ``127.0.0.1:P, x`` are no
+    Host at all)."""
+    host = parse_host(host_header)
+    return host is not None and is_loopback(host) and is_loopback(remote or "")
 
 
 def _allowed(request: web.Request) -> None:
@@ -95,8 +94,8 @@ def _allowed(request: web.Request) -> None:
     ``--ui-allow-remote``."""
     if _cfg(request).ui_allow_remote:
         return
-    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-    if not _is_loopback(request.remote or "") or not _is_loopback(host):
+    hosts = request.headers.getall("Host", [])
+    if len(hosts) != 1 or not loopback_request(request.remote, hosts[0]):
         raise web.HTTPForbidden(
             text="the sse-proxy inspector answers loopback clients asking for a loopback "
             "host only (start it with --ui-allow-remote to change that)\n"

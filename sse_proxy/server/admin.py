@@ -14,7 +14,7 @@ from aiohttp import web
 from sse_proxy.config import Config
 from sse_proxy.inspect.registry import Registry
 from sse_proxy.inspect.web import REGISTRY, add_ui_routes
-from sse_proxy.server.admission import json_error, refuse_connect
+from sse_proxy.server.admission import front_door, json_error, refuse_connect
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS, WorkerCounts
 
 __all__ = ["add_admin_routes", "make_admin_app", "reserve_admin_prefix"]
@@ -89,10 +89,13 @@ def make_admin_app(proxy: web.Application) -> web.Application:
     not copies: health turns 503 the moment the proxy starts draining)."""
     config = proxy[CONFIG]
     app = web.Application(
-        middlewares=[refuse_connect],
+        # the front door here too: health lists the upstreams, metrics and the inspector
+        # what the streams were (its listen address is the admin listener's own)
+        middlewares=[refuse_connect, front_door(config, listen=config.admin_listen_host)],
         handler_args={
             "max_field_size": config.max_request_header_bytes,
             "max_line_size": config.max_request_header_bytes,
+            "keepalive_timeout": config.keepalive_timeout,
         },
     )
     app[CONFIG] = config

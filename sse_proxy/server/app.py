@@ -15,7 +15,13 @@ from sse_proxy.config import Config
 from sse_proxy.inspect.web import REGISTRY, registry_for
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes, reserve_admin_prefix
-from sse_proxy.server.admission import admit, refuse_connect
+from sse_proxy.server.admission import (
+    add_cors_headers,
+    admit,
+    defer_continue,
+    front_door,
+    refuse_connect,
+)
 from sse_proxy.server.keys import (
     CONFIG,
     METRICS,
@@ -45,13 +51,16 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
     """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
     app = web.Application(
-        middlewares=[refuse_connect],
+        # CONNECT first (405 whatever its Host), then the front door before any route
+        middlewares=[refuse_connect, front_door(config)],
         client_max_size=config.max_request_body_bytes,
         handler_args={
             "max_field_size": config.max_request_header_bytes,
             "max_line_size": config.max_request_header_bytes,
+            "keepalive_timeout": config.keepalive_timeout,
         },
     )
+    app.on_response_prepare.append(add_cors_headers)
     app[CONFIG] = config
     app[METRICS] = metrics or Metrics(
         models=config.metrics_models, max_models=config.metrics_max_models
@@ -72,5 +81,5 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
         add_admin_routes(app, config, registry)
     else:
         reserve_admin_prefix(app, config, moved=True)
-    app.router.add_route("*", "/{tail:.*}", _proxy)
+    app.router.add_route("*", "/{tail:.*}", _proxy, expect_handler=defer_continue)
     return app
