@@ -22,6 +22,7 @@ from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES
+from sse_proxy.server.routes import PathRefused, resolve_dot_segments
 
 __all__ = [
     "RequestTooLarge",
@@ -194,8 +195,9 @@ def admit(request: web.Request) -> Exchange | web.Response:
 
     Checked in this order: an absolute-form target (not an open proxy), the chaos header
     (malformed: 400; not allowed on this server: 403), the headers' total size (431), a
-    declared body length (413; a streamed body is bounded by :func:`request_body`), a
-    route for the path (404).
+    declared body length (413; a streamed body is bounded by :func:`request_body`), the
+    path's dot segments (resolved per RFC 3986 before routing; hidden ones are a 400), a
+    route for the path (404), and a ``..`` that would leave that route (400).
     """
     cfg = request.app[CONFIG]
     stream_id = new_stream_id()
@@ -219,8 +221,28 @@ def admit(request: web.Request) -> Exchange | web.Response:
     length = request.content_length
     if length is not None and length > cfg.max_request_body_bytes:
         return too_large(cfg, stream_id)
+    try:
+        target, low = resolve_dot_segments(raw_target)
+    except PathRefused as exc:
+        return json_error(400, "path_refused", str(exc), stream_id)
+    path = target.partition("?")[0]
+    if path == cfg.admin_prefix or path.startswith(cfg.admin_prefix + "/"):
+        return json_error(404, "not_found", "reserved sse-proxy path", None)
     routes = request.app[ROUTES]
-    matched = routes.match(raw_target)
+    matched = routes.match(target)
+    if low is not None:
+        # the route the target names as written (before its dot segments went), and the
+        # one it resolves to: a '..' must leave neither
+        addressed = routes.match(raw_target) or matched
+        base = max(r[0].depth for r in (addressed, matched) if r is not None) if addressed else 0
+        if low < base:
+            named = addressed[0].prefix if addressed is not None else "/"
+            return json_error(
+                400,
+                "path_leaves_route",
+                f"the path climbs out of its route ({named}) with '..'",
+                stream_id,
+            )
     if matched is None:
         prefixes = ", ".join(r.prefix for r in routes.routes)
         return json_error(

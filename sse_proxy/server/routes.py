@@ -26,7 +26,15 @@ from sse_proxy.errors import ConfigError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.obs.redact import hold_secret, redact_url
 
-__all__ = ["CLIENT_AUTH_HEADERS", "Route", "RouteTable", "join_upstream", "resolve_value"]
+__all__ = [
+    "CLIENT_AUTH_HEADERS",
+    "PathRefused",
+    "Route",
+    "RouteTable",
+    "join_upstream",
+    "resolve_dot_segments",
+    "resolve_value",
+]
 
 DEFAULT_ROUTE = "default"
 # What a client may send to authenticate to an LLM API; dropped with drop_client_auth.
@@ -34,6 +42,70 @@ CLIENT_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goo
 _REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _AUTH_QUERY = re.compile(r"(?:^|&)key=[^&]*")
+
+
+# A dot segment, or something an upstream may read as one: %2e for a dot (RFC 3986 2.3: the
+# same character), and a segment that hides "." or ".." behind %2f, %5c or a backslash
+# (servers that decode those, or treat "\\" as "/", would climb out of the base path).
+_MAYBE_DOT = re.compile(r"\.|%2[eE]")
+_ENCODED_DOT = re.compile(r"%2[eE]")
+_HIDDEN_SEP = re.compile(r"%2[fF]|%5[cC]|\\")
+
+
+class PathRefused(ValueError):
+    """A request target whose dot segments the proxy will not forward (a 400)."""
+
+
+def _dot_kind(segment: str) -> str | None:
+    """``"."`` or ``".."`` for a dot segment (its dots possibly percent-encoded), else None;
+    raises :class:`PathRefused` for a segment that hides one."""
+    plain = _ENCODED_DOT.sub(".", segment) if "%" in segment else segment
+    if plain in (".", ".."):
+        return plain
+    for piece in _HIDDEN_SEP.split(plain.replace("%25", "%")):
+        if piece.split(";", 1)[0] in (".", "..", "%2e", "%2E", "%2e%2e", "%2E%2E"):
+            raise PathRefused(
+                "the path hides a dot segment (behind an encoded slash or backslash, a "
+                "backslash or a ;parameter)"
+            )
+    return None
+
+
+def resolve_dot_segments(target: str) -> tuple[str, int | None]:
+    """``target`` (path and query) with its dot segments removed (RFC 3986 5.2.4), and the
+    shallowest depth a ``..`` reached (None when there was none; -1 when it tried to climb
+    above the root). The query is left as it is; a target without dot segments is
+    returned unchanged.
+    """
+    end = len(target)
+    for sep in "?#":
+        at = target.find(sep)
+        if 0 <= at < end:
+            end = at
+    path, rest = target[:end], target[end:]
+    if not _MAYBE_DOT.search(path) and "\\" not in path:
+        return target, None
+    segments = path[1:].split("/") if path.startswith("/") else path.split("/")
+    out: list[str] = []
+    low: int | None = None
+    changed = False
+    for i, segment in enumerate(segments):
+        dot = _dot_kind(segment)
+        if dot is None:
+            out.append(segment)
+            continue
+        changed = True
+        if dot == "..":
+            if out:
+                out.pop()
+                low = len(out) if low is None else min(low, len(out))
+            else:
+                low = -1
+        if i == len(segments) - 1:
+            out.append("")  # "/a/." and "/a/.." end in a slash (RFC 3986 5.2.4)
+    if not changed:
+        return target, None
+    return "/" + "/".join(out) + rest, low
 
 
 def join_upstream(base: str, target: str) -> str:
@@ -101,6 +173,11 @@ class Route:
     dialect: str
     headers: tuple[tuple[str, str], ...]
     drop_client_auth: bool
+
+    @property
+    def depth(self) -> int:
+        """How many path segments the prefix has (``/``: 0, ``/openai``: 1)."""
+        return len([s for s in self.prefix.split("/") if s])
 
     def url_for(self, rest: str) -> str:
         """The full upstream URL for the target left after the prefix was stripped."""
