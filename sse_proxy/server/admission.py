@@ -26,7 +26,6 @@ from sse_proxy.server.routes import PathRefused, resolve_dot_segments
 
 __all__ = [
     "RequestTooLarge",
-    "add_cors_headers",
     "admit",
     "chaos_allowed",
     "chaos_spec",
@@ -35,6 +34,7 @@ __all__ = [
     "json_error",
     "refuse_connect",
     "request_body",
+    "response_starts",
     "too_large",
 ]
 
@@ -72,8 +72,9 @@ def too_large(cfg: Config, stream_id: str) -> web.Response:
 # ---------------------------------------------------------------------- the front door
 # (the policy, and why: sse_proxy/hosts.py)
 
-_CORS_ORIGIN: Final = "sse_proxy.cors_origin"
-_EXPECTS_CONTINUE: Final = "sse_proxy.expects_continue"
+_CORS_ORIGIN: Final = web.RequestKey("cors_origin", str)
+_EXPECTS_CONTINUE: Final = web.RequestKey("expects_continue", bool)
+_ANSWERED: Final = web.RequestKey("answered", bool)
 _EXPOSED = ", ".join((STREAM_ID_HEADER, SEED_HEADER))
 
 
@@ -143,9 +144,11 @@ def _preflight(request: web.Request, origin: str) -> web.Response:
     return web.Response(status=204, headers=allow)
 
 
-async def add_cors_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: a response to an allowed origin says so (it replaces the
-    upstream's own CORS answer, which is about the upstream's origin, not the proxy's)."""
+async def response_starts(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: no ``100 Continue`` once an answer starts, and a response to
+    an allowed origin says so (it replaces the upstream's own CORS answer, which is about
+    the upstream's origin, not the proxy's)."""
+    request[_ANSWERED] = True
     origin = request.get(_CORS_ORIGIN)
     if origin is None:
         return
@@ -271,11 +274,11 @@ async def request_body(request: web.Request, limit: int) -> AsyncIterator[bytes]
     A client that expects ``100 Continue`` gets it here, when the upstream request first
     asks for the body (:func:`defer_continue`), unless an answer has started already.
     """
-    if request.get(_EXPECTS_CONTINUE) and not request.content.is_eof():
+    if request.get(_EXPECTS_CONTINUE) and not request.get(_ANSWERED):
+        request[_EXPECTS_CONTINUE] = False
         writer = request.writer
-        if not writer.output_size:
-            await writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            writer.output_size = 0  # as aiohttp's own expect handler: the answer is still to come
+        await writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        writer.output_size = 0  # as aiohttp's own expect handler: the answer is still to come
     seen = 0
     async for chunk in request.content.iter_any():
         seen += len(chunk)

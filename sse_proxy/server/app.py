@@ -16,11 +16,11 @@ from sse_proxy.inspect.web import REGISTRY, registry_for
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes, reserve_admin_prefix
 from sse_proxy.server.admission import (
-    add_cors_headers,
     admit,
     defer_continue,
     front_door,
     refuse_connect,
+    response_starts,
 )
 from sse_proxy.server.keys import (
     CONFIG,
@@ -60,7 +60,7 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
             "keepalive_timeout": config.keepalive_timeout,
         },
     )
-    app.on_response_prepare.append(add_cors_headers)
+    app.on_response_prepare.append(response_starts)
     app[CONFIG] = config
     app[METRICS] = metrics or Metrics(
         models=config.metrics_models, max_models=config.metrics_max_models
