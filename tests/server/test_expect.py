@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.net import port_of, raw_exchange
 from tests.support.stack import StartProxy
-from tests.support.upstreams import RawUpstream, UpstreamConn
+from tests.support.upstreams import Behaviour, RawUpstream, UpstreamConn
+
+StartUpstream = Callable[[Behaviour], Awaitable[RawUpstream]]
 
 BODY = b'{"model":"m","input":"' + b"x" * 200_000 + b'"}'
 
@@ -67,10 +70,10 @@ def _curl(url: str, body: Path) -> tuple[subprocess.CompletedProcess[str], float
 @pytest.mark.asyncio
 async def test_expect_100_continue_with_curl_through_an_upstream_that_sends_no_100(
     start: StartProxy,
-    raw_upstream: object,
+    raw_upstream: StartUpstream,
     tmp_path: Path,
 ) -> None:
-    upstream: RawUpstream = await raw_upstream(_read_body_then_answer)  # type: ignore[operator]
+    upstream = await raw_upstream(_read_body_then_answer)
     proxy = await start(upstream.url, idle_timeout=20)
     body = tmp_path / "body.json"
     body.write_bytes(BODY)
@@ -93,11 +96,11 @@ async def test_expect_100_continue_with_curl_through_an_upstream_that_sends_no_1
     ],
 )
 async def test_a_refusal_comes_instead_of_100_continue(
-    start: StartProxy, raw_upstream: object, extra: str, status: int
+    start: StartProxy, raw_upstream: StartUpstream, extra: str, status: int
 ) -> None:
     """A request refused from its head alone gets the refusal as its first answer: the
     client never sends the body."""
-    upstream: RawUpstream = await raw_upstream(_read_body_then_answer)  # type: ignore[operator]
+    upstream = await raw_upstream(_read_body_then_answer)
     proxy = await start(upstream.url)
     head = (
         "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
