@@ -23,6 +23,7 @@ from sse_proxy.inspect.html import esc, page, render_events, render_strip, rende
 from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.inspect.strip import analyse
 from sse_proxy.obs.console import console_value
+from sse_proxy.obs.redact import mask_chunks
 from sse_proxy.recording import encode_end, encode_header, encode_read
 
 __all__ = [
@@ -302,8 +303,9 @@ async def _stream_page(request: web.Request) -> web.Response:
     base = f"{cfg.admin_prefix}/ui"
     summary = record.summary
     complete = summary is not None and record.kept == record.received
+    chunks = mask_chunks(record.chunks)  # what the proxy holds never reaches the page
     analysis = analyse(
-        record.chunks,
+        chunks,
         dialect=None if cfg.dialect == "auto" else cfg.dialect,
         hint=record.hint,
         complete=False,
@@ -353,7 +355,7 @@ async def _stream_page(request: web.Request) -> web.Response:
 <h2 id="alerts">Alerts</h2><p>{esc(counts) or "none"}</p><ul>{alerts}</ul>
 <h2>Byte strip</h2>
 <p class="mut">The observed upstream bytes, cut where the proxy's reads ended.</p>
-{render_strip(record.body, analysis.strip, show_text=show)}
+{render_strip(b"".join(chunks), analysis.strip, show_text=show)}
 <h2>Reproduce</h2>{download}{_commands(record)}
 <h2>Text</h2>{text}
 <h2>Arrivals</h2>{render_timeline(record.reads)}
@@ -394,7 +396,7 @@ async def _download(request: web.Request) -> web.Response:
     ]
     kept = 0
     last = 0.0
-    for (t, _), chunk in zip(record.reads, record.chunks, strict=False):
+    for (t, _), chunk in zip(record.reads, mask_chunks(record.chunks), strict=False):
         parts.append(encode_read(t, chunk))
         kept += len(chunk)
         last = t
@@ -417,7 +419,7 @@ def open_stream(
     if registry is None:
         return None
     from sse_proxy.core import dialect_for_path
-    from sse_proxy.obs.redact import redact_headers, redact_url
+    from sse_proxy.obs.redact import redact_head, redact_url, scrub_held
 
     query = redact_url("?" + request.query_string)[1:] if request.query_string else ""
     return registry.open(
@@ -431,12 +433,12 @@ def open_stream(
             "method": request.method,
             "path": request.path,
             "query": query,
-            "headers": redact_headers(dict(request.headers)),
+            "headers": redact_head(request.headers),
         },
         response={
             "status": upstream.status,
-            "reason": upstream.reason,
-            "headers": redact_headers(dict(upstream.headers)),
+            "reason": scrub_held(upstream.reason or "") or upstream.reason,
+            "headers": redact_head(upstream.headers),
         },
         started=started,
     )

@@ -124,7 +124,7 @@ class _SseRelay:
         self.cfg = cfg
         self.metrics = ex.metrics
         self.log = log
-        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
+        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text)
         self.started = ex.started
         self.mode = mode = ex.mode
         self.reassembler = StreamReassembler(

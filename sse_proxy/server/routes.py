@@ -132,8 +132,12 @@ def join_upstream(base: str, target: str) -> str:
     return origin + joined + (sep + query if sep else "")
 
 
-def resolve_value(template: str, env: Mapping[str, str], where: str) -> str:
-    """A held header value: ``${NAME}`` from the environment, ``${file:PATH}`` from a file.
+def resolve_value(
+    template: str, env: Mapping[str, str], where: str, substituted: list[str] | None = None
+) -> str:
+    """A held header value: ``${NAME}`` from the environment, ``${file:PATH}`` from a file;
+    each value substituted is appended to ``substituted`` (they are secrets on their own: an
+    upstream may quote the bare key back, without the ``Bearer`` around it).
 
     Errors name the route, the header and the variable or file, never a value.
     """
@@ -149,12 +153,16 @@ def resolve_value(template: str, env: Mapping[str, str], where: str) -> str:
                 raise ConfigError(f"{where}: cannot read key file {str(path)!r}: {why}") from None
             if not value:
                 raise ConfigError(f"{where}: key file {str(path)!r} is empty")
+            if substituted is not None:
+                substituted.append(value)
             return value
         if not _ENV_NAME.fullmatch(ref):
             raise ConfigError(f"{where}: ${{{ref}}} is neither ${{NAME}} nor ${{file:PATH}}")
         found = env.get(ref)
         if not found:
             raise ConfigError(f"{where}: environment variable {ref} is not set or empty")
+        if substituted is not None:
+            substituted.append(found)
         return found
 
     value = _REFERENCE.sub(sub, template)
@@ -248,14 +256,16 @@ class RouteTable:
         routes: list[Route] = []
         for spec in specs:
             name = DEFAULT_ROUTE if spec.prefix == "/" and cfg.upstream else spec.prefix
+            pieces: list[str] = []
             headers = tuple(
                 (
                     header,
-                    resolve_value(value, env, f"route {spec.prefix!r}: header {header!r}"),
+                    resolve_value(value, env, f"route {spec.prefix!r}: header {header!r}", pieces),
                 )
                 for header, value in spec.headers
             )
-            for _, value in headers:
+            # the whole values and each value substituted into them: held, never shown
+            for value in (*(v for _, v in headers), *pieces):
                 hold_secret(value)
             routes.append(
                 Route(
