@@ -139,10 +139,12 @@ async def relay_websocket(
     request = ex.request
     log = ex.upstream_log
     max_msg_size = ex.cfg.max_request_body_bytes
-    proxy, proxy_headers = request.app[NETWORK].proxy_for(ex.url)
+    hop = request.app[NETWORK].proxy_for(ex.url)
     headers = request_headers_for_upstream(headers)
     for name in WS_HANDSHAKE_HEADERS:
         headers.popall(name, None)
+    if hop.request_headers:
+        headers.update(hop.request_headers)
     offered = request.headers.get("Sec-WebSocket-Protocol", "")
     protocols = tuple(p.strip() for p in offered.split(",") if p.strip())
     started = time.monotonic()
@@ -154,8 +156,8 @@ async def relay_websocket(
             autoclose=True,
             autoping=True,
             max_msg_size=max_msg_size,
-            proxy=proxy,
-            proxy_headers=proxy_headers,
+            proxy=hop.proxy,
+            proxy_headers=hop.proxy_headers,
             timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10.0),
             compress=0,
         )
