@@ -134,9 +134,7 @@ def _check_response(response: dict[str, Any]) -> None:
         if not _TOKEN.fullmatch(key):
             raise ValueError(f"response header name {key[:40]!r} is not a valid name")
         if not isinstance(value, str) or _CONTROL.search(value):
-            raise ValueError(
-                f"response header {key!r} holds a line break or a control character"
-            )
+            raise ValueError(f"response header {key!r} holds a line break or a control character")
 
 
 def load_capture(path: str | Path) -> Recording:

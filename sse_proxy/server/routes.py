@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from multidict import CIMultiDict
 
@@ -31,6 +31,7 @@ __all__ = [
     "PathRefused",
     "Route",
     "RouteTable",
+    "carries_credential",
     "join_upstream",
     "resolve_dot_segments",
     "resolve_value",
@@ -41,7 +42,13 @@ DEFAULT_ROUTE = "default"
 CLIENT_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_AUTH_QUERY = re.compile(r"(?:^|&)key=[^&]*")
+_CREDENTIAL_PROTOCOL = re.compile(r"(?i)key|token|secret|passw|auth|bearer")
+
+
+def carries_credential(protocol: str) -> bool:
+    """Whether a WebSocket subprotocol token carries a credential: its name (before the first
+    ``.``, the rest being the value) says so."""
+    return bool(_CREDENTIAL_PROTOCOL.search(protocol.split(".", 1)[0]))
 
 
 # A dot segment, or something an upstream may read as one: %2e for a dot (RFC 3986 2.3: the
@@ -201,12 +208,26 @@ class Route:
         return headers
 
     def strip_auth_query(self, target: str) -> str:
-        """``?key=...`` (Gemini's query-string key) dropped when client auth is dropped."""
+        """``?key=...`` (Gemini's query-string key) dropped when client auth is dropped,
+        however its name is written (``k%65y``, ``KEY``: an upstream decodes the name)."""
         if not self.drop_client_auth or "?" not in target:
             return target
         path, _, query = target.partition("?")
-        query = _AUTH_QUERY.sub("", query).lstrip("&")
+        kept = [
+            pair
+            for pair in query.split("&")
+            if unquote_plus(pair.partition("=")[0]).strip().lower() != "key"
+        ]
+        query = "&".join(kept).lstrip("&")
         return path + ("?" + query if query else "")
+
+    def client_protocols(self, offered: tuple[str, ...]) -> tuple[str, ...]:
+        """The WebSocket subprotocols to offer the upstream: with ``drop_client_auth``, not
+        those that carry a credential (a browser's only way to send a key on a WebSocket:
+        ``openai-insecure-api-key.sk-...``)."""
+        if not self.drop_client_auth:
+            return offered
+        return tuple(p for p in offered if not carries_credential(p))
 
     def describe(self, example: str) -> dict[str, object]:
         """What the startup line and health say about it (no header values)."""

@@ -26,6 +26,7 @@ from sse_proxy.server.admission import json_error
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import request_headers_for_upstream
 from sse_proxy.server.keys import NETWORK, SESSION
+from sse_proxy.server.routes import carries_credential
 
 __all__ = ["WS_HANDSHAKE_HEADERS", "is_websocket_upgrade", "relay_websocket"]
 
@@ -145,8 +146,8 @@ async def relay_websocket(
         headers.popall(name, None)
     if hop.request_headers:
         headers.update(hop.request_headers)
-    offered = request.headers.get("Sec-WebSocket-Protocol", "")
-    protocols = tuple(p.strip() for p in offered.split(",") if p.strip())
+    offered = ",".join(request.headers.getall("Sec-WebSocket-Protocol", []))
+    protocols = ex.route.client_protocols(tuple(p.strip() for p in offered.split(",") if p.strip()))
     started = time.monotonic()
     try:
         upstream = await request.app[SESSION].ws_connect(
@@ -218,8 +219,12 @@ async def relay_websocket(
         if not upstream.closed:
             with contextlib.suppress(Exception):
                 await upstream.close(code=WSCloseCode.GOING_AWAY)
+        protocol = upstream.protocol
         summary = {
-            "protocol": upstream.protocol,
+            # a subprotocol may carry a key (openai-insecure-api-key.sk-...): its name only
+            "protocol": protocol.split(".", 1)[0] + ".[redacted]"
+            if protocol and "." in protocol and carries_credential(protocol)
+            else protocol,
             "messages_to_upstream": to_upstream.messages,
             "messages_to_client": to_client.messages,
             "bytes_to_upstream": to_upstream.bytes,
