@@ -34,6 +34,9 @@ __all__ = [
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _REG_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
 _DOTTED = re.compile(r"[0-9.]+")
+# A name whose last label is a number is an IPv4 address to a browser's URL parser
+# (0x7f.1, 2130706433): it never sends one as written, and no resolver should guess.
+_ENDS_IN_NUMBER = re.compile(r"(?:^|\.)(?:[0-9]+|0[xX][0-9a-fA-F]*)\.?$")
 _PORT = re.compile(r"[0-9]{1,5}")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,31}")
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
@@ -101,7 +104,7 @@ def _parse_hostname(text: str) -> str | None:
             return str(ipaddress.IPv4Address(text))
         except ValueError:
             return None
-    if not _REG_NAME.fullmatch(text) or len(text) > 253:
+    if not _REG_NAME.fullmatch(text) or len(text) > 253 or _ENDS_IN_NUMBER.search(text):
         return None
     return text.lower().rstrip(".")
 
