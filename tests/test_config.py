@@ -280,6 +280,12 @@ def _clean_env(**extra: str) -> dict[str, str]:
         (["--upstream", "http://127.0.0.1:1", "--config", "/nonexistent/x.toml"], {}, "config"),
         ([], {}, "upstream"),
         (["--upstream", "http://127.0.0.1:1", "--mode", "bogus"], {}, "mode"),
+        # NaN and infinity (issue 18): one line, exit 2, never a 500 per request
+        (["--upstream", "http://127.0.0.1:1", "--idle-timeout", "nan"], {}, "finite"),
+        (["--upstream", "http://127.0.0.1:1", "--connect-timeout", "inf"], {}, "finite"),
+        (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_IDLE_TIMEOUT": "nan"}, "finite"),
+        (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_CONNECT_TIMEOUT": "-inf"}, "finite"),
+        (["--upstream", "http://127.0.0.1:1", "--allow-origin", "localhost:5173"], {}, "origin"),
     ],
 )
 def test_cli_bad_value_exits_2_with_one_line(
