@@ -22,7 +22,7 @@ from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES
-from sse_proxy.server.routes import PathRefused, resolve_dot_segments
+from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 
 __all__ = [
     "RequestTooLarge",
@@ -233,19 +233,13 @@ def admit(request: web.Request) -> Exchange | web.Response:
         return json_error(404, "not_found", "reserved sse-proxy path", None)
     routes = request.app[ROUTES]
     matched = routes.match(target)
-    if low is not None:
-        # the route the target names as written (before its dot segments went), and the
-        # one it resolves to: a '..' must leave neither
-        addressed = routes.match(raw_target) or matched
-        base = max(r[0].depth for r in (addressed, matched) if r is not None) if addressed else 0
-        if low < base:
-            named = addressed[0].prefix if addressed is not None else "/"
-            return json_error(
-                400,
-                "path_leaves_route",
-                f"the path climbs out of its route ({named}) with '..'",
-                stream_id,
-            )
+    if low is not None and (left := _left_route(routes, raw_target, matched, low)):
+        return json_error(
+            400,
+            "path_leaves_route",
+            f"the path climbs out of its route ({left}) with '..'",
+            stream_id,
+        )
     if matched is None:
         prefixes = ", ".join(r.prefix for r in routes.routes)
         return json_error(
@@ -266,6 +260,18 @@ def admit(request: web.Request) -> Exchange | web.Response:
         ctx=RequestContext.from_headers(request.headers, route.name),
         upstream_log=log.bind(route=route.name, upstream_url=redact_url(upstream_url)),
     )
+
+
+def _left_route(
+    routes: RouteTable, raw_target: str, matched: tuple[Route, str] | None, low: int
+) -> str | None:
+    """The prefix of the route a ``..`` climbed out of (``low``: the shallowest depth it
+    reached), or None: the route the target names as written and the one it resolves to
+    both count, and above the root is out of every route."""
+    for found in (routes.match(raw_target), matched):
+        if found is not None and low < found[0].depth:
+            return found[0].prefix
+    return "/" if low < 0 else None
 
 
 async def request_body(request: web.Request, limit: int) -> AsyncIterator[bytes]:
