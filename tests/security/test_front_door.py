@@ -19,7 +19,7 @@ from sse_proxy.config import Config
 from sse_proxy.hosts import FrontDoor, parse_host, parse_origin
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named
-from tests.support.net import port_of, raw_exchange, running_app, running_proxy
+from tests.support.net import free_port, port_of, raw_exchange, running_app, running_proxy
 from tests.support.stack import StartProxy
 from tests.support.upstreams import Seen, recording_app
 
@@ -193,6 +193,25 @@ async def test_a_websocket_upgrade_from_a_foreign_origin_is_refused() -> None:
             await ws.send_str("hello")
             assert (await ws.receive()).data == "hello"
     assert [h.get("Authorization") for h in seen] == [f"Bearer {KEY}"]
+
+
+@pytest.mark.asyncio
+async def test_the_admin_listener_has_the_front_door_too() -> None:
+    """With --admin-port, health, metrics and the inspector on their own listener are
+    behind the same front door (a rebound page must not read what streams there were)."""
+    seen: list[Seen] = []
+    admin = free_port()
+    async with (
+        running_app(recording_app(seen)) as upstream,
+        running_proxy(upstream, admin_port=admin, ui=True) as _proxy,
+    ):
+        for path in ("/_sse-proxy/health", "/_sse-proxy/metrics", "/_sse-proxy/ui"):
+            rebound = await raw_exchange(admin, _request("GET", path, f"attacker.invalid:{admin}"))
+            assert rebound.status == 421, (path, rebound)
+            foreign = await raw_exchange(admin, _request("GET", path, f"127.0.0.1:{admin}", CROSS))
+            assert foreign.status == 403, (path, foreign)
+            ok = await raw_exchange(admin, _request("GET", path, f"127.0.0.1:{admin}"))
+            assert ok.status == 200, (path, ok)
 
 
 # --------------------------------------------------------------- what still gets through
