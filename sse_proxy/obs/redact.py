@@ -66,26 +66,26 @@ class HeldSecrets:
     __slots__ = ("_values",)
 
     def __init__(self) -> None:
-        self._values: set[str] = set()
+        self._values: tuple[str, ...] = ()  # the longest first, see scrub
 
     def __bool__(self) -> bool:
         return bool(self._values)
 
     def hold(self, value: str) -> None:
         """Never log ``value``: every log line has it replaced, in any field, from now on."""
-        if len(value) >= 4:  # a shorter one would blank out ordinary words
-            self._values.add(value)
+        if len(value) >= 4 and value not in self._values:  # shorter: ordinary words go
+            self._values = tuple(sorted((*self._values, value), key=len, reverse=True))
 
     def scrub(self, text: str) -> str:
         """``text`` with every held value replaced (the longest first: a value that holds
         another, as ``Bearer KEY`` holds ``KEY``, goes whole)."""
-        for secret in sorted(self._values, key=len, reverse=True):
+        for secret in self._values:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
 
     def values(self) -> tuple[str, ...]:
-        return tuple(self._values)
+        return self._values
 
     def bytes_scrubber(self) -> HeldBytes | None:
         """A scrubber for a byte stream (a recording's reads), or None when nothing is held."""
