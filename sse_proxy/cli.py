@@ -211,7 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tc.add_argument("--chaos-k", type=int, default=3, help="random cuts per upstream chunk")
     tc.add_argument(
-        "--delay-ms", type=finite_float, default=0.0, help="chaos jitter before each cut-bearing write"
+        "--delay-ms",
+        type=finite_float,
+        default=0.0,
+        help="chaos jitter before each cut-bearing write",
     )
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
