@@ -47,9 +47,11 @@ USER 10001:10001
 ENV SSE_PROXY_HOST=0.0.0.0 \
     SSE_PROXY_PORT=8787 \
     SSE_PROXY_SHUTDOWN_GRACE=8
+# With SSE_PROXY_ADMIN_PORT=9787, health and metrics move to a listener of their own on
+# 9787 (publish it too: -p 127.0.0.1:9787:9787), and 8787 answers 404 under /_sse-proxy.
 EXPOSE 8787
-# `sse-proxy health` reads the effective settings (SSE_PROXY_CONFIG, SSE_PROXY_*), so a port
-# or admin prefix set in a mounted config file is the one it asks.
+# `sse-proxy health` reads the effective settings (SSE_PROXY_CONFIG, SSE_PROXY_*), so a port,
+# admin port or admin prefix set in a mounted config file is the one it asks.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["sse-proxy", "health", "--timeout", "3"]
 STOPSIGNAL SIGTERM

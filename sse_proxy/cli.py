@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from sse_proxy import __version__
-from sse_proxy.cli_serve import FILE, add_serve, run_serve
+from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
 from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
 from sse_proxy.names import MODES
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mock.add_argument(
         "--delay",
-        type=float,
+        type=finite_float,
         default=0.0,
         metavar="SECONDS",
         help="pause between writes, in seconds (default 0)",
@@ -162,10 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--chaos", metavar="STRATEGY", help="re-chunk, e.g. utf8 or random+crlf")
     replay.add_argument("--seed", type=int, help="chaos seed (default: a fresh one, printed)")
     pace = replay.add_mutually_exclusive_group()
-    pace.add_argument("--speed", type=float, default=1.0, help="timing factor (2 = twice as fast)")
+    pace.add_argument(
+        "--speed", type=finite_float, default=1.0, help="timing factor (2 = twice as fast)"
+    )
     pace.add_argument(
         "--no-timing", action="store_true", help="write the reads back to back, no pauses"
     )
+
+    expected = sub.add_parser(
+        "expected-text",
+        help="print the fixture's exact expected text (for test suites in any language)",
+        description="Print the exact text a correct client prints for the built-in mock's "
+        "stream of DIALECT, and nothing else (no newline added).",
+    )
+    expected.add_argument("--dialect", default="openai", choices=TEXT_DIALECTS)
 
     tc = sub.add_parser(
         "test-client",
@@ -198,12 +208,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="every two-way cut of the short fixture (default: when it is short)",
     )
-    tc.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
+    tc.add_argument("--timeout", type=finite_float, default=20.0, help="seconds per case")
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
     )
     tc.add_argument("--chaos-k", type=int, default=3, help="random cuts per upstream chunk")
-    tc.add_argument("--delay-ms", type=float, default=0.0, help="chaos jitter before each write")
+    tc.add_argument(
+        "--delay-ms",
+        type=finite_float,
+        default=0.0,
+        help="chaos jitter before each cut-bearing write",
+    )
     tc.add_argument("--report", metavar="FILE", help="write a JSON report")
     tc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     tc.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
@@ -221,14 +236,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="which failures make the exit non-zero: those of streams real providers send, "
         "those only the spec allows, or both (default)",
     )
+    tc.add_argument(
+        "--verbose",
+        action="store_true",
+        help="the long report: every failing group, the by-hand command, the diff",
+    )
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     health = sub.add_parser(
         "health",
         help="ask a running proxy whether it is healthy (exit 0) or not (exit 1)",
         description="GET <admin prefix>/health of the proxy that the same settings "
-        "describe (--config, else $SSE_PROXY_CONFIG; SSE_PROXY_PORT, SSE_PROXY_ADMIN_PREFIX "
-        "...), on loopback when it listens on every interface: a container's HEALTHCHECK.",
+        "describe (--config, else $SSE_PROXY_CONFIG; SSE_PROXY_PORT, SSE_PROXY_ADMIN_PORT, "
+        "SSE_PROXY_ADMIN_PREFIX ...), on loopback when it listens on every interface: a "
+        "container's HEALTHCHECK.",
     )
     _complete(
         health.add_argument(
@@ -237,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
         FILE,
     )
     health.add_argument("--url", help="ask this base URL instead, e.g. http://127.0.0.1:8787")
-    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+    health.add_argument(
+        "--timeout", type=finite_float, default=3.0, help="seconds to wait (default 3)"
+    )
 
     completion = sub.add_parser(
         "completion",
@@ -320,6 +343,12 @@ def _run(args: argparse.Namespace) -> int:
 
         print(shtab.complete(build_parser(), shell=args.shell), end="")
         return EXIT_OK
+    if args.command == "expected-text":
+        from sse_proxy.tools import fixtures
+
+        sys.stdout.buffer.write(fixtures.expected_text(args.dialect).encode("utf-8"))
+        sys.stdout.flush()
+        return EXIT_OK
     raise AssertionError(args.command)  # pragma: no cover - argparse rejects the rest
 
 
@@ -350,6 +379,7 @@ def _test_client(args: argparse.Namespace) -> int:
         html=args.html,
         tools=args.tools,
         fail_on=_fail_on(args.fail_on),
+        verbose=args.verbose,
     )
     return run_test_client(options)
 

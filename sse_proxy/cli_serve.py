@@ -9,6 +9,7 @@ file; a flag left out is ``None`` here, so the lower sources decide (see
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -16,7 +17,15 @@ from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.names import MODES
 from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
 
-__all__ = ["DIRECTORY", "FILE", "SERVE_EPILOG", "SERVE_FLAGS", "add_serve", "run_serve"]
+__all__ = [
+    "DIRECTORY",
+    "FILE",
+    "SERVE_EPILOG",
+    "SERVE_FLAGS",
+    "add_serve",
+    "finite_float",
+    "run_serve",
+]
 
 # shtab's completion actions for paths (shtab.FILE and shtab.DIRECTORY), spelled out so the
 # parser does not import shtab unless `sse-proxy completion` runs; a test compares them.
@@ -49,16 +58,24 @@ examples:
   sse-proxy serve --config sse-proxy.toml --ui
       settings from a file; the live inspector at http://127.0.0.1:8787/_sse-proxy/ui
   SSE_PROXY_UPSTREAM=https://api.openai.com sse-proxy serve --workers 2 --log-format json
+  sse-proxy serve --upstream https://api.openai.com --admin-port 9787 --strict-end
+      health and metrics on port 9787 only (404 on 8787); a stream cut short upstream
+      reaches the client as a broken body, so its SDK raises instead of half-answering
 
 Every flag is also SSE_PROXY_<NAME> in the environment and <name> in the config file
 (flags > environment > config file > defaults); config/sse-proxy.toml lists them all.
-Health: <admin prefix>/health; metrics: <admin prefix>/metrics (prefix /_sse-proxy).
+Health: <admin prefix>/health; metrics: <admin prefix>/metrics (prefix /_sse-proxy),
+on --port, or with --admin-port N on a listener of their own (and 404 on --port).
 """
 
 SERVE_FLAGS = (
     "upstream",
     "host",
     "port",
+    "admin_port",
+    "admin_host",
+    "allowed_hosts",
+    "allow_origins",
     "mode",
     "chaos",
     "seed",
@@ -74,6 +91,9 @@ SERVE_FLAGS = (
     "idle_timeout",
     "total_timeout",
     "shutdown_grace",
+    "strict_end",
+    "request_head_timeout",
+    "keepalive_timeout",
     "log_format",
     "log_level",
     "log_text",
@@ -99,6 +119,17 @@ SERVE_FLAGS = (
 """The serve flags' Config fields, in the order the help lists them."""
 
 _D = Config()
+
+
+def finite_float(text: str) -> float:
+    """A number argparse accepts, minus ``nan`` and ``inf`` (no setting means either)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
+    return value
 
 
 def _complete(action: argparse.Action, kind: dict[str, str]) -> None:
@@ -195,6 +226,18 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     add("--host", metavar="ADDR", help=f"listen address (default {_D.host}: loopback only)")
     add("--port", type=int, metavar="N", help=f"listen port (default {_D.port}; 0 = any free)")
     add(
+        "--admin-port",
+        type=int,
+        metavar="N",
+        help="serve health, metrics and the inspector on this port of their own, not on "
+        "--port (default: on --port); it stays up through the drain after SIGTERM",
+    )
+    add(
+        "--admin-host",
+        metavar="ADDR",
+        help="listen address of --admin-port (default: --host's)",
+    )
+    add(
         "--workers",
         type=int,
         metavar="N",
@@ -203,10 +246,42 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     add("--loop", choices=LOOPS, help="event loop (default auto: uvloop where installed)")
     add(
         "--shutdown-grace",
-        type=float,
+        type=finite_float,
         metavar="SECONDS",
         help=_seconds(
             "shutdown_grace", "after SIGTERM, how long streams may finish", "cut them at once"
+        ),
+    )
+    door = serve.add_argument_group("the front door (who may call the proxy)")
+    door.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="serve requests for this Host besides the loopback names and addresses "
+        "(.domain: it and the names under it; *: any Host); others get 421 (repeatable; "
+        "default none)",
+    )
+    door.add_argument(
+        "--allow-origin",
+        dest="allow_origins",
+        action="append",
+        metavar="ORIGIN",
+        help="let web pages of this origin call the proxy, e.g. http://localhost:5173; "
+        "other pages get 403 (repeatable; default none)",
+    )
+    door.add_argument(
+        "--request-head-timeout",
+        type=finite_float,
+        metavar="SECONDS",
+        help=_seconds("request_head_timeout", "how long a request head may take to arrive"),
+    )
+    door.add_argument(
+        "--keepalive-timeout",
+        type=finite_float,
+        metavar="SECONDS",
+        help=_seconds(
+            "keepalive_timeout", "how long an idle client connection is kept", "no keep-alive"
         ),
     )
     modes = serve.add_argument_group("what the client receives")
@@ -237,9 +312,17 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     modes.add_argument(
         "--delay-ms",
-        type=float,
+        type=finite_float,
         metavar="MS",
         help=f"jitter before each chaos write, in ms (default {_D.delay_ms:g})",
+    )
+    modes.add_argument(
+        "--strict-end",
+        action="store_true",
+        default=None,
+        help="end a stream that the upstream ended without its terminal marker, mid-frame or "
+        "with an error event as a broken body (no final chunk), so the client's HTTP library "
+        "raises (default off: such a body ends normally)",
     )
     modes.add_argument(
         "--allow-chaos-header",
@@ -272,33 +355,33 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         )
     obs.add_argument(
         "--max-decompressed-ratio",
-        type=float,
+        type=finite_float,
         metavar="X",
         help="stop observing a compressed body that expands more than X times "
         f"(default {_D.max_decompressed_ratio:g})",
     )
     obs.add_argument(
         "--stall-threshold",
-        type=float,
+        type=finite_float,
         metavar="SECONDS",
         help=_seconds("stall_threshold", "a gap between events that logs sse.stall", "off"),
     )
     timeouts = serve.add_argument_group("timeouts toward the upstream")
     timeouts.add_argument(
         "--connect-timeout",
-        type=float,
+        type=finite_float,
         metavar="SECONDS",
         help=_seconds("connect_timeout", "to connect"),
     )
     timeouts.add_argument(
         "--idle-timeout",
-        type=float,
+        type=finite_float,
         metavar="SECONDS",
         help=_seconds("idle_timeout", "longest gap between two upstream reads"),
     )
     timeouts.add_argument(
         "--total-timeout",
-        type=float,
+        type=finite_float,
         metavar="SECONDS",
         help=_seconds("total_timeout", "longest whole response"),
     )

@@ -37,7 +37,12 @@ CONFIG_ENV = "SSE_PROXY_CONFIG"
 # command it runs, and SSE_PROXY_CONFIG names the file; seeing them is no misspelling.
 _ENV_NOT_SETTINGS = frozenset({"URL", "STREAM_URL", "STREAM_BODY", "CASE", "CONFIG"})
 # Settings whose flag is spelled otherwise (repeatable flags are singular).
-_FLAG_NAMES = {"routes": "route", "upstream_headers": "upstream_header"}
+_FLAG_NAMES = {
+    "routes": "route",
+    "upstream_headers": "upstream_header",
+    "allowed_hosts": "allowed_host",
+    "allow_origins": "allow_origin",
+}
 # Precedence ranks of the sources, low to high.
 _RANKS = {"default": 0, "file": 1, "env": 2, "flag": 3}
 _ROUTE_KEYS = ("upstream", "dialect", "headers", "drop_client_auth")
@@ -142,6 +147,20 @@ def _parse_headers(value: Any) -> tuple[tuple[str, str], ...]:
     raise ValueError(value)
 
 
+def _parse_names(value: Any, *, strip_slash: bool = False) -> tuple[str, ...]:
+    """A list of names from flags or the file, or one string (comma or space separated)."""
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,\s]+", value) if v]
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(value)
+    names = [v.strip() for v in value if v.strip()]
+    if strip_slash:  # "http://localhost:5173/" as copied from an address bar
+        names = [v[:-1] if v.endswith("/") and v.count("/") == 3 else v for v in names]
+    return tuple(names)
+
+
 def _field_types() -> dict[str, str]:
     return {f.name: str(f.type) for f in fields(Config)}
 
@@ -169,6 +188,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return _parse_routes(value)
         if name == "upstream_headers":
             return _parse_headers(value)
+        if kind == "tuple[str, ...]":
+            return _parse_names(value, strip_slash=name == "allow_origins")
         if kind == "float":
             if isinstance(value, bool):
                 raise ValueError(value)
@@ -186,6 +207,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             "str": "a string",
             "tuple[RouteSpec, ...]": "PREFIX=URL routes (or a [routes] table in the file)",
             "tuple[tuple[str, str], ...]": "'Name: value' headers (or a table in the file)",
+            "tuple[str, ...]": "a list of names (comma-separated in the environment)",
         }.get(kind, f"a {kind}")
         if name in _FLAG_NAMES:  # may hold a literal key: never echoed
             raise ConfigError(f"{source}: {name} must be {expected}{detail}") from None

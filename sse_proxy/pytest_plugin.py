@@ -14,7 +14,11 @@ front of it, for one test, and hands the test the URLs to point its client at::
         client = OpenAI(base_url=sse_chaos_proxy.openai_base_url, api_key="test")
         stream = client.chat.completions.create(model="m", messages=[], stream=True)
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-        assert text == sse_chaos_proxy.expected_text("openai")
+        sse_chaos_proxy.assert_text(text, "openai")  # fails with the diagnosis
+
+``assert_text`` fails the test with test-client's diagnosis (the bug family, the fix, how
+to rerun it) and says how many of the stream's cuts reached the client as reads of their
+own; ``.delivery`` holds that count.
 
 A parameter is ``"utf8"``, ``"random:7"`` (strategy and seed) or ``"utf8+crlf:3"``; the
 marker ``@pytest.mark.sse_chaos("bytewise", seed=7)`` sets the same without parametrizing.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import shlex
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +44,7 @@ import pytest
 if TYPE_CHECKING:
     from sse_proxy.rechunk.spec import ChaosSpec
     from sse_proxy.tools.stack import Stack
+    from sse_proxy.tools.testclient.watch import CaseWatch, Delivered
 
 __all__ = ["SSEChaosProxy", "chaos_proxy", "sse_chaos_proxy", "sse_chaos_strategies"]
 
@@ -108,6 +114,8 @@ class SSEChaosProxy:
     upstream_url: str
     spec: ChaosSpec
     _server: _ServerThread | None = field(default=None, repr=False)
+    nodeid: str | None = None
+    """The test using it (the fixture sets it): the rerun command names it."""
 
     @property
     def strategy(self) -> str:
@@ -147,6 +155,57 @@ class SSEChaosProxy:
 
         return fixtures.expected_text(dialect)
 
+    @property
+    def delivery(self) -> Delivered | None:
+        """The cuts of the streams so far, and how many reached the client as reads of
+        their own (``str()``: "115 of 115 cuts read apart"); None before any stream."""
+        watch = self._server.watch if self._server is not None else None
+        return None if watch is None else watch.delivered()
+
+    def assert_text(self, text: str, dialect: str = "openai", *, exit_code: int = 0) -> None:
+        """Fail the test unless ``text`` is the exact expected text, with test-client's
+        diagnosis: the bug family and why, the spec rule, the fix, and how to rerun it.
+
+        ``exit_code``: give a non-zero value when the code under test reported an error.
+        """
+        expected = self.expected_text(dialect)
+        if text == expected and exit_code == 0:
+            return
+        pytest.fail(self._failure(text, expected, exit_code), pytrace=False)
+
+    def _failure(self, text: str, expected: str, exit_code: int) -> str:
+        from sse_proxy.tools.testclient.diagnose import diagnose, first_difference
+        from sse_proxy.tools.testclient.hints import hint_for
+
+        watch = self._server.watch if self._server is not None else None
+        found = diagnose(
+            expected,
+            text,
+            exit_code=exit_code,
+            timed_out=False,
+            strategy="+".join(self.spec.strategies) or None,
+            final_bytes=None if watch is None else watch.final_bytes(),
+        )
+        got = self.delivery
+        lines = [
+            f"sse_chaos_proxy: the text is not the expected one ({self.strategy} "
+            f"seed={self.seed}{f'; {got}' if got is not None else ''})"
+        ]
+        if found is not None:
+            lines.append(f"  diagnosis: {found.family}: {found.reason}")
+            if found.rule:
+                lines.append(f"  spec rule: {found.rule}")
+            hint = hint_for(found.family, "python")
+            if hint:
+                lines.append(f"  fix (python): {hint}")
+        if self.nodeid:
+            lines.append(f"  reproduce: pytest {shlex.quote(self.nodeid)}")
+        lines.append(
+            f'  by hand:   with chaos_proxy("{self.strategy}", seed={self.seed}) as p: ...'
+        )
+        lines.append(f"  first difference {first_difference(expected, text)}")
+        return "\n".join(lines)
+
     def chaos_header(self, strategy: str, seed: int | None = None) -> dict[str, str]:
         """Headers that switch one request to another strategy (and seed)."""
         from sse_proxy.names import CHAOS_HEADER
@@ -163,12 +222,17 @@ class _ServerThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stack: Stack | None = None
+        self.watch: CaseWatch | None = None
 
     async def _up(self) -> tuple[str, str]:
+        from sse_proxy.server.keys import STREAM_TAPS
+        from sse_proxy.tools.lockstep import Lockstep
         from sse_proxy.tools.stack import start_stack
+        from sse_proxy.tools.testclient.watch import CaseWatch
 
         self._stack = await start_stack(
             mock_seed=self.spec.seed,
+            lockstep=Lockstep(),  # the proxy reads the mock's writes apart: same seed, same cuts
             mode="chaos",
             chaos=self.spec.strategy,
             seed=self.spec.seed,
@@ -176,6 +240,9 @@ class _ServerThread:
             delay_ms=self.spec.delay_ms,
             allow_chaos_header=True,
         )
+        if self._stack._proxy is not None:
+            self.watch = CaseWatch()
+            self._stack._proxy.app[STREAM_TAPS].append(self.watch.tap)
         return self._stack.url, self._stack.upstream_url
 
     async def _down(self) -> None:
@@ -280,6 +347,7 @@ def sse_chaos_proxy(request: pytest.FixtureRequest) -> Iterator[SSEChaosProxy]:
             seed = param_seed if param_seed is not None else seed
         cm = chaos_proxy(strategy, seed, **options)
         proxy = cm.__enter__()
+        proxy.nodeid = request.node.nodeid
     except (ProxyError, ValueError) as exc:
         problem = f"sse_chaos_proxy: {exc}"
     if problem is not None:

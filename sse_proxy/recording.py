@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ __all__ = [
 
 FORMAT = "sse-proxy-recording"
 VERSION = 1
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what no header value or reason holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +104,37 @@ def load_recording(path: str | Path) -> Recording:
                 reads.append((float(item["t"]), base64.b64decode(item["data"], validate=True)))
             elif "end" in item:
                 end = str(item["end"])
+        response = dict(head.get("response") or {})
+        _check_response(response)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         reason = type(exc).__name__ if isinstance(exc, RecursionError) else exc
         raise UsageError(f"{name!r} is not a valid sse-proxy recording: {reason}") from None
     return Recording(
         request=dict(head.get("request") or {}),
-        response=dict(head.get("response") or {}),
+        response=response,
         reads=tuple(reads),
         end=end,
         meta={k: v for k, v in head.items() if k not in ("request", "response")},
     )
+
+
+def _check_response(response: dict[str, Any]) -> None:
+    """A response head that can be sent again as it is: refused here, when the recording is
+    loaded, rather than failing every request it would answer."""
+    status = response.get("status", 200)
+    if type(status) is not int or not 100 <= status <= 599:
+        raise ValueError(f"response status {status!r} is not 100..599")
+    reason = response.get("reason")
+    if reason is not None and (not isinstance(reason, str) or _CONTROL.search(reason)):
+        raise ValueError("the response reason holds a line break or a control character")
+    headers = response.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise ValueError("response headers are not an object")
+    for key, value in headers.items():
+        if not _TOKEN.fullmatch(key):
+            raise ValueError(f"response header name {key[:40]!r} is not a valid name")
+        if not isinstance(value, str) or _CONTROL.search(value):
+            raise ValueError(f"response header {key!r} holds a line break or a control character")
 
 
 def load_capture(path: str | Path) -> Recording:

@@ -7,9 +7,10 @@ environment variable ``SSE_PROXY_<NAME>`` and, for the common ones, a ``serve`` 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,6 +74,10 @@ class Config:
     upstream: str = ""
     host: str = "127.0.0.1"
     port: int = 8787
+    admin_port: int | None = None
+    admin_host: str = ""
+    allowed_hosts: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()
     mode: str = "passthrough"
     chaos: str = "random"
     seed: int | None = None
@@ -90,6 +95,9 @@ class Config:
     idle_timeout: float = 300.0
     total_timeout: float = 0.0
     shutdown_grace: float = 10.0
+    strict_end: bool = False
+    request_head_timeout: float = 20.0
+    keepalive_timeout: float = 75.0
     admin_prefix: str = ADMIN_PREFIX
     log_format: str = "auto"
     log_level: str = "info"
@@ -124,6 +132,14 @@ class Config:
     def upstream_base(self) -> str:
         return self.upstream.rstrip("/")
 
+    @property
+    def admin_listen_host(self) -> str:
+        """Where the admin listener binds (``admin_port`` set): ``admin_host``, else ``host``."""
+        return self.admin_host or self.host
+
+
+_FLOAT_FIELDS = tuple(f.name for f in fields(Config) if str(f.type) == "float")
+
 
 def _validate(cfg: Config) -> None:
     def bad(name: str, why: str) -> ConfigError:
@@ -144,6 +160,13 @@ def _validate(cfg: Config) -> None:
         _check_header_name(name, "upstream_headers")
     if not 0 <= cfg.port <= 65535:
         raise bad("port", "must be 0..65535")
+    if cfg.admin_port is not None:
+        if not 0 <= cfg.admin_port <= 65535:
+            raise bad("admin_port", "must be 0..65535")
+        if cfg.admin_port == cfg.port != 0:
+            raise bad("admin_port", f"must differ from port ({cfg.port}): a listener of its own")
+    elif cfg.admin_host:
+        raise SettingError("admin_host", "admin_host: needs admin_port (got a host alone)")
     if cfg.mode not in MODES:
         raise bad("mode", f"must be one of {', '.join(MODES)}")
     if cfg.log_format not in LOG_FORMATS:
@@ -166,13 +189,20 @@ def _validate(cfg: Config) -> None:
     ):
         if getattr(cfg, name) < 1:
             raise bad(name, "must be at least 1")
-    if not cfg.max_decompressed_ratio >= 1:  # also refuses NaN
+    for name in _FLOAT_FIELDS:
+        # NaN passes every comparison below it (and then fails every request); infinity
+        # is no timeout a timer can arm: both are refused here, at startup.
+        if not math.isfinite(getattr(cfg, name)):
+            raise bad(name, "must be a finite number")
+    if not cfg.max_decompressed_ratio >= 1:
         raise bad("max_decompressed_ratio", "must be at least 1")
     for name in (
         "connect_timeout",
         "idle_timeout",
         "total_timeout",
         "shutdown_grace",
+        "request_head_timeout",
+        "keepalive_timeout",
         "delay_ms",
         "stall_threshold",
     ):
@@ -182,6 +212,10 @@ def _validate(cfg: Config) -> None:
         raise bad("worker_max_restarts", "must not be negative")
     if not cfg.worker_restart_window > 0:  # also refuses NaN
         raise bad("worker_restart_window", "must be above 0 seconds")
+    for entry in cfg.allowed_hosts:
+        _check_allowed_host(entry)
+    for entry in cfg.allow_origins:
+        _check_origin(entry)
     if cfg.metrics_max_models < 0:
         raise bad("metrics_max_models", "must not be negative")
     if cfg.otlp_endpoint:
@@ -217,6 +251,34 @@ def _check_upstream_url(url: str, name: str, bad: Any) -> None:
 
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _check_allowed_host(entry: str) -> None:
+    """A host name or address the front door serves besides loopback: ``name``, ``.domain``
+    (the domain and every name under it) or ``*`` (any Host: the check is off)."""
+    from sse_proxy.hosts import parse_host
+
+    if entry == "*":
+        return
+    name = entry[1:] if entry.startswith(".") else entry
+    parsed = parse_host(name)
+    if parsed is None or parsed.port is not None:
+        raise SettingError(
+            "allowed_hosts",
+            f"allowed_hosts: {entry!r} is not a host name or address "
+            "(a name, .domain, an IP address or *; no port, no scheme)",
+        )
+
+
+def _check_origin(entry: str) -> None:
+    from sse_proxy.hosts import parse_origin
+
+    if parse_origin(entry) is None:
+        raise SettingError(
+            "allow_origins",
+            f"allow_origins: {entry!r} is not an origin (scheme://host[:port], "
+            "e.g. http://localhost:5173, no path)",
+        )
 
 
 def _check_header_name(name: str, where: str) -> None:

@@ -34,20 +34,25 @@ def test_documented_file_equals_the_defaults() -> None:
 
 
 def test_documented_file_lists_every_setting() -> None:
-    """Every Config field has a line in the documented file (seed commented out: unset)."""
+    """Every Config field has a line in the documented file (seed and admin_port commented
+    out: unset)."""
     table = tomllib.loads(DOCUMENTED.read_text(encoding="utf-8"))["sse-proxy"]
     text = DOCUMENTED.read_text(encoding="utf-8")
     missing = [name for name in FIELDS if name not in table]
-    assert missing == ["seed", "routes"]
+    assert missing == ["admin_port", "seed", "routes"]
     assert "# [routes]" in text
     assert "# seed = " in text
+    assert "# admin_port = " in text
     assert set(table) <= set(FIELDS)
     for name, value in table.items():
         if name == "upstream_headers":  # a table in the file, pairs in Config
             assert value == {}
             assert Config().upstream_headers == ()
             continue
-        assert value == getattr(Config(), name), name
+        default = getattr(Config(), name)
+        if isinstance(value, list):  # a list in the file, a tuple in Config
+            default = list(default)
+        assert value == default, name
 
 
 def test_defaults() -> None:
@@ -149,7 +154,18 @@ BAD_FLAGS: list[tuple[dict[str, Any], list[str]]] = [
     ({"max_request_body_bytes": 0}, ["max_request_body_bytes"]),
     ({"max_alerts_per_kind": 0}, ["max_alerts_per_kind"]),
     ({"max_decompressed_ratio": 0.5}, ["max_decompressed_ratio", "at least 1"]),
-    ({"max_decompressed_ratio": "nan"}, ["max_decompressed_ratio", "at least 1"]),
+    ({"max_decompressed_ratio": "nan"}, ["max_decompressed_ratio", "finite"]),
+    ({"idle_timeout": "nan"}, ["--idle-timeout", "idle_timeout", "finite", "nan"]),
+    ({"connect_timeout": "NaN"}, ["--connect-timeout", "finite"]),
+    ({"total_timeout": "inf"}, ["total_timeout", "finite", "inf"]),
+    ({"stall_threshold": "-inf"}, ["stall_threshold", "finite"]),
+    ({"delay_ms": "nan"}, ["delay_ms", "finite"]),
+    ({"request_head_timeout": "nan"}, ["request_head_timeout", "finite"]),
+    ({"keepalive_timeout": -1}, ["keepalive_timeout", "negative"]),
+    ({"allowed_hosts": ["evil.example:80"]}, ["--allowed-host", "not a host name"]),
+    ({"allowed_hosts": ["http://x"]}, ["allowed_hosts", "no scheme"]),
+    ({"allow_origins": ["localhost:5173"]}, ["--allow-origin", "not an origin"]),
+    ({"allow_origins": ["http://localhost:5173/app"]}, ["allow_origins", "no path"]),
     ({"max_decompressed_bytes": 0}, ["max_decompressed_bytes", "at least 1"]),
     ({"workers": 0}, ["workers"]),
     ({"idle_timeout": -1}, ["idle_timeout", "negative"]),
@@ -264,6 +280,12 @@ def _clean_env(**extra: str) -> dict[str, str]:
         (["--upstream", "http://127.0.0.1:1", "--config", "/nonexistent/x.toml"], {}, "config"),
         ([], {}, "upstream"),
         (["--upstream", "http://127.0.0.1:1", "--mode", "bogus"], {}, "mode"),
+        # NaN and infinity (issue 18): one line, exit 2, never a 500 per request
+        (["--upstream", "http://127.0.0.1:1", "--idle-timeout", "nan"], {}, "finite"),
+        (["--upstream", "http://127.0.0.1:1", "--connect-timeout", "inf"], {}, "finite"),
+        (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_IDLE_TIMEOUT": "nan"}, "finite"),
+        (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_CONNECT_TIMEOUT": "-inf"}, "finite"),
+        (["--upstream", "http://127.0.0.1:1", "--allow-origin", "localhost:5173"], {}, "origin"),
     ],
 )
 def test_cli_bad_value_exits_2_with_one_line(
@@ -400,3 +422,32 @@ def test_sse_proxy_config_names_the_file(tmp_path: Path) -> None:
     assert not [n for n in notes if n.event == "config.unknown_env"]  # not a misspelling
     with pytest.raises(ConfigError, match=r"nope\.toml"):
         load_config(env={"SSE_PROXY_CONFIG": str(tmp_path / "nope.toml")})
+
+
+def test_nan_from_the_environment_and_the_file_is_refused(tmp_path: Path) -> None:
+    """NaN and infinity are refused wherever they come from, naming the source (issue 18)."""
+    with pytest.raises(ConfigError, match=r"environment SSE_PROXY_IDLE_TIMEOUT.*finite"):
+        load_config(env={"SSE_PROXY_IDLE_TIMEOUT": "nan"})
+    path = _write(tmp_path, "[sse-proxy]\nconnect_timeout = inf\n")
+    with pytest.raises(ConfigError, match=r"c\.toml.*connect_timeout.*finite"):
+        load_config(path=path)
+
+
+def test_front_door_settings_from_flags_env_and_file(tmp_path: Path) -> None:
+    """allowed_hosts and allow_origins: repeatable flags, a comma list in the environment,
+    a list in the file (an origin's trailing slash, as copied from an address bar, dropped)."""
+    flags = load_config(
+        flags={"allowed_hosts": ["sidecar", ".corp.example"], "allow_origins": ["http://a:1/"]}
+    )
+    assert flags.allowed_hosts == ("sidecar", ".corp.example")
+    assert flags.allow_origins == ("http://a:1",)
+    env = load_config(
+        env={
+            "SSE_PROXY_ALLOWED_HOSTS": "sidecar, 10.0.0.7",
+            "SSE_PROXY_ALLOW_ORIGINS": "http://localhost:5173 https://app.example",
+        }
+    )
+    assert env.allowed_hosts == ("sidecar", "10.0.0.7")
+    assert env.allow_origins == ("http://localhost:5173", "https://app.example")
+    path = _write(tmp_path, '[sse-proxy]\nallowed_hosts = ["*"]\nallow_origins = []\n')
+    assert load_config(path=path).allowed_hosts == ("*",)

@@ -30,6 +30,11 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--repeat",
         "--rm",  # docker run
         "--stop-timeout",
+        "--test",  # node --test, in docs/javascript.md
+        "--test-name-pattern",
+        "--save-dev",  # npm install
+        "--allow-net",  # deno run
+        "--allow-env",
     }
 )
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)

@@ -293,3 +293,57 @@ def test_the_captured_log_of_a_failing_test_is_json_lines(tmp_path: Path) -> Non
     assert "Captured stdout call" not in out  # nothing on the user's stdout
     for repr_only in ("=None", "=False", "=True", "{'"):
         assert repr_only not in captured, repr_only
+
+
+@pytest.mark.sse_chaos("utf8", seed=2)
+def test_every_cut_of_a_stream_reaches_the_client_apart(sse_chaos_proxy: SSEChaosProxy) -> None:
+    """httpx reading the stream: each character's cut is read apart, and the fixture says
+    how many (the count the assertion helper prints)."""
+    text, _ = _read_text(sse_chaos_proxy, "openai")
+    sse_chaos_proxy.assert_text(text, "openai")
+    got = sse_chaos_proxy.delivery
+    assert got is not None
+    assert got.cuts >= 90
+    assert got.read_apart == got.cuts
+    assert str(got) == f"{got.cuts} of {got.cuts} cuts read apart"
+
+
+def test_the_assertion_helper_fails_with_the_diagnosis_fix_and_rerun(tmp_path: Path) -> None:
+    """A client that decodes each read on its own, in a user's suite: the failure names the
+    bug family, the fix, the cuts read apart and the command that reruns it, not a diff."""
+    (tmp_path / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import httpx
+            import pytest
+
+            @pytest.mark.parametrize("sse_chaos_proxy", ["utf8:3"], indirect=True)
+            def test_stream(sse_chaos_proxy):
+                text = ""
+                body = sse_chaos_proxy.stream_body("text")
+                with httpx.stream("POST", sse_chaos_proxy.stream_url("text"), json=body) as r:
+                    buf = ""
+                    for chunk in r.iter_raw():
+                        buf += chunk.decode("utf-8", "replace")  # the bug: per read
+                    for line in buf.splitlines():
+                        if line.startswith("data: "):
+                            text += line[6:]
+                sse_chaos_proxy.assert_text(text, "text")
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+    out = proc.stdout.decode()
+    assert "1 failed" in out, out
+    assert "diagnosis: character boundary:" in out
+    assert "fix (python): decode with one codecs.getincrementaldecoder" in out
+    assert "reproduce: pytest 'test_user.py::test_stream[utf8:3]'" in out
+    assert "cuts read apart" in out
+    assert "assert '" not in out  # no string diff from pytest

@@ -18,6 +18,7 @@ from typing import Any
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.inspect.strip import AlertMark, alert_marks
+from sse_proxy.obs.redact import scrub_held_value
 
 __all__ = ["Registry", "StreamRecord"]
 
@@ -84,8 +85,9 @@ class StreamRecord:
             self.registry.publish(self)
 
     def finish(self, summary: dict[str, Any]) -> None:
-        """The stream's ``stream.summary`` fields (message text is dropped here)."""
-        self.summary = {k: v for k, v in summary.items() if k != "text"}
+        """The stream's ``stream.summary`` fields (message text is dropped here, and what
+        the proxy holds: an upstream may quote a key back as a model name or an id)."""
+        self.summary = {k: scrub_held_value(v) for k, v in summary.items() if k != "text"}
         if isinstance(self.summary.get("alerts"), dict):
             self.alert_counts = dict(self.summary["alerts"])
         if self.registry is not None:

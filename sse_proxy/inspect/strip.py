@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sse_proxy.core import StreamReassembler
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.events import SSEEvent
+from sse_proxy.obs.redact import scrub_held
 
 __all__ = [
     "AlertMark",
@@ -137,7 +138,7 @@ def cut_chars(data: bytes, boundaries: Iterable[int]) -> tuple[CutChar, ...]:
 def _detail(alert: Alert) -> str:
     skip = {"byte_offset", "preview", "message"}
     parts = [f"{k}={v}" for k, v in alert.fields().items() if k not in skip]
-    return ", ".join(parts)
+    return scrub_held(", ".join(parts))
 
 
 def alert_marks(alerts: Iterable[Alert], end: int) -> tuple[AlertMark, ...]:

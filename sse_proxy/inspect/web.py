@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import time
 from typing import Any
@@ -19,10 +18,12 @@ from typing import Any
 from aiohttp import web
 
 from sse_proxy.config import Config
+from sse_proxy.hosts import is_loopback, parse_host
 from sse_proxy.inspect.html import esc, page, render_events, render_strip, render_timeline
 from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.inspect.strip import analyse
 from sse_proxy.obs.console import console_value
+from sse_proxy.obs.redact import mask_chunks
 from sse_proxy.recording import encode_end, encode_header, encode_read
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "UI_CONFIG",
     "add_ui_routes",
     "close_feeds",
+    "loopback_request",
     "open_stream",
     "registry_for",
 ]
@@ -80,14 +82,12 @@ def _cfg(request: web.Request) -> Config:
     return request.app[UI_CONFIG]
 
 
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]").split("%", 1)[0]
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def loopback_request(remote: str | None, host_header: str | None) -> bool:
+    """A loopback client asking for a loopback host name or address, the Host parsed as
+    strictly as the front door parses it (``127.0.0.1:P@x`` or ``127.0.0.1:P, x`` are no
+    Host at all)."""
+    host = parse_host(host_header)
+    return host is not None and is_loopback(host) and is_loopback(remote or "")
 
 
 def _allowed(request: web.Request) -> None:
@@ -95,8 +95,8 @@ def _allowed(request: web.Request) -> None:
     ``--ui-allow-remote``."""
     if _cfg(request).ui_allow_remote:
         return
-    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-    if not _is_loopback(request.remote or "") or not _is_loopback(host):
+    hosts = request.headers.getall("Host", [])
+    if len(hosts) != 1 or not loopback_request(request.remote, hosts[0]):
         raise web.HTTPForbidden(
             text="the sse-proxy inspector answers loopback clients asking for a loopback "
             "host only (start it with --ui-allow-remote to change that)\n"
@@ -304,8 +304,9 @@ async def _stream_page(request: web.Request) -> web.Response:
     base = f"{cfg.admin_prefix}/ui"
     summary = record.summary
     complete = summary is not None and record.kept == record.received
+    chunks = mask_chunks(record.chunks)  # what the proxy holds never reaches the page
     analysis = analyse(
-        record.chunks,
+        chunks,
         dialect=None if cfg.dialect == "auto" else cfg.dialect,
         hint=record.hint,
         complete=False,
@@ -355,7 +356,7 @@ async def _stream_page(request: web.Request) -> web.Response:
 <h2 id="alerts">Alerts</h2><p>{esc(counts) or "none"}</p><ul>{alerts}</ul>
 <h2>Byte strip</h2>
 <p class="mut">The observed upstream bytes, cut where the proxy's reads ended.</p>
-{render_strip(record.body, analysis.strip, show_text=show)}
+{render_strip(b"".join(chunks), analysis.strip, show_text=show)}
 <h2>Reproduce</h2>{download}{_commands(record)}
 <h2>Text</h2>{text}
 <h2>Arrivals</h2>{render_timeline(record.reads)}
@@ -396,7 +397,7 @@ async def _download(request: web.Request) -> web.Response:
     ]
     kept = 0
     last = 0.0
-    for (t, _), chunk in zip(record.reads, record.chunks, strict=False):
+    for (t, _), chunk in zip(record.reads, mask_chunks(record.chunks), strict=False):
         parts.append(encode_read(t, chunk))
         kept += len(chunk)
         last = t
@@ -419,7 +420,7 @@ def open_stream(
     if registry is None:
         return None
     from sse_proxy.core import dialect_for_path
-    from sse_proxy.obs.redact import redact_headers, redact_url
+    from sse_proxy.obs.redact import redact_head, redact_url, scrub_held
 
     query = redact_url("?" + request.query_string)[1:] if request.query_string else ""
     return registry.open(
@@ -433,12 +434,12 @@ def open_stream(
             "method": request.method,
             "path": request.path,
             "query": query,
-            "headers": redact_headers(dict(request.headers)),
+            "headers": redact_head(request.headers),
         },
         response={
             "status": upstream.status,
-            "reason": upstream.reason,
-            "headers": redact_headers(dict(upstream.headers)),
+            "reason": scrub_held(upstream.reason or "") or upstream.reason,
+            "headers": redact_head(upstream.headers),
         },
         started=started,
     )

@@ -158,6 +158,8 @@ class ConsoleLines:
             tokens.append(f"req={console_value(d['client_request_id'])}")
         tokens.append(f"ttft={_ms(d.get('ttft_ms'))}")
         tokens.append(f"dur={_ms(d.get('duration_ms'))}")
+        if d.get("strict_end"):  # --strict-end ended the client's body as broken
+            tokens.append(self._paint("broken", f"strict_end={console_value(d['strict_end'])}"))
         if d.get("alerts"):
             tokens.append(f"alerts={console_value(d['alerts'])}")
         if d.get("alerts_suppressed"):
@@ -169,7 +171,17 @@ class ConsoleLines:
         return " ".join(tokens)
 
     def _started(self, level: str, d: dict[str, Any]) -> str:
-        shown = ("listen", "upstream", "mode", "loop", "mode_reason", "pid", "inspector")
+        shown = (
+            "listen",
+            "admin",
+            "upstream",
+            "mode",
+            "strict_end",
+            "loop",
+            "mode_reason",
+            "pid",
+            "inspector",
+        )
         line = self._line("proxy.started", level, {k: d.get(k) for k in shown if d.get(k)})
         for entry in d.get("app_env") or ():
             if not isinstance(entry, Mapping):

@@ -27,6 +27,8 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from sse_proxy.obs.redact import scrub_held
+
 __all__ = ["GAP_BUCKETS", "METRIC_NAMES", "Metrics", "ModelLabels"]
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -62,7 +64,8 @@ class ModelLabels:
     def __call__(self, model: str | None) -> str:
         if not model:
             return OTHER
-        label = _LABEL_SAFE.sub("_", model)[:64]
+        # scrubbed first: an upstream may quote a key back as the model's name
+        label = _LABEL_SAFE.sub("_", scrub_held(model))[:64]
         if self.allow:
             return label if label in self.allow else OTHER
         if label in self.seen:

@@ -10,23 +10,28 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from types import TracebackType
 from typing import Any
 
 __all__ = [
     "HELD",
     "REDACTED",
+    "HeldBytes",
     "HeldSecrets",
     "format_exception_redacted",
     "hold_secret",
     "is_secret_header",
+    "mask_chunks",
+    "mask_message_text",
     "redact_foreign",
+    "redact_head",
     "redact_headers",
     "redact_processor",
     "redact_text",
     "redact_url",
     "scrub_held",
+    "scrub_held_value",
 ]
 
 REDACTED = "[redacted]"
@@ -61,22 +66,116 @@ class HeldSecrets:
     __slots__ = ("_values",)
 
     def __init__(self) -> None:
-        self._values: set[str] = set()
+        self._values: tuple[str, ...] = ()  # the longest first, see scrub
 
     def __bool__(self) -> bool:
         return bool(self._values)
 
     def hold(self, value: str) -> None:
         """Never log ``value``: every log line has it replaced, in any field, from now on."""
-        if len(value) >= 4:  # a shorter one would blank out ordinary words
-            self._values.add(value)
+        if len(value) >= 4 and value not in self._values:  # shorter: ordinary words go
+            self._values = tuple(sorted((*self._values, value), key=len, reverse=True))
 
     def scrub(self, text: str) -> str:
-        """``text`` with every held value replaced."""
+        """``text`` with every held value replaced (the longest first: a value that holds
+        another, as ``Bearer KEY`` holds ``KEY``, goes whole)."""
         for secret in self._values:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
+
+    def values(self) -> tuple[str, ...]:
+        return self._values
+
+    def bytes_scrubber(self) -> HeldBytes | None:
+        """A scrubber for a byte stream (a recording's reads), or None when nothing is held."""
+        return HeldBytes(v.encode("utf-8") for v in self._values) if self._values else None
+
+
+class HeldBytes:
+    """Held values masked in a byte stream however it is cut, each read's length kept.
+
+    For the bytes a recording or the inspector keeps of an upstream that echoes a key: a
+    value is replaced by as many ``*`` (so offsets and read boundaries stay true), even when
+    it straddles reads. A read is released once no held value starting in it can still be
+    completed by later bytes; :meth:`finish` releases the rest. Linear: each byte is
+    scanned a bounded number of times (the longest value's length decides).
+    """
+
+    __slots__ = ("_held", "_keep", "_reads", "_secrets")
+
+    def __init__(self, secrets: Iterable[bytes]) -> None:
+        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        self._keep = max((len(s) for s in self._secrets), default=1) - 1
+        self._reads: list[tuple[Any, bytearray]] = []
+        self._held = 0
+
+    def feed(self, read: bytes, tag: Any = None) -> list[tuple[Any, bytes]]:
+        """One read (with a tag of the caller's, its time say); the reads now final."""
+        self._reads.append((tag, bytearray(read)))
+        self._held += len(read)
+        self._mask()
+        final = self._held - self._keep
+        out: list[tuple[Any, bytes]] = []
+        done = 0
+        while self._reads and done + len(self._reads[0][1]) <= final:
+            tag_, data = self._reads.pop(0)
+            done += len(data)
+            out.append((tag_, bytes(data)))
+        self._held -= done
+        return out
+
+    def finish(self) -> list[tuple[Any, bytes]]:
+        out = [(tag, bytes(data)) for tag, data in self._reads]
+        self._reads.clear()
+        self._held = 0
+        return out
+
+    def _mask(self) -> None:
+        window = bytearray().join(data for _, data in self._reads)
+        hit = False
+        for secret in self._secrets:
+            at = window.find(secret)
+            while at >= 0:
+                window[at : at + len(secret)] = b"*" * len(secret)
+                hit = True
+                at = window.find(secret, at + 1)
+        if not hit:
+            return
+        pos = 0
+        for _, data in self._reads:
+            data[:] = window[pos : pos + len(data)]
+            pos += len(data)
+
+
+def mask_chunks(chunks: Iterable[bytes]) -> list[bytes]:
+    """``chunks`` with every held value masked (see :class:`HeldBytes`), lengths kept."""
+    scrubber = HELD.bytes_scrubber()
+    if scrubber is None:
+        return list(chunks)
+    out = [data for chunk in chunks for _, data in scrubber.feed(chunk)]
+    return out + [data for _, data in scrubber.finish()]
+
+
+# A preview of raw stream bytes, without message text: the line's field name and the
+# punctuation (JSON's shape) stay, every run of letters and digits becomes "*".
+_WORD_RUN = re.compile(r"(\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|.))|[^\W_]+")
+_FIELD_NAMES = frozenset({"data", "event", "id", "retry"})
+
+
+def mask_message_text(preview: str) -> str:
+    """An alert's ``preview`` as it may be logged without ``--log-text``: where the frame
+    broke and its shape (``data: {"*":[{"*":{"*":"*``), not what it said."""
+
+    def mask(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if m.group(1) is not None:  # an escape of the preview's own (\n, \xff): kept
+            return word
+        if word in _FIELD_NAMES and preview[m.end() : m.end() + 1] == ":":
+            return word
+        return "*"
+
+    return _WORD_RUN.sub(mask, preview)
 
 
 HELD = HeldSecrets()
@@ -101,6 +200,12 @@ def is_secret_header(name: str) -> bool:
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """Header dict safe to log: secret-looking values replaced."""
     return {k: (REDACTED if is_secret_header(k) else v) for k, v in headers.items()}
+
+
+def redact_head(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers as a recording or the inspector keeps them: secret-named ones redacted, and
+    every value scrubbed of what the proxy holds (an upstream may echo a key in any)."""
+    return {k: scrub_held(v) for k, v in redact_headers(headers).items()}
 
 
 def redact_url(url: str) -> str:
@@ -207,6 +312,11 @@ def redact_processor(
         if HELD:  # whatever the field and whatever was redacted above: held values go
             event_dict[key] = _scrub_nested(event_dict[key])
     return event_dict
+
+
+def scrub_held_value(value: Any) -> Any:
+    """``value`` (strings, lists, mappings of them) with every held value replaced."""
+    return _scrub_nested(value) if HELD else value
 
 
 def _scrub_nested(value: Any) -> Any:

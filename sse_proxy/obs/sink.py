@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, Level
+from sse_proxy.obs.redact import mask_message_text
 
 __all__ = ["AlertSink"]
 
@@ -19,9 +20,12 @@ __all__ = ["AlertSink"]
 class AlertSink:
     """Logs one stream's alerts, bound with its ``stream_id``; rate-limits floods."""
 
-    def __init__(self, logger: Any, *, max_per_kind: int = 10) -> None:
+    def __init__(self, logger: Any, *, max_per_kind: int = 10, keep_text: bool = True) -> None:
         self.log = logger
         self.max_per_kind = max_per_kind
+        self.keep_text = keep_text
+        """False: an alert's ``preview`` (raw stream bytes, which may be message text) is
+        logged as its shape only (:func:`~sse_proxy.obs.redact.mask_message_text`)."""
         self.counts: Counter[str] = Counter()
         self.lines: Counter[str] = Counter()
         self.suppressed: Counter[str] = Counter()
@@ -49,6 +53,8 @@ class AlertSink:
             self.suppressed[name] += weight
             return
         fields = alert.fields()
+        if not self.keep_text and isinstance(fields.get("preview"), str):
+            fields["preview"] = mask_message_text(str(fields["preview"]))
         if self.lines[name] == self.max_per_kind:
             fields["further_suppressed"] = True
         if level is Level.WARNING:

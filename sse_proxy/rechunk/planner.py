@@ -8,7 +8,9 @@ but never the events a conforming parser dispatches. No write is ever empty.
 
 Planners are pure and synchronous: the shell feeds each upstream chunk together with the
 frame ends the reassembler found in it, then performs the returned writes (sleeping
-``delay`` seconds before each, flushing each on its own). Frame ends are absolute stream
+``delay`` seconds before each, flushing each on its own). A write marked ``cut`` starts at
+a cut that matters (:mod:`.sensitive`): before it the shell lets the client read all that
+went before, so the cut reaches the client as a read boundary. Frame ends are absolute stream
 offsets, each just after the blank line that ended a frame; a planner counts the bytes fed
 to know where it is. Memory is bounded by ``max_hold``: a frame that never ends is written
 out anyway rather than held without limit.
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
+from sse_proxy.rechunk.sensitive import CONTEXT, sensitive_positions
 from sse_proxy.rechunk.shapes import DialectOf, ShapeRewriter
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
@@ -45,10 +48,15 @@ DEFAULT_MAX_HOLD = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """One write toward the client, made after sleeping ``delay`` seconds."""
+    """One write toward the client, made after sleeping ``delay`` seconds.
+
+    ``cut``: the write starts at a cut the client must meet as a read boundary; the shell
+    waits (bounded) until the client has read everything written before it.
+    """
 
     data: bytes
     delay: float = 0.0
+    cut: bool = False
 
 
 def _new_ends(frame_ends: Sequence[int], lo: int, hi: int) -> list[int]:
@@ -162,6 +170,12 @@ class ChaosPlanner(Planner):
     rewrites and delays draw from three generators seeded from the spec's seed, so adding
     a delay does not move a cut. ``recorded_cuts`` lists the absolute output offset at
     which each write ended (the last one is the total written), for reproduction reports.
+
+    A write boundary carries a cut (``Write.cut`` on the write after it) when a
+    re-chunking strategy made it, or an upstream chunk ended there, and it lies where a
+    cut matters (:func:`~sse_proxy.rechunk.sensitive.sensitive_positions`); a ``cut:N``
+    offset always does. Only those writes get the jitter delay: ``bytewise`` writes every
+    byte on its own, but waits only where waiting tests something.
     """
 
     def __init__(
@@ -192,6 +206,10 @@ class ChaosPlanner(Planner):
         self._first = True
         # After a forced write the held bytes start mid-frame: pass them on unrewritten.
         self._mid_frame = False
+        self._tail = b""  # the last bytes written, to judge the next boundary
+        self._at = spec.at
+        self.cuts = 0
+        """Writes marked ``cut`` so far."""
 
     def plan(self, chunk: bytes, frame_ends: Sequence[int] = ()) -> list[Write]:
         """Cut the chunk now, or hold it until the frames it completes can be handled."""
@@ -262,20 +280,43 @@ class ChaosPlanner(Planner):
         return self._emit(data, ())
 
     def _emit(self, data: bytes, frame_ends: Sequence[int]) -> list[Write]:
-        """Cut ``data`` by every active re-chunker and time each piece."""
+        """Cut ``data`` by every active re-chunker, mark the cuts that count, time them."""
         if not data:
             return []
         cuts = combined_cut_points(
             self._rechunkers, data, self._cut_rng, k=self.spec.k, frame_ends=frame_ends
         )
+        base = self._out
+        counted: set[int] = set()
+        if self._rechunkers:
+            # Where the re-chunkers cut, and where this data starts (an upstream chunk's
+            # end, or a frame end after held frames): the boundaries the client meets.
+            sensitive = sensitive_positions(self._tail, data)
+            counted.update(c for c in cuts if c in sensitive)
+            if base and 0 in sensitive:
+                counted.add(0)
+        if self._at:
+            end = base + len(data)
+            fixed = [a - base for a in self._at if base <= a < end]
+            counted.update(fixed)
+            if fixed:
+                cuts = sorted({*cuts, *(c for c in fixed if c)})
+        if not base:
+            counted.discard(0)  # the stream's first write has nothing before it
         writes: list[Write] = []
+        start = 0
         for piece in split_at(data, cuts):
+            cut = start in counted
             delay = 0.0
-            if self.spec.delay_ms > 0:
-                delay = self._delay_rng.uniform(0.0, self.spec.delay_ms) / 1000.0
+            if cut:
+                self.cuts += 1
+                if self.spec.delay_ms > 0:
+                    delay = self._delay_rng.uniform(0.0, self.spec.delay_ms) / 1000.0
+            start += len(piece)
             self._out += len(piece)
             self.recorded_cuts.append(self._out)
-            writes.append(Write(piece, delay))
+            writes.append(Write(piece, delay, cut))
+        self._tail = (self._tail + data[-CONTEXT:])[-CONTEXT:]
         return writes
 
 

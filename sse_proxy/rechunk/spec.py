@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_FRAMES_PER_WRITE",
     "DEFAULT_K",
     "LINE_ENDING_REWRITES",
+    "MAX_AT",
     "MAX_SEED",
     "REWRITES",
     "SHAPE_VARIANTS",
@@ -29,6 +30,7 @@ __all__ = [
     "ChaosSpec",
     "draw_seed",
     "parse_chaos_header",
+    "parse_strategy",
     "parse_strategy_names",
 ]
 
@@ -112,7 +114,10 @@ _ALL_NAMES: tuple[str, ...] = STRATEGIES + REWRITES + VARIANTS
 _ORDER = {name: i for i, name in enumerate(_ALL_NAMES)}
 _NAME_SPLIT = re.compile(r"[+,]")
 _UINT = re.compile(r"[0-9]{1,20}")
+_CUT_AT = re.compile(r"cut:([0-9]{1,12})")
 _KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write")
+MAX_AT = 64
+"""The most ``cut:N`` items one spec may carry."""
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -139,10 +144,24 @@ def draw_seed() -> int:
 
 def parse_strategy_names(strategy: str) -> tuple[str, ...]:
     """Split ``"utf8+crlf"`` / ``"random, bom"`` into canonical, de-duplicated names."""
+    names, at = parse_strategy(strategy)
+    if at:
+        raise ChaosSpecError(f"cut:N is not a strategy name here; valid: {_valid_names()}")
+    return names
+
+
+def parse_strategy(strategy: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``"utf8+crlf"``, ``"cut:57"``, ``"crlf+cut:40+cut:90"``: (canonical names, sorted
+    ``cut:N`` offsets). A spec of ``cut:N`` items alone cuts exactly there."""
     names: list[str] = []
+    at: set[int] = set()
     for raw in _NAME_SPLIT.split(strategy):
         name = raw.strip().lower()
         if not name:
+            continue
+        cut = _CUT_AT.fullmatch(name)
+        if cut is not None:
+            at.add(int(cut.group(1)))
             continue
         if name not in _ORDER:
             raise ChaosSpecError(
@@ -150,9 +169,9 @@ def parse_strategy_names(strategy: str) -> tuple[str, ...]:
             )
         if name not in names:
             names.append(name)
-    if not names:
+    if not names and not at:
         raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
-    return _canonical(names)
+    return _canonical(names), tuple(sorted(at))
 
 
 def _canonical(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -165,7 +184,10 @@ class ChaosSpec:
     """What chaos mode does to one stream; ``seed`` makes every cut and rewrite reproducible.
 
     ``k`` is the number of random cuts per upstream chunk, ``delay_ms`` the upper bound of
-    the jitter before each write, ``frames_per_write`` how many frames ``coalesce`` merges.
+    the jitter before each write that carries a cut, ``frames_per_write`` how many frames
+    ``coalesce`` merges. ``at`` (``cut:N`` in a strategy) are offsets of the bytes the
+    client receives where a cut is made whatever the strategies, each one a cut the client
+    must read apart: `test-client`'s every-cut pass.
     """
 
     strategies: tuple[str, ...]
@@ -173,11 +195,18 @@ class ChaosSpec:
     k: int = DEFAULT_K
     delay_ms: float = DEFAULT_DELAY_MS
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE
+    at: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         """Reject bad specs at construction, so the data path never meets one."""
-        if not self.strategies:
+        if not self.strategies and not self.at:
             raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
+        if len(self.at) > MAX_AT or any(
+            isinstance(a, bool) or not isinstance(a, int) or a < 1 for a in self.at
+        ):
+            raise ChaosSpecError(f"chaos cut:N offsets are 1 or more, at most {MAX_AT} of them")
+        if list(self.at) != sorted(set(self.at)):
+            object.__setattr__(self, "at", tuple(sorted(set(self.at))))
         for name in self.strategies:
             if name not in _ORDER:
                 raise ChaosSpecError(f"unknown chaos strategy {_short(name)}; {_valid_names(name)}")
@@ -209,18 +238,20 @@ class ChaosSpec:
         frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
     ) -> ChaosSpec:
         """Build from CLI/config options; a missing seed is drawn (and must then be logged)."""
+        names, at = parse_strategy(strategy)
         return cls(
-            strategies=parse_strategy_names(strategy),
+            strategies=names,
             seed=draw_seed() if seed is None else seed,
             k=k,
             delay_ms=float(delay_ms),
             frames_per_write=frames_per_write,
+            at=at,
         )
 
     @property
     def strategy(self) -> str:
-        """The canonical ``a+b`` form of the strategy list."""
-        return "+".join(self.strategies)
+        """The canonical ``a+b`` form of the strategy list (``cut:N`` items last)."""
+        return "+".join([*self.strategies, *(f"cut:{a}" for a in self.at)])
 
     @property
     def rechunkers(self) -> tuple[str, ...]:
@@ -276,13 +307,23 @@ def _parse_delay(value: str) -> float:
     return delay
 
 
-def parse_chaos_header(value: str, *, default_seed: int | None) -> ChaosSpec:
+def parse_chaos_header(
+    value: str,
+    *,
+    default_seed: int | None,
+    strategy: str | None = None,
+    k: int = DEFAULT_K,
+    delay_ms: float = DEFAULT_DELAY_MS,
+    frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+) -> ChaosSpec:
     """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``.
 
     Keys are case-insensitive and whitespace is ignored; a bare first item is taken as the
-    strategy (``X-SSE-Proxy-Chaos: bytewise``). Without ``seed`` the ``default_seed`` is
-    used, or a fresh one is drawn. Anything else wrong is a :class:`ChaosSpecError` whose
-    one-line message is fit for a 400 response.
+    strategy (``X-SSE-Proxy-Chaos: bytewise``). A key the header does not name keeps the
+    server's setting, passed in: ``default_seed`` (None: a fresh seed is drawn),
+    ``strategy`` (None: the header must name one), ``k``, ``delay_ms``,
+    ``frames_per_write``. Anything else wrong is a :class:`ChaosSpecError` whose one-line
+    message is fit for a 400 response.
     """
     fields: dict[str, str] = {}
     for i, part in enumerate(value.split(";")):
@@ -305,17 +346,19 @@ def parse_chaos_header(value: str, *, default_seed: int | None) -> ChaosSpec:
         if key in fields:
             raise ChaosSpecError(f"chaos key {key!r} given twice")
         fields[key] = val
-    if "strategy" not in fields:
+    if "strategy" not in fields and strategy is None:
         raise ChaosSpecError(f"chaos header needs strategy=NAME[+NAME...]; {_valid_names()}")
     seed = _parse_uint("seed", fields["seed"]) if "seed" in fields else default_seed
+    names, at = parse_strategy(fields.get("strategy", strategy or ""))
     return ChaosSpec(
-        strategies=parse_strategy_names(fields["strategy"]),
+        strategies=names,
         seed=draw_seed() if seed is None else seed,
-        k=_parse_uint("k", fields["k"]) if "k" in fields else DEFAULT_K,
-        delay_ms=_parse_delay(fields["delay_ms"]) if "delay_ms" in fields else DEFAULT_DELAY_MS,
+        k=_parse_uint("k", fields["k"]) if "k" in fields else k,
+        delay_ms=_parse_delay(fields["delay_ms"]) if "delay_ms" in fields else float(delay_ms),
         frames_per_write=(
             _parse_uint("frames_per_write", fields["frames_per_write"])
             if "frames_per_write" in fields
-            else DEFAULT_FRAMES_PER_WRITE
+            else frames_per_write
         ),
+        at=at,
     )

@@ -1,16 +1,23 @@
 """The proxy's own endpoints under the admin prefix: health, metrics, the inspector, and a
-404 for every other reserved path (never forwarded)."""
+404 for every other reserved path (never forwarded).
+
+They are served on the traffic port, or with ``--admin-port`` by an app of their own
+(:func:`make_admin_app`) on its own listener, which stays open through the drain after
+SIGTERM so that a probe gets health's 503 rather than a refused connection. The traffic
+port then only reserves the prefix: every path under it is a 404 there.
+"""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from sse_proxy.config import Config
-from sse_proxy.inspect.web import add_ui_routes, registry_for
-from sse_proxy.server.admission import json_error
-from sse_proxy.server.keys import METRICS, ROUTES, STATE, WORKERS, WorkerCounts
+from sse_proxy.inspect.registry import Registry
+from sse_proxy.inspect.web import REGISTRY, add_ui_routes
+from sse_proxy.server.admission import front_door, json_error, refuse_connect
+from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS, WorkerCounts
 
-__all__ = ["add_admin_routes"]
+__all__ = ["add_admin_routes", "make_admin_app", "reserve_admin_prefix"]
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -43,12 +50,60 @@ async def _not_found(request: web.Request) -> web.Response:
     return json_error(404, "not_found", "reserved sse-proxy path", None)
 
 
-def add_admin_routes(app: web.Application, config: Config) -> None:
-    """Health, metrics, the inspector (with ``--ui``) and the reserved prefix's catch-all."""
+async def _elsewhere(request: web.Request) -> web.Response:
+    return json_error(
+        404,
+        "not_found",
+        "reserved sse-proxy path (health, metrics and the inspector are on the admin port)",
+        None,
+    )
+
+
+async def _not_admin(request: web.Request) -> web.Response:
+    prefix = request.app[CONFIG].admin_prefix
+    return json_error(
+        404, "not_found", f"not an sse-proxy endpoint (they are under {prefix}/)", None
+    )
+
+
+def reserve_admin_prefix(app: web.Application, config: Config, *, moved: bool = False) -> None:
+    """Every path under the admin prefix not routed yet: 404, never forwarded (``moved``:
+    the traffic port of a proxy with an admin listener, whose 404 says where they went)."""
+    handler = _elsewhere if moved else _not_found
+    app.router.add_route("*", config.admin_prefix + "{tail:(/.*)?}", handler)
+
+
+def add_admin_routes(app: web.Application, config: Config, registry: Registry | None) -> None:
+    """Health, metrics, the inspector (a registry: ``--ui``) and the prefix's catch-all."""
     prefix = config.admin_prefix
     app.router.add_get(f"{prefix}/health", _health)
     app.router.add_get(f"{prefix}/metrics", _metrics)
-    registry = registry_for(config)
     if registry is not None:
         add_ui_routes(app, config, registry)
-    app.router.add_route("*", prefix + "{tail:(/.*)?}", _not_found)
+    reserve_admin_prefix(app, config)
+
+
+def make_admin_app(proxy: web.Application) -> web.Application:
+    """The admin listener's app (``--admin-port``): the endpoints above, reading the proxy
+    app's own state, metrics, routes, worker counts and inspector registry (shared objects,
+    not copies: health turns 503 the moment the proxy starts draining)."""
+    config = proxy[CONFIG]
+    app = web.Application(
+        # the front door here too: health lists the upstreams, metrics and the inspector
+        # what the streams were (its listen address is the admin listener's own)
+        middlewares=[refuse_connect, front_door(config, listen=config.admin_listen_host)],
+        handler_args={
+            "max_field_size": config.max_request_header_bytes,
+            "max_line_size": config.max_request_header_bytes,
+            "keepalive_timeout": config.keepalive_timeout,
+        },
+    )
+    app[CONFIG] = config
+    app[METRICS] = proxy[METRICS]
+    app[STATE] = proxy[STATE]
+    app[ROUTES] = proxy[ROUTES]
+    if WORKERS in proxy:
+        app[WORKERS] = proxy[WORKERS]
+    add_admin_routes(app, config, proxy.get(REGISTRY))
+    app.router.add_route("*", "/{tail:.*}", _not_admin)  # nothing here is forwarded
+    return app

@@ -6,30 +6,35 @@ and every error the proxy answers itself has the one shape :func:`json_error` bu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import HttpVersion10, web
 from yarl import URL
 
 from sse_proxy.config import Config
 from sse_proxy.errors import ChaosSpecError
-from sse_proxy.names import CHAOS_HEADER, STREAM_ID_HEADER
+from sse_proxy.hosts import FrontDoor, Refusal, shown
+from sse_proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.logs import get_logger, new_stream_id
-from sse_proxy.obs.redact import redact_url
+from sse_proxy.obs.redact import redact_url, scrub_held
 from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES
+from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 
 __all__ = [
     "RequestTooLarge",
     "admit",
     "chaos_allowed",
     "chaos_spec",
+    "defer_continue",
+    "front_door",
     "json_error",
     "refuse_connect",
     "request_body",
+    "response_starts",
     "too_large",
 ]
 
@@ -38,11 +43,16 @@ class RequestTooLarge(Exception):
     """The request body outgrew ``max_request_body_bytes``."""
 
 
-def json_error(status: int, kind: str, message: str, stream_id: str | None) -> web.Response:
+def json_error(
+    status: int, kind: str, message: str, stream_id: str | None, *, setting: str | None = None
+) -> web.Response:
     """The one shape of every error the proxy answers itself: ``{"error": {type, message,
-    stream_id}}``, the stream id in its header too (none for the reserved paths, which are
-    not proxied requests)."""
-    error = {"type": kind, "message": message}
+    stream_id}}``, the stream id in its header too (none for the reserved paths and the
+    front door's refusals, which are not proxied requests); ``setting``: the one that would
+    have allowed the request. No value the proxy holds is ever in it."""
+    error = {"type": kind, "message": scrub_held(message)}
+    if setting is not None:
+        error["setting"] = setting
     if stream_id is None:
         return web.json_response({"error": error}, status=status)
     error["stream_id"] = stream_id
@@ -59,15 +69,128 @@ def too_large(cfg: Config, stream_id: str) -> web.Response:
     )
 
 
+# ---------------------------------------------------------------------- the front door
+# (the policy, and why: sse_proxy/hosts.py)
+
+_CORS_ORIGIN: Final = web.RequestKey("cors_origin", str)
+_EXPECTS_CONTINUE: Final = web.RequestKey("expects_continue", bool)
+_ANSWERED: Final = web.RequestKey("answered", bool)
+_EXPOSED = ", ".join((STREAM_ID_HEADER, SEED_HEADER))
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def front_door(cfg: Config, *, listen: str | None = None) -> Any:
+    """The middleware in front of every route: a Host the proxy serves, no foreign origin
+    (``listen``: the listener's address, when not ``cfg.host``: the admin listener's)."""
+    door = FrontDoor(listen or cfg.host, cfg.allowed_hosts, cfg.allow_origins)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        headers = request.headers
+        host = door.check_host(headers.getall("Host", []), request.version <= HttpVersion10)
+        if isinstance(host, Refusal):
+            return _refused(request, host)
+        origin = door.check_origin(
+            headers.getall("Origin", []), headers.get("Sec-Fetch-Site"), host
+        )
+        if isinstance(origin, Refusal):
+            return _refused(request, origin)
+        if origin is not None:
+            request[_CORS_ORIGIN] = origin
+            if request.method == "OPTIONS" and "Access-Control-Request-Method" in headers:
+                return _preflight(request, origin)
+        return await handler(request)
+
+    return middleware
+
+
+def _refused(request: web.Request, refusal: Refusal) -> web.Response:
+    """One warning line and the JSON error; nothing was forwarded."""
+    headers = request.headers
+    get_logger().warning(
+        "frontdoor.refused",
+        status=refusal.status,
+        kind=refusal.kind,
+        setting=refusal.setting,
+        method=request.method,
+        path=shown(request.path),
+        host=shown(", ".join(headers.getall("Host", []))) or None,
+        origin=shown(", ".join(headers.getall("Origin", []))) or None,
+        fetch_site=shown(headers.get("Sec-Fetch-Site")) or None,
+        remote=request.remote,
+    )
+    resp = json_error(refusal.status, refusal.kind, refusal.message, None, setting=refusal.setting)
+    if refusal.status == 400:
+        resp.force_close()
+    return resp
+
+
+def _preflight(request: web.Request, origin: str) -> web.Response:
+    """A CORS preflight from an allowed origin, answered here (never forwarded: it carries
+    no credentials and the upstream's CORS policy is not the proxy's)."""
+    headers = request.headers
+    allow = {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Allow-Methods": shown(headers.get("Access-Control-Request-Method")),
+        "Access-Control-Max-Age": "600",
+        "Vary": "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+    }
+    if "Access-Control-Request-Headers" in headers:
+        allow["Access-Control-Allow-Headers"] = shown(headers["Access-Control-Request-Headers"])
+    if headers.get("Access-Control-Request-Private-Network", "").lower() == "true":
+        allow["Access-Control-Allow-Private-Network"] = "true"
+    return web.Response(status=204, headers=allow)
+
+
+async def response_starts(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: no ``100 Continue`` once an answer starts, and a response to
+    an allowed origin says so (it replaces the upstream's own CORS answer, which is about
+    the upstream's origin, not the proxy's)."""
+    request[_ANSWERED] = True
+    origin = request.get(_CORS_ORIGIN)
+    if origin is None:
+        return
+    response.headers["Access-Control-Allow-Origin"] = origin
+    response.headers.add("Vary", "Origin")
+    exposed = response.headers.get("Access-Control-Expose-Headers")
+    response.headers["Access-Control-Expose-Headers"] = (
+        f"{exposed}, {_EXPOSED}" if exposed else _EXPOSED
+    )
+
+
+async def defer_continue(request: web.Request) -> None:
+    """The proxy route's ``expect_handler``: ``Expect: 100-continue`` is answered only once
+    the request is admitted and its upstream request is under way (:func:`request_body`),
+    so a refusal (403, 413, 421, 502, ...) reaches a client that has sent no body. The
+    expectation is the proxy's to meet: it is not forwarded."""
+    expect = request.headers.get("Expect", "").strip().lower()
+    if request.version <= HttpVersion10:
+        return
+    if expect != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"unknown expectation {shown(expect)!r}\n")
+    request[_EXPECTS_CONTINUE] = True
+
+
 @web.middleware
 async def refuse_connect(request: web.Request, handler: Any) -> web.StreamResponse:
-    """CONNECT never matches a route (its target has no path), so refuse it before routing."""
+    """Not an open proxy, whatever the Host says: CONNECT (it never matches a route, its
+    target has no path) and targets that are not a path, refused before the front door."""
     if request.method == "CONNECT":
         return json_error(
             405, "method_not_allowed", "CONNECT is refused: not an open proxy", new_stream_id()
         )
+    if not request.raw_path.startswith("/"):
+        return _absolute_form(new_stream_id())
     response: web.StreamResponse = await handler(request)
     return response
+
+
+def _absolute_form(stream_id: str) -> web.Response:
+    return json_error(
+        400, "absolute_form_refused", "absolute-form request targets are refused", stream_id
+    )
 
 
 def admit(request: web.Request) -> Exchange | web.Response:
@@ -75,16 +198,15 @@ def admit(request: web.Request) -> Exchange | web.Response:
 
     Checked in this order: an absolute-form target (not an open proxy), the chaos header
     (malformed: 400; not allowed on this server: 403), the headers' total size (431), a
-    declared body length (413; a streamed body is bounded by :func:`request_body`), a
-    route for the path (404).
+    declared body length (413; a streamed body is bounded by :func:`request_body`), the
+    path's dot segments (resolved per RFC 3986 before routing; hidden ones are a 400), a
+    route for the path (404), and a ``..`` that would leave that route (400).
     """
     cfg = request.app[CONFIG]
     stream_id = new_stream_id()
     raw_target = request.raw_path
     if not raw_target.startswith("/"):
-        return json_error(
-            400, "absolute_form_refused", "absolute-form request targets are refused", stream_id
-        )
+        return _absolute_form(stream_id)
     try:
         spec = chaos_spec(request, cfg)
     except ChaosSpecError as exc:
@@ -102,8 +224,22 @@ def admit(request: web.Request) -> Exchange | web.Response:
     length = request.content_length
     if length is not None and length > cfg.max_request_body_bytes:
         return too_large(cfg, stream_id)
+    try:
+        target, low = resolve_dot_segments(raw_target)
+    except PathRefused as exc:
+        return json_error(400, "path_refused", str(exc), stream_id)
+    path = target.partition("?")[0]
+    if path == cfg.admin_prefix or path.startswith(cfg.admin_prefix + "/"):
+        return json_error(404, "not_found", "reserved sse-proxy path", None)
     routes = request.app[ROUTES]
-    matched = routes.match(raw_target)
+    matched = routes.match(target)
+    if low is not None and (left := _left_route(routes, raw_target, matched, low)):
+        return json_error(
+            400,
+            "path_leaves_route",
+            f"the path climbs out of its route ({left}) with '..'",
+            stream_id,
+        )
     if matched is None:
         prefixes = ", ".join(r.prefix for r in routes.routes)
         return json_error(
@@ -126,8 +262,29 @@ def admit(request: web.Request) -> Exchange | web.Response:
     )
 
 
+def _left_route(
+    routes: RouteTable, raw_target: str, matched: tuple[Route, str] | None, low: int
+) -> str | None:
+    """The prefix of the route a ``..`` climbed out of (``low``: the shallowest depth it
+    reached), or None: the route the target names as written and the one it resolves to
+    both count, and above the root is out of every route."""
+    for found in (routes.match(raw_target), matched):
+        if found is not None and low < found[0].depth:
+            return found[0].prefix
+    return "/" if low < 0 else None
+
+
 async def request_body(request: web.Request, limit: int) -> AsyncIterator[bytes]:
-    """The request body streamed through, not read whole; stops past ``limit`` bytes."""
+    """The request body streamed through, not read whole; stops past ``limit`` bytes.
+
+    A client that expects ``100 Continue`` gets it here, when the upstream request first
+    asks for the body (:func:`defer_continue`), unless an answer has started already.
+    """
+    if request.get(_EXPECTS_CONTINUE) and not request.get(_ANSWERED):
+        request[_EXPECTS_CONTINUE] = False
+        writer = request.writer
+        await writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        writer.output_size = 0  # as aiohttp's own expect handler: the answer is still to come
     seen = 0
     async for chunk in request.content.iter_any():
         seen += len(chunk)
@@ -153,7 +310,13 @@ def chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
                 f"{CHAOS_HEADER} is not allowed on this server "
                 "(start it with --mode chaos or --allow-chaos-header)"
             )
-        return parse_chaos_header(header, default_seed=cfg.seed)
+        return parse_chaos_header(  # what the header does not name, the server's settings
+            header,
+            default_seed=cfg.seed,
+            strategy=cfg.chaos if cfg.mode == "chaos" else None,
+            k=cfg.chaos_k,
+            delay_ms=cfg.delay_ms,
+        )
     if cfg.mode != "chaos":
         return None
     return ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)

@@ -3,7 +3,8 @@
 Thin by design: the protocol knowledge lives in :mod:`sse_proxy.core` (what the stream means)
 and :mod:`sse_proxy.rechunk` (how the client receives it). A request is admitted or refused
 in :mod:`.admission`, forwarded in :mod:`.upstream`, relayed back in :mod:`.relay`; the
-proxy's own endpoints are in :mod:`.admin`, the app's keys in :mod:`.keys`.
+proxy's own endpoints are in :mod:`.admin` (on this app, or with ``--admin-port`` on an
+app of their own that shares this one's state), the app's keys in :mod:`.keys`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from sse_proxy.config import Config
+from sse_proxy.inspect.web import REGISTRY, registry_for
 from sse_proxy.obs.metrics import Metrics
-from sse_proxy.server.admin import add_admin_routes
-from sse_proxy.server.admission import admit, refuse_connect
+from sse_proxy.server.admin import add_admin_routes, reserve_admin_prefix
+from sse_proxy.server.admission import (
+    admit,
+    defer_continue,
+    front_door,
+    refuse_connect,
+    response_starts,
+)
 from sse_proxy.server.keys import (
     CONFIG,
     METRICS,
@@ -43,13 +51,16 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
     """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
     app = web.Application(
-        middlewares=[refuse_connect],
+        # CONNECT first (405 whatever its Host), then the front door before any route
+        middlewares=[refuse_connect, front_door(config)],
         client_max_size=config.max_request_body_bytes,
         handler_args={
             "max_field_size": config.max_request_header_bytes,
             "max_line_size": config.max_request_header_bytes,
+            "keepalive_timeout": config.keepalive_timeout,
         },
     )
+    app.on_response_prepare.append(response_starts)
     app[CONFIG] = config
     app[METRICS] = metrics or Metrics(
         models=config.metrics_models, max_models=config.metrics_max_models
@@ -61,6 +72,14 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app[NETWORK] = Network(config)
     app[STREAM_TAPS] = []
     app.cleanup_ctx.append(session_ctx)
-    add_admin_routes(app, config)  # before the catch-all: the admin prefix is never forwarded
-    app.router.add_route("*", "/{tail:.*}", _proxy)
+    registry = registry_for(config)
+    if registry is not None:
+        app[REGISTRY] = registry  # the relay records streams into it, wherever it is shown
+    # Before the catch-all: the admin prefix is never forwarded. With --admin-port, the
+    # endpoints are on their own listener (admin.make_admin_app) and only the 404 is here.
+    if config.admin_port is None:
+        add_admin_routes(app, config, registry)
+    else:
+        reserve_admin_prefix(app, config, moved=True)
+    app.router.add_route("*", "/{tail:.*}", _proxy, expect_handler=defer_continue)
     return app

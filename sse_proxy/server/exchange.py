@@ -18,6 +18,7 @@ from sse_proxy.config import Config
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.context import RequestContext
+from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.routes import Route
 from sse_proxy.server.tracing import RequestSpan
 
@@ -45,6 +46,8 @@ class Exchange:
     """:attr:`log` with the route and the upstream URL (and, on HTTP, the request's
     context): the ``upstream.*`` lines."""
     span: RequestSpan | None = None
+    delivery: Delivery | None = None
+    """Chaos mode: how the stream's cuts reach the client (set when its relay starts)."""
     started: float = 0.0
     """When the upstream request was opened (the monotonic clock): durations and TTFB."""
 

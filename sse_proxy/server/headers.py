@@ -23,8 +23,10 @@ OWN_PREFIX = "x-sse-proxy-"
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "te", "trailer", "trailers", "transfer-encoding", "upgrade"}
 )
-# Plus Host, which the client library sets for the upstream.
-_HOP_BY_HOP = HOP_BY_HOP | {"host"}
+# Plus Host, which the client library sets for the upstream, and Expect: the proxy meets a
+# 100-continue expectation itself, once the upstream request is under way (forwarded, the
+# upstream client would hold the body until the upstream's own 100, which many never send).
+_HOP_BY_HOP = HOP_BY_HOP | {"host", "expect"}
 
 
 def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:

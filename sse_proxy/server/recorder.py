@@ -10,7 +10,7 @@ from typing import IO, Any
 import aiohttp
 from aiohttp import web
 
-from sse_proxy.obs.redact import redact_headers, redact_url
+from sse_proxy.obs.redact import HELD, HeldBytes, redact_head, redact_url, scrub_held
 from sse_proxy.recording import encode_end, encode_header, encode_read
 from sse_proxy.server.taps import StreamEnd
 
@@ -22,12 +22,15 @@ class Recorder:
     :class:`~sse_proxy.server.taps.ReadTap`.
 
     Writes are small and buffered; a recording is opt-in diagnostics, not the hot path.
+    A value the proxy holds is masked in the reads too (same length: offsets stay true),
+    so a read is written once no held value can still straddle into the next one.
     """
 
     def __init__(self, file: IO[bytes], started: float) -> None:
         self._file = file
         self._started = started
         self._total = 0
+        self._scrub: HeldBytes | None = HELD.bytes_scrubber()
 
     @classmethod
     def for_config(
@@ -60,12 +63,12 @@ class Recorder:
                         "query": redact_url("?" + request.query_string)[1:]
                         if request.query_string
                         else "",
-                        "headers": redact_headers(dict(request.headers)),
+                        "headers": redact_head(request.headers),
                     },
                     "response": {
                         "status": upstream.status,
-                        "reason": upstream.reason,
-                        "headers": redact_headers(dict(upstream.headers)),
+                        "reason": scrub_held(upstream.reason or "") or upstream.reason,
+                        "headers": redact_head(upstream.headers),
                     },
                 }
             )
@@ -75,8 +78,16 @@ class Recorder:
 
     def read(self, data: bytes) -> None:
         self._total += len(data)
-        self._file.write(encode_read(time.monotonic() - self._started, data))
+        t = time.monotonic() - self._started
+        if self._scrub is None:
+            self._file.write(encode_read(t, data))
+            return
+        for at, final in self._scrub.feed(data, t):
+            self._file.write(encode_read(at, final))
 
     def finish(self, end: StreamEnd) -> None:
+        if self._scrub is not None:
+            for at, final in self._scrub.finish():
+                self._file.write(encode_read(at, final))
         self._file.write(encode_end(end.ended_by, time.monotonic() - self._started, self._total))
         self._file.close()

@@ -25,6 +25,7 @@ from sse_proxy.core import (
     dialect_for_path,
     normalize_dialect,
 )
+from sse_proxy.core.verdict import strict_end_cause
 from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
@@ -32,6 +33,7 @@ from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import Planner, Write, make_planner
 from sse_proxy.server.client_writer import ClientGone, ClientWriter
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
+from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
@@ -81,6 +83,9 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
         resp.headers[SEED_HEADER] = str(spec.seed)
         if not spec.rechunk_only:  # rewrites and variants change the bytes
             resp.headers.popall("Content-Length", None)
+    if ex.cfg.strict_end:
+        # chunked toward the client, so that a body ended without its last chunk is broken
+        resp.headers.popall("Content-Length", None)
     log = ex.log.bind(
         upstream_status=upstream.status,
         upstream_request_id=upstream_request_id,
@@ -119,7 +124,7 @@ class _SseRelay:
         self.cfg = cfg
         self.metrics = ex.metrics
         self.log = log
-        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind)
+        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text)
         self.started = ex.started
         self.mode = mode = ex.mode
         self.reassembler = StreamReassembler(
@@ -160,6 +165,10 @@ class _SseRelay:
                     max_hold=cfg.max_frame_bytes,
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
                 )
+        # chaos only: the writes that carry a cut wait until the client read what went before
+        self.delivery = ex.delivery = (
+            Delivery(request.transport) if self.mode == "chaos" and self.planner else None
+        )
         span = ex.span
         self.obs = StreamObserver(
             self.reassembler,
@@ -289,9 +298,9 @@ class _SseRelay:
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
-        self._finish(ended_by, received, first_byte)
-        if ended_by != "upstream_eof":
-            cut_off(self.request)
+        strict = self._finish(ended_by, received, first_byte)
+        if ended_by != "upstream_eof" or strict is not None:
+            cut_off(self.request)  # never a fake completion
             return self.resp
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
             await self.resp.write_eof()
@@ -361,6 +370,9 @@ class _SseRelay:
 
     async def _send(self, writes: list[Write]) -> None:
         wrote = self.taps.wrote
+        if self.delivery is not None:
+            await self.delivery.send(writes, self.client.write, wrote)
+            return
         for w in writes:
             if w.delay:
                 await asyncio.sleep(w.delay)
@@ -368,8 +380,9 @@ class _SseRelay:
             if wrote is not None:
                 wrote(w.data)
 
-    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> None:
-        """Close the reassembler, sum the stream up once, and tell every tap."""
+    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> str | None:
+        """Close the reassembler, sum the stream up once, and tell every tap; return why
+        ``--strict-end`` ends the client's body as broken (None: it ends normally)."""
         reassembler = self.reassembler
         obs = self.obs
         closing: tuple[Alert, ...] = ()
@@ -396,6 +409,13 @@ class _SseRelay:
             "observed": self.observing,
             **obs.summary_fields(ended_by, started, now),
         }
+        strict = None
+        if self.cfg.strict_end:  # known only now, every byte forwarded: nothing held back
+            strict = strict_end_cause(ended_by, self.sink.counts) if self.observing else None
+            fields["strict_end"] = strict
+        if self.delivery is not None:
+            self.delivery.close()
+            fields.update(self.delivery.fields())
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(
@@ -411,3 +431,4 @@ class _SseRelay:
                 gaps=obs.gaps,
             )
         )
+        return strict

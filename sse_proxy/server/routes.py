@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from multidict import CIMultiDict
 
@@ -26,14 +26,93 @@ from sse_proxy.errors import ConfigError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.obs.redact import hold_secret, redact_url
 
-__all__ = ["CLIENT_AUTH_HEADERS", "Route", "RouteTable", "join_upstream", "resolve_value"]
+__all__ = [
+    "CLIENT_AUTH_HEADERS",
+    "PathRefused",
+    "Route",
+    "RouteTable",
+    "carries_credential",
+    "join_upstream",
+    "resolve_dot_segments",
+    "resolve_value",
+]
 
 DEFAULT_ROUTE = "default"
 # What a client may send to authenticate to an LLM API; dropped with drop_client_auth.
 CLIENT_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_AUTH_QUERY = re.compile(r"(?:^|&)key=[^&]*")
+_CREDENTIAL_PROTOCOL = re.compile(r"(?i)key|token|secret|passw|auth|bearer")
+
+
+def carries_credential(protocol: str) -> bool:
+    """Whether a WebSocket subprotocol token carries a credential: its name (before the first
+    ``.``, the rest being the value) says so."""
+    return bool(_CREDENTIAL_PROTOCOL.search(protocol.split(".", 1)[0]))
+
+
+# A dot segment, or something an upstream may read as one: %2e for a dot (RFC 3986 2.3: the
+# same character), and a segment that hides "." or ".." behind %2f, %5c or a backslash
+# (servers that decode those, or treat "\\" as "/", would climb out of the base path).
+_MAYBE_DOT = re.compile(r"\.|%2[eE]")
+_ENCODED_DOT = re.compile(r"%2[eE]")
+_HIDDEN_SEP = re.compile(r"%2[fF]|%5[cC]|\\")
+
+
+class PathRefused(ValueError):
+    """A request target whose dot segments the proxy will not forward (a 400)."""
+
+
+def _dot_kind(segment: str) -> str | None:
+    """``"."`` or ``".."`` for a dot segment (its dots possibly percent-encoded), else None;
+    raises :class:`PathRefused` for a segment that hides one."""
+    plain = _ENCODED_DOT.sub(".", segment) if "%" in segment else segment
+    if plain in (".", ".."):
+        return plain
+    for piece in _HIDDEN_SEP.split(plain.replace("%25", "%")):
+        if piece.split(";", 1)[0] in (".", "..", "%2e", "%2E", "%2e%2e", "%2E%2E"):
+            raise PathRefused(
+                "the path hides a dot segment (behind an encoded slash or backslash, a "
+                "backslash or a ;parameter)"
+            )
+    return None
+
+
+def resolve_dot_segments(target: str) -> tuple[str, int | None]:
+    """``target`` (path and query) with its dot segments removed (RFC 3986 5.2.4), and the
+    shallowest depth a ``..`` reached (None when there was none; -1 when it tried to climb
+    above the root). The query is left as it is; a target without dot segments is
+    returned unchanged.
+    """
+    end = len(target)
+    for sep in "?#":
+        at = target.find(sep)
+        if 0 <= at < end:
+            end = at
+    path, rest = target[:end], target[end:]
+    if not _MAYBE_DOT.search(path) and "\\" not in path:
+        return target, None
+    segments = path[1:].split("/") if path.startswith("/") else path.split("/")
+    out: list[str] = []
+    low: int | None = None
+    changed = False
+    for i, segment in enumerate(segments):
+        dot = _dot_kind(segment)
+        if dot is None:
+            out.append(segment)
+            continue
+        changed = True
+        if dot == "..":
+            if out:
+                out.pop()
+                low = len(out) if low is None else min(low, len(out))
+            else:
+                low = -1
+        if i == len(segments) - 1:
+            out.append("")  # "/a/." and "/a/.." end in a slash (RFC 3986 5.2.4)
+    if not changed:
+        return target, None
+    return "/" + "/".join(out) + rest, low
 
 
 def join_upstream(base: str, target: str) -> str:
@@ -60,8 +139,12 @@ def join_upstream(base: str, target: str) -> str:
     return origin + joined + (sep + query if sep else "")
 
 
-def resolve_value(template: str, env: Mapping[str, str], where: str) -> str:
-    """A held header value: ``${NAME}`` from the environment, ``${file:PATH}`` from a file.
+def resolve_value(
+    template: str, env: Mapping[str, str], where: str, substituted: list[str] | None = None
+) -> str:
+    """A held header value: ``${NAME}`` from the environment, ``${file:PATH}`` from a file;
+    each value substituted is appended to ``substituted`` (they are secrets on their own: an
+    upstream may quote the bare key back, without the ``Bearer`` around it).
 
     Errors name the route, the header and the variable or file, never a value.
     """
@@ -77,12 +160,16 @@ def resolve_value(template: str, env: Mapping[str, str], where: str) -> str:
                 raise ConfigError(f"{where}: cannot read key file {str(path)!r}: {why}") from None
             if not value:
                 raise ConfigError(f"{where}: key file {str(path)!r} is empty")
+            if substituted is not None:
+                substituted.append(value)
             return value
         if not _ENV_NAME.fullmatch(ref):
             raise ConfigError(f"{where}: ${{{ref}}} is neither ${{NAME}} nor ${{file:PATH}}")
         found = env.get(ref)
         if not found:
             raise ConfigError(f"{where}: environment variable {ref} is not set or empty")
+        if substituted is not None:
+            substituted.append(found)
         return found
 
     value = _REFERENCE.sub(sub, template)
@@ -102,6 +189,11 @@ class Route:
     headers: tuple[tuple[str, str], ...]
     drop_client_auth: bool
 
+    @property
+    def depth(self) -> int:
+        """How many path segments the prefix has (``/``: 0, ``/openai``: 1)."""
+        return len([s for s in self.prefix.split("/") if s])
+
     def url_for(self, rest: str) -> str:
         """The full upstream URL for the target left after the prefix was stripped."""
         return join_upstream(self.upstream, rest or "")
@@ -116,12 +208,26 @@ class Route:
         return headers
 
     def strip_auth_query(self, target: str) -> str:
-        """``?key=...`` (Gemini's query-string key) dropped when client auth is dropped."""
+        """``?key=...`` (Gemini's query-string key) dropped when client auth is dropped,
+        however its name is written (``k%65y``, ``KEY``: an upstream decodes the name)."""
         if not self.drop_client_auth or "?" not in target:
             return target
         path, _, query = target.partition("?")
-        query = _AUTH_QUERY.sub("", query).lstrip("&")
+        kept = [
+            pair
+            for pair in query.split("&")
+            if unquote_plus(pair.partition("=")[0]).strip().lower() != "key"
+        ]
+        query = "&".join(kept).lstrip("&")
         return path + ("?" + query if query else "")
+
+    def client_protocols(self, offered: tuple[str, ...]) -> tuple[str, ...]:
+        """The WebSocket subprotocols to offer the upstream: with ``drop_client_auth``, not
+        those that carry a credential (a browser's only way to send a key on a WebSocket:
+        ``openai-insecure-api-key.sk-...``)."""
+        if not self.drop_client_auth:
+            return offered
+        return tuple(p for p in offered if not carries_credential(p))
 
     def describe(self, example: str) -> dict[str, object]:
         """What the startup line and health say about it (no header values)."""
@@ -171,14 +277,16 @@ class RouteTable:
         routes: list[Route] = []
         for spec in specs:
             name = DEFAULT_ROUTE if spec.prefix == "/" and cfg.upstream else spec.prefix
+            pieces: list[str] = []
             headers = tuple(
                 (
                     header,
-                    resolve_value(value, env, f"route {spec.prefix!r}: header {header!r}"),
+                    resolve_value(value, env, f"route {spec.prefix!r}: header {header!r}", pieces),
                 )
                 for header, value in spec.headers
             )
-            for _, value in headers:
+            # the whole values and each value substituted into them: held, never shown
+            for value in (*(v for _, v in headers), *pieces):
                 hold_secret(value)
             routes.append(
                 Route(

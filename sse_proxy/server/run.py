@@ -15,6 +15,7 @@ import signal
 import socket
 import tempfile
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ from sse_proxy.inspect.web import close_feeds
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
+from sse_proxy.server.admin import make_admin_app
 from sse_proxy.server.app import make_app
 from sse_proxy.server.keys import (
     CONFIG,
@@ -45,11 +47,35 @@ from sse_proxy.server.protocol import ProxyAppRunner
 from sse_proxy.server.routes import Route, RouteTable
 from sse_proxy.server.workers import supervise
 
-__all__ = ["app_env", "run_loop", "serve", "serve_forever", "start_proxy", "stop_proxy"]
+__all__ = [
+    "Listeners",
+    "admin_url",
+    "app_env",
+    "run_loop",
+    "serve",
+    "serve_forever",
+    "start_proxy",
+    "stop_proxy",
+]
 
 # Every request being handled (SSE streams and the rest), so that a shutdown can give each
 # the grace and then cancel it.
 _IN_FLIGHT = web.AppKey("in_flight", set)
+
+
+@dataclass(slots=True)
+class Listeners:
+    """Where a started proxy listens: its traffic URL, the URL of health and metrics (the
+    same, or with ``--admin-port`` the admin listener's) and the admin listener's runner."""
+
+    url: str = ""
+    admin_url: str = ""
+    admin_runner: web.AppRunner | None = None
+
+
+_LISTENERS = web.AppKey("listeners", Listeners)
+# Once the drain is over: how long a probe or scrape under way may take to finish.
+_ADMIN_SHUTDOWN_S = 2.0
 
 
 def _validate_chaos(cfg: Config) -> None:
@@ -81,8 +107,9 @@ async def start_proxy(
 ) -> tuple[web.AppRunner, str]:
     """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL.
 
-    ``workers``: how many worker processes there are and how many live (health and the
-    metrics show it); one, by default.
+    With ``cfg.admin_port``, health, metrics and the inspector get a listener of their own
+    (:func:`admin_url` tells where). ``workers``: how many worker processes there are and
+    how many live (health and the metrics show it); one, by default.
     """
     if not cfg.upstream and not cfg.routes:
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
@@ -92,6 +119,7 @@ async def start_proxy(
     app[WORKERS] = workers = workers or WorkerCounts.single()
     app[METRICS].worker_counts = workers.fields
     app[_IN_FLIGHT] = set()
+    app[_LISTENERS] = listeners = Listeners()
     app.middlewares.append(_track_in_flight)
     runner = ProxyAppRunner(
         app,
@@ -100,22 +128,54 @@ async def start_proxy(
         shutdown_timeout=cfg.shutdown_grace,
     )
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, reuse_port=reuse_port or None)
+    try:
+        listeners.url = listeners.admin_url = await _listen(runner, cfg.host, cfg.port, reuse_port)
+        if cfg.admin_port is not None:
+            admin = ProxyAppRunner(
+                make_admin_app(app), access_log=None, shutdown_timeout=_ADMIN_SHUTDOWN_S
+            )
+            await admin.setup()
+            listeners.admin_runner = admin
+            listeners.admin_url = await _listen(
+                admin, cfg.admin_listen_host, cfg.admin_port, reuse_port, "admin_port: "
+            )
+    except UsageError:
+        if listeners.admin_runner is not None:
+            await listeners.admin_runner.cleanup()
+        await runner.cleanup()
+        raise
+    return runner, listeners.url
+
+
+async def _listen(
+    runner: web.AppRunner, host: str, port: int, reuse_port: bool, what: str = ""
+) -> str:
+    """Open a site of ``runner`` on ``host:port``; its base URL (the port it got, if 0)."""
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
     try:
         await site.start()
     except OSError as exc:
-        await runner.cleanup()
-        raise UsageError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from None
+        raise UsageError(f"{what}cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     server = site._server
     assert server is not None
     sockets = getattr(server, "sockets", None) or []
-    host, port = sockets[0].getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    return runner, f"http://{shown}:{port}"
+    bound, got = sockets[0].getsockname()[:2]
+    shown = f"[{bound}]" if ":" in bound else bound
+    return f"http://{shown}:{got}"
+
+
+def admin_url(runner: web.AppRunner) -> str:
+    """The base URL that health, metrics and the inspector answer on: the admin listener's
+    with ``admin_port``, else the traffic port's."""
+    return runner.app[_LISTENERS].admin_url
 
 
 async def stop_proxy(runner: web.AppRunner) -> None:
-    """Stop accepting, give streams ``shutdown_grace`` to finish, then close them."""
+    """Stop accepting traffic, give streams ``shutdown_grace`` to finish, then close them.
+
+    Health (503 from now on) stays up through the drain on an admin listener of its own,
+    so that a probe sees the proxy draining rather than gone; it closes last.
+    """
     state = runner.app[STATE]
     state.shutting_down = True
     close_feeds(runner.app)  # the inspector's live feeds must not hold the grace
@@ -128,6 +188,10 @@ async def stop_proxy(runner: web.AppRunner) -> None:
     in_flight: set[asyncio.Task[Any]] = runner.app.get(_IN_FLIGHT, set())
     await _close_streams(state, in_flight, runner.app[CONFIG].shutdown_grace)
     await runner.cleanup()
+    admin = runner.app[_LISTENERS].admin_runner
+    if admin is not None:
+        close_feeds(runner.app)  # and any opened during the drain
+        await admin.cleanup()
 
 
 @web.middleware
@@ -258,6 +322,7 @@ async def serve(
     """Serve until SIGTERM/SIGINT, then drain: one process, or one worker of several."""
     log = get_logger(pid=os.getpid())
     runner, url = await start_proxy(cfg, reuse_port=reuse_port, workers=workers)
+    admin = admin_url(runner)
     _freeze_startup_heap()
     # Signal handlers before the startup line: whoever reads it may signal at once.
     stop = asyncio.Event()
@@ -279,9 +344,11 @@ async def serve(
         mode=cfg.mode,
         loop=loop_factory(cfg.loop)[0],
         **({"mode_reason": implied[0].fields["reason"]} if implied else {}),
-        health=f"{url}{cfg.admin_prefix}/health",
-        metrics=f"{url}{cfg.admin_prefix}/metrics",
-        **({"inspector": f"{url}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
+        **({"admin": admin} if cfg.admin_port is not None else {}),
+        **({"strict_end": True} if cfg.strict_end else {}),
+        health=f"{admin}{cfg.admin_prefix}/health",
+        metrics=f"{admin}{cfg.admin_prefix}/metrics",
+        **({"inspector": f"{admin}{cfg.admin_prefix}/ui"} if cfg.ui else {}),
     )
     for note in notes:
         if note.event != "config.mode_implied":
@@ -321,6 +388,8 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
         raise ConfigError("workers: SO_REUSEPORT is not available on this platform")
     if cfg.port == 0:
         raise ConfigError("workers: needs a fixed --port (0 would give each worker its own port)")
+    if cfg.admin_port == 0:
+        raise ConfigError("workers: needs a fixed --admin-port (0 would give each its own port)")
     _validate_chaos(cfg)
     loop_factory(cfg.loop)
     _prepare_record_dir(cfg)

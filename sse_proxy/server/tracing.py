@@ -22,6 +22,7 @@ from sse_proxy.config import Config
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.errors import ConfigError
+from sse_proxy.obs.redact import mask_message_text, redact_text, scrub_held
 from sse_proxy.server.context import RequestContext
 
 __all__ = ["RequestSpan", "Tracing", "route_of"]
@@ -38,29 +39,40 @@ def route_of(upstream: str) -> str:
 
 
 def _attr(value: Any) -> Any:
-    """An attribute value OpenTelemetry accepts (str, bool, int, float or lists of those)."""
-    if value is None or isinstance(value, str | bool | int | float):
+    """An attribute value OpenTelemetry accepts (str, bool, int, float or lists of those),
+    every string scrubbed of the values the proxy holds: a span leaves the process as a log
+    line does (an upstream may quote a key back in a model name, an id, an error)."""
+    if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, list | tuple):
-        return [str(v) for v in value]
-    return str(value)
+        return [scrub_held(str(v)) for v in value]
+    return scrub_held(str(value))
 
 
 class RequestSpan:
     """The span of one proxied request; every method is safe to call in any order."""
 
-    def __init__(self, span: Any, status_code: Any, path: str = "") -> None:
+    def __init__(
+        self, span: Any, status_code: Any, path: str = "", *, keep_text: bool = False
+    ) -> None:
         self._span = span
         self._path = path  # the request's: it tells Vertex AI from the Gemini API
         self._error = status_code.ERROR
         self._ended = False
+        self._keep_text = keep_text  # --log-text: previews of message text as they are
 
     def response(self, status: int) -> None:
         self._span.set_attribute("http.response.status_code", status)
 
     def alert(self, alert: Alert) -> None:
         """An alert as a span event (the stall timer's too)."""
-        attrs = {k: _attr(v) for k, v in alert.fields().items() if v is not None}
+        fields = alert.fields()
+        if not self._keep_text and isinstance(fields.get("preview"), str):
+            fields["preview"] = mask_message_text(str(fields["preview"]))
+        for key in ("message", "error"):  # free text from the upstream, as in the log lines
+            if isinstance(fields.get(key), str):
+                fields[key] = redact_text(str(fields[key]))
+        attrs = {k: _attr(v) for k, v in fields.items() if v is not None}
         attrs["level"] = str(alert.level)
         self._span.add_event(alert.name, attributes=attrs)
 
@@ -108,10 +120,10 @@ class RequestSpan:
                 span.set_attribute(key, _attr(value))
         model = fields.get("model")
         if model:
-            span.update_name(f"{gen_ai['gen_ai.operation.name'] or 'stream'} {model}")
+            span.update_name(_attr(f"{gen_ai['gen_ai.operation.name'] or 'stream'} {model}"))
         if fields.get("verdict") == "broken":
-            span.set_attribute("error.type", str(fields.get("verdict_reason") or "broken"))
-            span.set_status(self._error, str(fields.get("verdict_reason")))
+            span.set_attribute("error.type", _attr(fields.get("verdict_reason") or "broken"))
+            span.set_status(self._error, _attr(fields.get("verdict_reason")))
 
     def end(self) -> None:
         if not self._ended:
@@ -122,8 +134,9 @@ class RequestSpan:
 class Tracing:
     """The app's tracer: off (``start`` returns ``None``) unless an endpoint is set."""
 
-    def __init__(self, endpoint: str = "") -> None:
+    def __init__(self, endpoint: str = "", *, keep_text: bool = False) -> None:
         self.endpoint = endpoint
+        self.keep_text = keep_text
         self._provider: Any = None
         self._tracer: Any = None
         if endpoint:
@@ -131,7 +144,7 @@ class Tracing:
 
     @classmethod
     def for_config(cls, cfg: Config) -> Tracing:
-        return cls(cfg.otlp_endpoint)
+        return cls(cfg.otlp_endpoint, keep_text=cfg.log_text)
 
     def _setup(self, endpoint: str) -> None:
         # Imported here, not at the top: opentelemetry is the optional ``otel`` extra.
@@ -184,21 +197,21 @@ class Tracing:
             )
             parent = set_span_in_context(NonRecordingSpan(remote))
         span = self._tracer.start_span(
-            f"{request.method} {request.path}",
+            _attr(f"{request.method} {request.path}"),
             context=parent,
             kind=SpanKind.SERVER,
             attributes={
                 "http.request.method": request.method,
-                "url.path": request.path,
+                "url.path": _attr(request.path),
                 "server.address": ctx.route,
                 "sse_proxy.stream_id": stream_id,
             },
         )
         if ctx.client_request_id:
-            span.set_attribute("sse_proxy.client_request_id", ctx.client_request_id)
+            span.set_attribute("sse_proxy.client_request_id", _attr(ctx.client_request_id))
         if ctx.trace_id is None:
             ctx.trace_id = format(span.get_span_context().trace_id, "032x")
-        return RequestSpan(span, self._status_code, request.path)
+        return RequestSpan(span, self._status_code, request.path, keep_text=self.keep_text)
 
     async def close(self, _app: web.Application | None = None) -> None:
         """Flush and stop off the event loop (the SDK's shutdown blocks on the export)."""

@@ -67,7 +67,9 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
         sock_connect=cfg.connect_timeout or None,
     )
     ex.started = time.monotonic()
-    proxy, proxy_headers = request.app[NETWORK].proxy_for(ex.url)
+    hop = request.app[NETWORK].proxy_for(ex.url)
+    if hop.request_headers:
+        headers.update(hop.request_headers)
     with map_upstream_errors():
         upstream_cm = request.app[SESSION].request(
             request.method,
@@ -76,8 +78,8 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
             data=data,
             allow_redirects=False,
             timeout=timeout,
-            proxy=proxy,
-            proxy_headers=proxy_headers,
+            proxy=hop.proxy,
+            proxy_headers=hop.proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
             trace_request_ctx={"log": log},
         )

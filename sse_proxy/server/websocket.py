@@ -26,6 +26,7 @@ from sse_proxy.server.admission import json_error
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import request_headers_for_upstream
 from sse_proxy.server.keys import NETWORK, SESSION
+from sse_proxy.server.routes import carries_credential
 
 __all__ = ["WS_HANDSHAKE_HEADERS", "is_websocket_upgrade", "relay_websocket"]
 
@@ -139,12 +140,14 @@ async def relay_websocket(
     request = ex.request
     log = ex.upstream_log
     max_msg_size = ex.cfg.max_request_body_bytes
-    proxy, proxy_headers = request.app[NETWORK].proxy_for(ex.url)
+    hop = request.app[NETWORK].proxy_for(ex.url)
     headers = request_headers_for_upstream(headers)
     for name in WS_HANDSHAKE_HEADERS:
         headers.popall(name, None)
-    offered = request.headers.get("Sec-WebSocket-Protocol", "")
-    protocols = tuple(p.strip() for p in offered.split(",") if p.strip())
+    if hop.request_headers:
+        headers.update(hop.request_headers)
+    offered = ",".join(request.headers.getall("Sec-WebSocket-Protocol", []))
+    protocols = ex.route.client_protocols(tuple(p.strip() for p in offered.split(",") if p.strip()))
     started = time.monotonic()
     try:
         upstream = await request.app[SESSION].ws_connect(
@@ -154,8 +157,8 @@ async def relay_websocket(
             autoclose=True,
             autoping=True,
             max_msg_size=max_msg_size,
-            proxy=proxy,
-            proxy_headers=proxy_headers,
+            proxy=hop.proxy,
+            proxy_headers=hop.proxy_headers,
             timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10.0),
             compress=0,
         )
@@ -216,8 +219,12 @@ async def relay_websocket(
         if not upstream.closed:
             with contextlib.suppress(Exception):
                 await upstream.close(code=WSCloseCode.GOING_AWAY)
+        protocol = upstream.protocol
         summary = {
-            "protocol": upstream.protocol,
+            # a subprotocol may carry a key (openai-insecure-api-key.sk-...): its name only
+            "protocol": protocol.split(".", 1)[0] + ".[redacted]"
+            if protocol and "." in protocol and carries_credential(protocol)
+            else protocol,
             "messages_to_upstream": to_upstream.messages,
             "messages_to_client": to_client.messages,
             "bytes_to_upstream": to_upstream.bytes,

@@ -1,8 +1,8 @@
 """`sse-proxy health`: ask the proxy the same settings describe whether it is healthy.
 
 A container's HEALTHCHECK runs it: it reads the effective settings as `serve` does
-(``--config``, else ``SSE_PROXY_CONFIG``, then ``SSE_PROXY_*``), so a port or admin
-prefix set in a mounted config file or the environment is the one it asks. Exit 0 when
+(``--config``, else ``SSE_PROXY_CONFIG``, then ``SSE_PROXY_*``), so a port, admin port or
+admin prefix set in a mounted config file or the environment is the one it asks. Exit 0 when
 ``<admin prefix>/health`` answers 200; 1 for anything else (Docker reserves 2), with one
 line on stderr saying why. Standard library only: it runs every few seconds.
 """
@@ -31,8 +31,12 @@ def health_url(*, config: str | None, url: str | None = None) -> str:
     if url is not None and not url.startswith(("http://", "https://")):
         raise ConfigError(f"--url: must be an http:// or https:// URL (got {url!r})")
     if url is None:
-        host = _EVERYWHERE.get(cfg.host, cfg.host)
-        url = f"http://[{host}]:{cfg.port}" if ":" in host else f"http://{host}:{cfg.port}"
+        # with an admin listener of its own, health is there (and a 404 on the traffic port)
+        bound, port = cfg.host, cfg.port
+        if cfg.admin_port is not None:
+            bound, port = cfg.admin_listen_host, cfg.admin_port
+        host = _EVERYWHERE.get(bound, bound)
+        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     return url.rstrip("/") + cfg.admin_prefix + "/health"
 
 

@@ -20,7 +20,7 @@ import struct
 import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
@@ -31,6 +31,9 @@ from sse_proxy.tools import fixtures
 if sys.platform != "win32":
     import fcntl
     import termios
+
+if TYPE_CHECKING:
+    from sse_proxy.tools.lockstep import Lockstep
 
 __all__ = [
     "DEFAULT_PORT",
@@ -72,6 +75,7 @@ class _Settings:
     first_text: bool = False
     api_key: str | None = None
     tools: bool = False
+    lockstep: Lockstep | None = None
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -153,11 +157,25 @@ def _pieces(data: bytes, seed: int) -> list[bytes]:
     return fixtures.split_reads(data, seed, max_size=max(64, len(data) // 1000))
 
 
-async def _write_pieces(resp: web.StreamResponse, pieces: Sequence[bytes], delay: float) -> bool:
-    """Write each piece on its own, yielding in between; False if the client went away."""
+async def _write_pieces(
+    resp: web.StreamResponse,
+    pieces: Sequence[bytes],
+    delay: float,
+    lockstep: Lockstep | None = None,
+) -> bool:
+    """Write each piece on its own, yielding in between; False if the client went away.
+
+    With a ``lockstep`` (an in-process proxy reading this stream), each piece waits until
+    the proxy has read the one before, so its reads are exactly these pieces.
+    """
+    pace = None if lockstep is None else lockstep.begin()
+    written = 0
     try:
         for piece in pieces:
             await resp.write(piece)
+            written += len(piece)
+            if pace is not None:
+                await pace.written(written)
             await asyncio.sleep(delay)
     except ConnectionResetError:
         return False
@@ -186,7 +204,7 @@ async def _serve_sse(
     pieces = _pieces(body, _request_seed(request))
     delay = _request_delay(request)
     resp = await _start_sse(request)
-    if not await _write_pieces(resp, pieces, delay):
+    if not await _write_pieces(resp, pieces, delay, _settings(request).lockstep):
         return resp
     if reset:
         await _reset(request)
@@ -531,6 +549,7 @@ def make_mock_app(
     first_text: bool = False,
     api_key: str | None = None,
     tools: bool = False,
+    lockstep: Lockstep | None = None,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
@@ -539,7 +558,8 @@ def make_mock_app(
     it is anyway for a request that declares ``tools``.
     With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
     ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
-    keys then fails unless the key really arrived. Raises
+    keys then fails unless the key really arrived. A ``lockstep`` paces the streams to an
+    in-process proxy's reads (:mod:`sse_proxy.tools.lockstep`). Raises
     :class:`~sse_proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
@@ -552,6 +572,7 @@ def make_mock_app(
         first_text=first_text,
         api_key=api_key,
         tools=tools,
+        lockstep=lockstep,
     )
     # (every dialect of the registry has its endpoint here: tests/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
@@ -586,6 +607,7 @@ async def start_mock_upstream(
     first_text: bool = False,
     api_key: str | None = None,
     tools: bool = False,
+    lockstep: Lockstep | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
@@ -598,6 +620,7 @@ async def start_mock_upstream(
         first_text=first_text,
         api_key=api_key,
         tools=tools,
+        lockstep=lockstep,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()

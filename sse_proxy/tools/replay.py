@@ -18,6 +18,7 @@ import contextlib
 import signal
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -28,6 +29,9 @@ from sse_proxy.rechunk.planner import ChaosPlanner, Write
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.server.headers import HOP_BY_HOP
+
+if TYPE_CHECKING:
+    from sse_proxy.tools.lockstep import Lockstep
 
 __all__ = ["ReplayPlan", "plan_replay", "run_replay", "start_replay"]
 
@@ -112,8 +116,12 @@ def make_replay_app(
     seed: int | None = None,
     timing: bool = True,
     speed: float = 1.0,
+    lockstep: Lockstep | None = None,
 ) -> web.Application:
-    """The replay upstream as an aiohttp app; one fixed plan, served to every request."""
+    """The replay upstream as an aiohttp app; one fixed plan, served to every request.
+
+    A ``lockstep`` paces each write to an in-process proxy's reads (see
+    :mod:`sse_proxy.tools.lockstep`)."""
     if not speed > 0:
         raise UsageError(f"--speed must be a positive number, not {speed!r}")
     spec = _spec(chaos, seed)
@@ -128,6 +136,8 @@ def make_replay_app(
             resp.headers[SEED_HEADER] = str(spec.seed)
         loop = asyncio.get_running_loop()
         started = loop.time()
+        pace = None if lockstep is None else lockstep.begin()
+        written = 0
         try:
             await resp.prepare(request)
             for at, write in plan.writes:
@@ -139,6 +149,9 @@ def make_replay_app(
                     await asyncio.sleep(write.delay)
                 # One write per recorded read; the yield lets the transport flush it alone.
                 await resp.write(write.data)
+                written += len(write.data)
+                if pace is not None:
+                    await pace.written(written)
                 await asyncio.sleep(0)
             await resp.write_eof()
         except (ConnectionError, RuntimeError):
@@ -159,6 +172,7 @@ async def start_replay(
     seed: int | None = None,
     timing: bool = True,
     speed: float = 1.0,
+    lockstep: Lockstep | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Serve ``recording`` on ``host:port`` (0: ephemeral); return the runner and base URL.
 
@@ -166,7 +180,9 @@ async def start_replay(
     recorded reads; without it each read is one write. ``timing`` keeps the recorded
     timing, scaled by ``speed``. Stop with ``await runner.cleanup()``.
     """
-    app = make_replay_app(recording, chaos=chaos, seed=seed, timing=timing, speed=speed)
+    app = make_replay_app(
+        recording, chaos=chaos, seed=seed, timing=timing, speed=speed, lockstep=lockstep
+    )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

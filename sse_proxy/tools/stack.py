@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from sse_proxy.tools.lockstep import Lockstep
 
 __all__ = ["Stack", "Stoppable", "UpstreamStarter", "proxy_stack", "start_stack"]
 
@@ -58,6 +61,7 @@ async def start_stack(
     mock_seed: int = 0,
     first_text: bool = False,
     mock_tools: bool = False,
+    lockstep: Lockstep | None = None,
     **settings: Any,
 ) -> Stack:
     """Start ``upstream`` (default: the built-in mock with ``mock_seed``, ``first_text``
@@ -65,7 +69,9 @@ async def start_stack(
 
     ``settings`` are :class:`sse_proxy.config.Config` fields for the proxy (``mode``,
     ``chaos``, ``seed``...); it always listens on an ephemeral loopback port. If the proxy
-    cannot start, the upstream is stopped before the error propagates.
+    cannot start, the upstream is stopped before the error propagates. With a
+    ``lockstep``, the proxy reads each upstream write apart (the mock is given it; an
+    ``upstream`` starter must have been).
     """
     from sse_proxy.config import Config
     from sse_proxy.server.run import start_proxy
@@ -75,13 +81,17 @@ async def start_stack(
 
         runner: Stoppable
         runner, upstream_url = await start_mock_upstream(
-            seed=mock_seed, first_text=first_text, tools=mock_tools
+            seed=mock_seed, first_text=first_text, tools=mock_tools, lockstep=lockstep
         )
     else:
         runner, upstream_url = await upstream()
     try:
         cfg = Config(**{"shutdown_grace": 1.0, **settings, "upstream": upstream_url, "port": 0})
         proxy, url = await start_proxy(cfg)
+        if lockstep is not None:
+            from sse_proxy.server.keys import STREAM_TAPS
+
+            proxy.app[STREAM_TAPS].append(lockstep.tap)
     except BaseException:
         await runner.cleanup()
         raise
@@ -95,11 +105,17 @@ async def proxy_stack(
     mock_seed: int = 0,
     first_text: bool = False,
     mock_tools: bool = False,
+    lockstep: Lockstep | None = None,
     **settings: Any,
 ) -> AsyncIterator[Stack]:
     """``async with proxy_stack(mode="frames") as s:`` -- started, and stopped afterwards."""
     stack = await start_stack(
-        upstream, mock_seed=mock_seed, first_text=first_text, mock_tools=mock_tools, **settings
+        upstream,
+        mock_seed=mock_seed,
+        first_text=first_text,
+        mock_tools=mock_tools,
+        lockstep=lockstep,
+        **settings,
     )
     try:
         yield stack

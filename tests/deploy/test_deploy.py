@@ -4,18 +4,22 @@ The manifests are checked against the Kubernetes API schemas shipped by the
 ``kubernetes-validate`` package (offline, strict: unknown fields fail), then their contents
 against the proxy itself: every ``SSE_PROXY_*`` name is a real setting and loads into a
 valid :class:`~sse_proxy.config.Config`, the probes and the scrape annotations point at that
-config's port and admin prefix, and the pod's grace period outlasts the proxy's.
+config's admin port and prefix, the NetworkPolicy fences the traffic port and the admin
+port apart, and the pod's grace period outlasts the proxy's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from sse_proxy.config import Config, load_config
+from sse_proxy.server.run import admin_url, start_proxy, stop_proxy
 from tests.support.cli import ROOT
 
 SIDECAR = ROOT / "deploy" / "kubernetes" / "sidecar.yaml"
@@ -126,24 +130,55 @@ def _resolve_port(container: dict[str, Any], port: int | str) -> int:
     return int(named[port])
 
 
-def test_probes_hit_the_proxy_health_path_on_its_port() -> None:
-    """startup, readiness and liveness probes: GET <admin_prefix>/health on the proxy port."""
+def test_probes_hit_the_proxy_health_path_on_its_admin_port() -> None:
+    """startup, readiness and liveness probes: GET <admin_prefix>/health on the admin port
+    (on the traffic port it is a 404 once an admin port is set)."""
     cfg = _proxy_config()
+    assert cfg.admin_port is not None
+    assert cfg.admin_port != cfg.port
     proxy = _container("sse-proxy")
-    assert [p["containerPort"] for p in proxy["ports"]] == [cfg.port]
+    assert [p["containerPort"] for p in proxy["ports"]] == [cfg.port, cfg.admin_port]
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
         probe = proxy[kind]["httpGet"]
         assert probe["path"] == f"{cfg.admin_prefix}/health", kind
-        assert _resolve_port(proxy, probe["port"]) == cfg.port, kind
+        assert _resolve_port(proxy, probe["port"]) == cfg.admin_port, kind
 
 
 def test_prometheus_annotations_point_at_the_metrics_path() -> None:
-    """The pod template's scrape annotations name the proxy's port and metrics path."""
+    """The pod template's scrape annotations name the proxy's admin port and metrics path."""
     cfg = _proxy_config()
     annotations = _pod()["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/port"] == str(cfg.port)
+    assert annotations["prometheus.io/port"] == str(cfg.admin_port)
     assert annotations["prometheus.io/path"] == f"{cfg.admin_prefix}/metrics"
+
+
+@pytest.mark.asyncio
+async def test_the_manifests_settings_answer_the_probes_where_they_ask(mock_url: str) -> None:
+    """The sidecar's own settings, run for real (on loopback and free ports, in front of the
+    mock upstream): the probe path answers 200 on the admin port, 404 on the traffic port,
+    and the scrape path answers there with the metrics."""
+    cfg = dataclasses.replace(
+        _proxy_config(), upstream=mock_url, host="127.0.0.1", port=0, admin_port=0
+    )
+    proxy = _container("sse-proxy")
+    probe = proxy["readinessProbe"]["httpGet"]["path"]
+    scrape = _pod()["metadata"]["annotations"]["prometheus.io/path"]
+    runner, url = await start_proxy(cfg)
+    try:
+        admin = admin_url(runner)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(admin + probe) as resp:
+                assert resp.status == 200
+            async with session.get(url + probe) as resp:
+                assert resp.status == 404
+            async with session.get(admin + scrape) as resp:
+                assert resp.status == 200
+                assert "sse_proxy_workers_live" in await resp.text()
+            async with session.get(url + scrape) as resp:
+                assert resp.status == 404
+    finally:
+        await stop_proxy(runner)
 
 
 def test_app_reaches_the_proxy_on_loopback() -> None:
@@ -186,22 +221,58 @@ def test_read_only_root_leaves_a_writable_tmp_for_workers() -> None:
     assert "emptyDir" in volumes[mounts["/tmp"]]
 
 
-def test_network_policy_limits_the_proxy_port_to_monitoring() -> None:
-    """Listening on 0.0.0.0 is fenced: only the monitoring namespace may reach the proxy port."""
-    cfg = _proxy_config()
-    policy = _one("NetworkPolicy")["spec"]
-    labels = _pod()["metadata"]["labels"]
-    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
-    assert policy["policyTypes"] == ["Ingress"]
-    proxy_rules = [
+MONITORING: dict[str, Any] = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+}
+THIS_NAMESPACE: dict[str, Any] = {"podSelector": {}}
+
+
+def _rules_for(policy: dict[str, Any], port: int) -> list[dict[str, Any]]:
+    """The NetworkPolicy's ingress rules that admit ``port`` (a rule without ports admits
+    every port)."""
+    return [
         rule
         for rule in policy["ingress"]
-        if any(p["port"] == cfg.port for p in rule.get("ports", []))
+        if "ports" not in rule or any(p["port"] == port for p in rule["ports"])
     ]
-    assert len(proxy_rules) == 1
-    sources = proxy_rules[0]["from"]
-    assert sources, "the proxy port must not be open to every source"
-    assert all("namespaceSelector" in s or "podSelector" in s for s in sources)
+
+
+def _assert_fenced(policy: dict[str, Any], cfg: Config) -> None:
+    assert cfg.admin_port is not None
+    assert policy["policyTypes"] == ["Ingress"]
+    traffic = _rules_for(policy, cfg.port)
+    admin = _rules_for(policy, cfg.admin_port)
+    assert [rule.get("from") for rule in traffic] == [[THIS_NAMESPACE]]
+    assert [rule.get("from") for rule in admin] == [[MONITORING]]
+
+
+def test_network_policy_fences_the_two_ports_apart() -> None:
+    """Listening on 0.0.0.0 is fenced, each port to its own clients: the traffic port (it
+    spends the API key) to the pods of the app's namespace, the admin port (health and
+    metrics, nothing forwarded) to the monitoring namespace; neither to anyone else."""
+    policy = _one("NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= _pod()["metadata"]["labels"].items()
+    _assert_fenced(policy, _proxy_config())
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # the old single-port shape: the monitoring namespace on the traffic port
+        {"from": [MONITORING], "ports": [{"port": 8787, "protocol": "TCP"}]},
+        # the admin port open to every source
+        {"ports": [{"port": 9787, "protocol": "TCP"}]},
+        # every port open to this namespace
+        {"from": [THIS_NAMESPACE]},
+    ],
+)
+def test_the_fence_check_can_fail(extra: dict[str, Any]) -> None:
+    cfg = _proxy_config()
+    assert (cfg.port, cfg.admin_port) == (8787, 9787)
+    policy = _one("NetworkPolicy")["spec"]
+    policy["ingress"].append(extra)
+    with pytest.raises(AssertionError):
+        _assert_fenced(policy, cfg)
 
 
 # ------------------------------------------------ prometheus-operator: PodMonitor, rule
@@ -256,14 +327,12 @@ def test_the_pod_monitor_scrapes_the_sidecars_metrics() -> None:
     spec = _load(PODMONITOR)["spec"]
     assert spec["selector"]["matchLabels"].items() <= _pod()["metadata"]["labels"].items()
     (endpoint,) = spec["podMetricsEndpoints"]
-    assert _resolve_port(_container("sse-proxy"), endpoint["port"]) == cfg.port
+    assert cfg.admin_port is not None
+    assert _resolve_port(_container("sse-proxy"), endpoint["port"]) == cfg.admin_port
     assert endpoint["path"] == f"{cfg.admin_prefix}/metrics"
     # and the NetworkPolicy lets the monitoring namespace reach that port
     policy = _one("NetworkPolicy")["spec"]
-    assert any(
-        any(p["port"] == cfg.port for p in rule.get("ports", [])) and rule.get("from")
-        for rule in policy["ingress"]
-    )
+    assert [rule["from"] for rule in _rules_for(policy, cfg.admin_port)] == [[MONITORING]]
 
 
 def test_the_prometheus_rule_holds_the_plain_files_rules() -> None:

@@ -220,11 +220,40 @@ async def test_foreign_host_name_is_refused(mock_url: str, proxies: list[web.App
     url = await _proxy(proxies, mock_url, ui=True)
     async with aiohttp.ClientSession() as s:
         async with s.get(url + UI, headers={"Host": "evil.example"}) as resp:
-            assert resp.status == 403
+            assert resp.status == 421  # the front door, before the inspector
         port = url.rsplit(":", 1)[1]
         for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
             async with s.get(url + UI, headers={"Host": host}) as resp:
                 assert resp.status == 200, host
-    url2 = await _proxy(proxies, mock_url, ui=True, ui_allow_remote=True)
+    # a name the front door serves is still no loopback name to the inspector
+    url1 = await _proxy(proxies, mock_url, ui=True, allowed_hosts=("a.example",))
+    async with aiohttp.ClientSession() as s, s.get(url1 + UI, headers={"Host": "a.example"}) as r:
+        assert r.status == 403
+    url2 = await _proxy(
+        proxies, mock_url, ui=True, ui_allow_remote=True, allowed_hosts=("a.example",)
+    )
     async with aiohttp.ClientSession() as s, s.get(url2 + UI, headers={"Host": "a.example"}) as r:
         assert r.status == 200
+
+
+@pytest.mark.parametrize(
+    ("remote", "host", "allowed"),
+    [
+        ("127.0.0.1", "127.0.0.1:8787", True),
+        ("127.0.0.1", "localhost", True),
+        ("::1", "[::1]:8787", True),
+        ("127.0.0.1", "127.0.0.1:8787@evil.example", False),
+        ("127.0.0.1", "127.0.0.1:8787, evil.example", False),
+        ("127.0.0.1", "127.0.0.1:8787 ", False),
+        ("127.0.0.1", "127.0.0.1:", False),
+        ("127.0.0.1", "127.0.0.1.evil.example", False),
+        ("127.0.0.1", "127.1", False),
+        ("127.0.0.1", None, False),
+        ("10.0.0.2", "127.0.0.1:8787", False),
+    ],
+)
+def test_the_inspectors_host_parser_is_strict(remote: str, host: str | None, allowed: bool) -> None:
+    """The inspector's own check reads Host as strictly as the front door (issue 18)."""
+    from sse_proxy.inspect.web import loopback_request
+
+    assert loopback_request(remote, host) is allowed

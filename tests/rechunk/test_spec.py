@@ -208,3 +208,28 @@ def test_constructor_rejects_bad_values(kwargs: dict[str, object]) -> None:
 def test_error_is_a_value_error_for_callers_that_catch_broadly() -> None:
     with pytest.raises(ValueError, match="unknown chaos strategy"):
         parse_chaos_header("strategy=x", default_seed=1)
+
+
+def test_header_inherits_the_server_settings_it_does_not_name() -> None:
+    """A per-request header keeps the server's --delay-ms, --chaos-k and strategy unless it
+    names them (a header that only picks a seed must not reset the jitter to 0)."""
+    inherited = parse_chaos_header(
+        "seed=7", default_seed=None, strategy="utf8", k=5, delay_ms=3.0, frames_per_write=2
+    )
+    assert inherited == ChaosSpec(("utf8",), 7, k=5, delay_ms=3.0, frames_per_write=2)
+    named = parse_chaos_header(
+        "strategy=random; k=1; delay_ms=0", default_seed=4, strategy="utf8", k=5, delay_ms=3.0
+    )
+    assert named == ChaosSpec(("random",), 4, k=1, delay_ms=0.0)
+    with pytest.raises(ChaosSpecError, match="needs strategy="):
+        parse_chaos_header("seed=7", default_seed=None, delay_ms=3.0)
+
+
+def test_cut_items_in_the_header_and_their_limits() -> None:
+    assert parse_chaos_header("strategy=cut:57", default_seed=1).at == (57,)
+    with pytest.raises(ChaosSpecError, match="cut:N offsets"):
+        ChaosSpec((), 1, at=(0,))
+    with pytest.raises(ChaosSpecError, match="empty chaos strategy"):
+        ChaosSpec((), 1)
+    with pytest.raises(ChaosSpecError, match="not a strategy name"):
+        parse_strategy_names("utf8+cut:5")

@@ -30,7 +30,7 @@ async def test_request_hop_by_hop_and_own_headers_are_not_forwarded() -> None:
     async with mock_upstream() as upstream, running_proxy(upstream) as proxy:
         request = (
             b"POST /echo/h HTTP/1.1\r\n"
-            b"Host: client.example\r\n"
+            b"Host: localhost\r\n"
             b"Connection: keep-alive, X-Drop-Me\r\n"
             b"Keep-Alive: timeout=5\r\n"
             b"TE: trailers\r\n"
@@ -101,7 +101,7 @@ async def test_response_hop_by_hop_and_forged_headers_are_not_passed_back(sse: b
         running_app(_hostile_headers_app(sse)) as upstream,
         running_proxy(upstream) as proxy,
     ):
-        request = b"GET /v1/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        request = b"GET /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         reply = await raw_exchange(port_of(proxy), request)
         assert reply.status == 200, reply
         names = {k.lower() for k, _ in reply.headers}
@@ -147,14 +147,14 @@ async def test_oversized_request_headers_are_refused_without_contacting_upstream
             fields = "".join(f"X-F{i}: {'b' * 2000}\r\n" for i in range(12))
         else:
             fields = "X-" + "N" * (limit + 10) + ": 1\r\n"
-        request = f"GET {target} HTTP/1.1\r\nHost: h\r\n{fields}Connection: close\r\n\r\n"
+        request = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{fields}Connection: close\r\n\r\n"
         reply = await raw_exchange(port_of(proxy), request.encode())
         assert reply.status in (400, 431), reply
         assert seen == []
         assert await _health(session, proxy) == 200
         # Just under the limit still goes through.
         field = "X-F: " + "c" * (limit // 2)
-        ok = f"GET /v1/x HTTP/1.1\r\nHost: h\r\n{field}\r\nConnection: close\r\n\r\n"
+        ok = f"GET /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\n{field}\r\nConnection: close\r\n\r\n"
         assert (await raw_exchange(port_of(proxy), ok.encode())).status == 200
         assert len(seen) == 1
 
@@ -171,7 +171,7 @@ async def test_content_length_over_limit_is_413_before_any_upstream_contact() ->
         running_proxy(upstream, max_request_body_bytes=1000) as proxy,
     ):
         # The body is never sent: a 413 that arrives anyway proves nothing waited for it.
-        request = b"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 10000000\r\n\r\n"
+        request = b"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000\r\n\r\n"
         reply = await raw_exchange(port_of(proxy), request, limit_s=3.0)
         assert reply.status == 413, reply
         assert reply.json()["error"]["type"] == "request_too_large"
@@ -179,7 +179,8 @@ async def test_content_length_over_limit_is_413_before_any_upstream_contact() ->
         # At the limit exactly is fine.
         body = b"z" * 1000
         request = (
-            b"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n"
+            b"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n"
+            b"Connection: close\r\n\r\n"
         )
         reply = await raw_exchange(port_of(proxy), request + body)
         assert reply.status == 200, reply

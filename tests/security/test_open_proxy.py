@@ -137,7 +137,7 @@ async def test_upstream_with_a_base_path_keeps_its_host() -> None:
         running_proxy(upstream + "/base") as proxy,
     ):
         for wire in (f"//127.0.0.1:{decoy.port}/x", f"/@127.0.0.1:{decoy.port}"):
-            reply = await raw_exchange(port_of(proxy), _get(wire, "x"))
+            reply = await raw_exchange(port_of(proxy), _get(wire, "127.0.0.1"))
             assert reply.status == 200, reply
         assert [s.raw_path for s in seen] == [
             f"/base//127.0.0.1:{decoy.port}/x",

@@ -112,7 +112,9 @@ async def test_alert_fields(
         assert isinstance(e["event_index"], int)
     (open_frame,) = named(logs, "sse.unterminated_frame")
     assert open_frame["pending_bytes"] == len(b'data: {"choi')
-    assert "choi" in open_frame["preview"]
+    # no message text without --log-text (issue 18): where the frame broke, and its shape
+    assert open_frame["preview"] == 'data: {"*'
+    assert "choi" not in str(open_frame)
     (truncated,) = named(logs, "sse.truncated")
     assert truncated["reason"] == "no_terminal_marker"
     crlf, mixed = named(logs, "sse.crlf_framing")
@@ -120,6 +122,17 @@ async def test_alert_fields(
     assert (mixed["log_level"], mixed["mixed"]) == ("warning", True)
     assert crlf["counts"]["crlf"] > 0
     assert mixed["counts"]["cr"] > 0
+
+
+@pytest.mark.asyncio
+async def test_previews_keep_the_text_with_log_text(
+    mock_url: str, start: StartProxy, session: aiohttp.ClientSession, logs: LogEntries
+) -> None:
+    """With --log-text the preview is the escaped bytes themselves."""
+    url = await start(mock_url, log_text=True)
+    await _stream(session, f"{url}/v1/chat/completions", "unterminated")
+    (open_frame,) = named(logs, "sse.unterminated_frame")
+    assert open_frame["preview"] == 'data: {"choi'
 
 
 @pytest.mark.asyncio

@@ -48,7 +48,7 @@ async def test_method_and_path_forwarded(
         "/echo/x?q=%E2%82%AC+%20&q=&&weird=%zz&=bare&semi;colon=1",
         "/echo/a%2Fb/%7Euser/caf%C3%A9/%25?x=%2B%26%3D",
         "/echo/x?",
-        "/echo//double//slash/./dot/../x",
+        "/echo//double//slash/x",
     ],
 )
 async def test_raw_path_and_query_forwarded_exactly(
@@ -60,6 +60,16 @@ async def test_raw_path_and_query_forwarded_exactly(
     sent_path, _, sent_query = URL(target, encoded=True).raw_path_qs.partition("?")
     assert echo["path"] == sent_path
     assert echo["query"] == sent_query
+
+
+@pytest.mark.asyncio
+async def test_dot_segments_are_resolved_before_forwarding(
+    proxy_url: str, session: aiohttp.ClientSession
+) -> None:
+    """Dot segments are removed per RFC 3986 (issue 18); empty segments and the query stay."""
+    url = URL(proxy_url + "/echo//double//slash/./dot/../x?a=../b", encoded=True)
+    echo = await _echo(session, "GET", url)
+    assert (echo["path"], echo["query"]) == ("/echo//double//slash/x", "a=../b")
 
 
 @pytest.mark.asyncio
@@ -78,7 +88,7 @@ async def test_raw_target_bytes_forwarded_on_the_wire(
     url = await start(await start_app(app))
     target = "/v1/x%2fy%00z/%C3%A9?k=%ff%FE&a=b+c&a=d&empty=&&%3F=%3D"
     reply = await raw_exchange(
-        url, f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+        url, f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
     )
     assert reply.status == 200
     assert seen == [target]

@@ -32,7 +32,7 @@ def _frame_ends(data: bytes) -> set[int]:
 
 async def _post_raw(url: str, path: str, body: bytes) -> RawResponse:
     head = (
-        f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: text/plain\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     return await raw_exchange(url, head + body)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from yarl import URL
 
 from sse_proxy.config import Config, RouteSpec, load_config
 from sse_proxy.errors import ConfigError
@@ -61,6 +62,13 @@ async def test_route_headers_replace_and_drop_client_auth(
     assert "api-key" not in echo["headers"]
     assert echo["query"] == "alt=sse"
     assert [k for k, _ in echo["header_list"]].count("Authorization") == 1
+    # the key's name percent-encoded, or in capitals, is the same name to the upstream
+    for query in ("k%65y=app-q&alt=sse", "%6B%65%79=app-q&alt=sse", "alt=sse&KEY=app-q&x=1"):
+        url = URL(f"{proxy}/held/echo/x?{query}", encoded=True)
+        async with session.get(url) as r:
+            echo = json.loads(await r.read())
+        assert "app-q" not in echo["query"], query
+        assert "alt=sse" in echo["query"], query
     async with session.get(f"{proxy}/keep/echo/x?key=app-q", headers=client_auth) as r:
         echo = json.loads(await r.read())
     assert echo["headers"]["authorization"] == f"Bearer {SECRET}"  # replaced

@@ -232,12 +232,12 @@ async def test_oversized_request_headers_get_431_without_traceback(
 ) -> None:
     url = await start(mock_url, max_request_header_bytes=1024)
     if where == "header":
-        request = b"GET /v1/text HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n"
+        request = b"GET /v1/text HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n"
     elif where == "many":  # each line fits; together they do not (the proxy's own check)
         lines = b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 100) for i in range(40))
-        request = b"GET /v1/text HTTP/1.1\r\nHost: x\r\n" + lines + b"\r\n"
+        request = b"GET /v1/text HTTP/1.1\r\nHost: 127.0.0.1\r\n" + lines + b"\r\n"
     else:
-        request = b"GET /v1/text?q=" + b"c" * 4096 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        request = b"GET /v1/text?q=" + b"c" * 4096 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     reply = await raw_exchange(url, request)
     assert reply.status == 431
     assert json.loads(reply.body)["error"]["type"] == "request_headers_too_large"
@@ -253,7 +253,7 @@ async def test_garbage_request_gets_400_json_without_traceback(
     mock_url: str, start: StartProxy, logs: LogEntries
 ) -> None:
     url = await start(mock_url)
-    reply = await raw_exchange(url, b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+    reply = await raw_exchange(url, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n")
     assert reply.status == 400
     assert json.loads(reply.body)["error"]["type"] == "bad_request"
     assert not [e for e in logs if e.get("log_level") in ("error", "critical")]

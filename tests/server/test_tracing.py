@@ -1,19 +1,16 @@
 """Traces: one OTLP/HTTP span per proxied request, checked by a real receiver on loopback.
 
-The receiver is a plain aiohttp server that decodes what the proxy's exporter posts with
-the official ``opentelemetry-proto`` messages; nothing in the exporter is replaced.
+The receiver (tests/support/otlp.py) is a plain aiohttp server that decodes what the proxy's
+exporter posts with the official ``opentelemetry-proto`` messages; nothing in the exporter
+is replaced.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
@@ -21,46 +18,12 @@ from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, wait_for
 from tests.support.net import STREAM_ID
+from tests.support.otlp import Receiver
+from tests.support.otlp import attrs as _attrs
 from tests.support.stack import StartApp
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
-
-
-class Receiver:
-    """An OTLP/HTTP trace receiver: every span posted to /v1/traces, decoded."""
-
-    def __init__(self) -> None:
-        self.spans: list[Any] = []
-        self.content_types: list[str] = []
-        self.arrived = asyncio.Event()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.content_types.append(request.headers.get("Content-Type", ""))
-        msg = ExportTraceServiceRequest()
-        msg.ParseFromString(await request.read())
-        for rs in msg.resource_spans:
-            for ss in rs.scope_spans:
-                self.spans.extend(ss.spans)
-        self.arrived.set()
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post("/v1/traces", self.handle)
-        return app
-
-
-def _value(v: AnyValue) -> Any:
-    kind = v.WhichOneof("value")
-    if kind == "array_value":
-        return [_value(x) for x in v.array_value.values]
-    assert kind is not None
-    return getattr(v, kind)
-
-
-def _attrs(items: Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in items}
 
 
 @pytest.mark.asyncio

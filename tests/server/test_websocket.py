@@ -140,6 +140,34 @@ async def test_websocket_messages_pass_byte_exact_both_ways(
 
 
 @pytest.mark.asyncio
+async def test_a_key_in_the_subprotocol_list_is_dropped_with_drop_client_auth(
+    start_app: StartApp,
+    start: StartProxy,
+    logs: LogEntries,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A browser's only way to send a key on a WebSocket is a subprotocol
+    (``openai-insecure-api-key.KEY``): with --drop-client-auth it never reaches the
+    upstream, the other subprotocols do (issue 18)."""
+    proxy, _ = await _start_pair(start_app, start, monkeypatch)
+    offered = (
+        "realtime.v1",
+        "openai-insecure-api-key.sk-app-own-key-77",
+        "openai-beta.realtime-v1",
+    )
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(f"{proxy}/openai/v1/realtime", protocols=offered) as ws,
+    ):
+        await ws.send_str("headers")
+        seen = json.loads((await ws.receive()).data)["headers"]
+        assert ws.protocol == "realtime.v1"
+    assert "sk-app-own-key-77" not in json.dumps(seen)
+    assert seen["sec-websocket-protocol"].replace(" ", "") == "realtime.v1,openai-beta.realtime-v1"
+    assert seen["authorization"] == f"Bearer {SECRET}"
+
+
+@pytest.mark.asyncio
 async def test_client_close_code_reaches_the_upstream(
     start_app: StartApp,
     start: StartProxy,

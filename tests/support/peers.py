@@ -55,11 +55,14 @@ _PPROXY = (
 
 
 @contextlib.contextmanager
-def forward_proxy() -> Iterator[ForwardProxy]:
-    """``pproxy -l http://127.0.0.1:PORT -v`` in its own process, stopped afterwards."""
+def forward_proxy(auth: str | None = None) -> Iterator[ForwardProxy]:
+    """``pproxy -l http://127.0.0.1:PORT -v`` in its own process, stopped afterwards;
+    ``auth`` ("user:password"): it asks every request for them (``--auth 0``)."""
     port = free_port()
+    listen = f"http://127.0.0.1:{port}" + (f"#{auth}" if auth else "")
+    extra = ["--auth", "0"] if auth else []
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-c", _PPROXY, "-l", f"http://127.0.0.1:{port}", "-v"],
+        [sys.executable, "-u", "-c", _PPROXY, "-l", listen, "-v", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

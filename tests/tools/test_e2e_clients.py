@@ -175,9 +175,19 @@ def test_decoding_each_read_alone_is_diagnosed_as_a_character_boundary_bug(
     assert run.code == 1
     assert run.outcomes("baseline") == {"pass": 1}
     assert run.families("utf8") == {"character boundary"}
-    assert "== utf8: 1 of 1 failed" in run.stdout
+    delivery = run.cases("utf8")[0]["delivery"]
+    assert delivery["cuts"] >= 90  # a cut inside each of the 90 multi-byte characters
+    assert delivery["read_apart"] == delivery["cuts"]
+    assert "== character boundary: utf8 (1 case)" in run.stdout  # the short form
+    assert f"{delivery['cuts']} of {delivery['cuts']} cuts read apart" in run.stdout
+    assert "fix (python): decode with one codecs.getincrementaldecoder" in run.stdout
     assert "reproduce: sse-proxy test-client --dialect openai --only utf8 --seed 1 --" in run.stdout
-    assert "by hand:   sse-proxy mock-upstream --port " in run.stdout
+    assert "by hand:" not in run.stdout
+    verbose = run_test_client(
+        tmp_path, client("decode_each_read"), "--only", "utf8", "--seeds", "1", "--verbose"
+    )
+    assert "== utf8: 1 of 1 failed" in verbose.stdout
+    assert "by hand:   sse-proxy mock-upstream --port " in verbose.stdout
 
 
 def test_every_cut_inside_a_character_and_only_those_break_a_per_read_decoder(
@@ -342,14 +352,17 @@ def test_a_node_client_using_eventsource_parser(
 
     Observed with eventsource-parser 3.1.1: when a stream's last blank line ends in a bare
     CR, the last event is lost even after ``reset({consume: true})`` (it reports an
-    unknown field "\\r"); in the raw-text dialect that last event is text, so ``cr`` fails.
+    unknown field "\\r"); in the raw-text dialect that last event is text, so ``cr`` fails,
+    and the diagnosis names that rule (the final bare CR).
     """
     node = ["node", str(eventsource_parser_dir / "eventsource_parser.mjs")]
     run = run_test_client(tmp_path, node, "--only", ALL_SINGLE, "--seeds", "1")
     assert run.code == 0, run.stdout
     text = run_test_client(tmp_path, node, "--dialect", "text", "--only", "crlf,cr", "--seeds", "1")
     assert text.outcomes("crlf") == {"pass": 1}
-    assert text.families("cr") == {"spec conformance (cr)"}
+    # the precise rule, not "spec conformance (cr)": the final line's bare CR
+    assert text.families("cr") == {"spec conformance (final CR)"}
+    assert text.cases("cr")[0]["diagnosis"]["rule"].startswith("final CR: ")
     assert text.cases("cr")[0]["first_difference"].endswith('got ..."nd of answer"')
 
 

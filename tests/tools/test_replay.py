@@ -182,3 +182,41 @@ def test_replay_applies_shape_variants_to_the_recordings_dialect() -> None:
     sent = b"".join(w.data for _, w in plan.writes)
     assert sent.startswith(b'data: {"choices":[],"created":0,"id":""')
     assert sent.endswith(b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        ({"headers": {"X-Evil": "a\r\nSet-Cookie: x=1"}}, "'X-Evil' holds a line break"),
+        ({"headers": {"X-Evil": "a\nb"}}, "'X-Evil' holds a line break"),
+        ({"headers": {"Bad Name": "v"}}, "is not a valid name"),
+        ({"headers": {"X-Num": 5}}, "'X-Num' holds a line break or a control character"),
+        ({"reason": "OK\r\nX-Injected: 1"}, "reason holds a line break"),
+        ({"status": 1000}, "status 1000 is not 100..599"),
+        ({"status": "200"}, "status '200' is not 100..599"),
+    ],
+)
+def test_replay_refuses_a_recording_it_cannot_serve_when_loading_it(
+    tmp_path: Path, response: dict[str, object], message: str
+) -> None:
+    """A recording whose response head cannot be sent (CR or LF in a header or the reason,
+    a bad name or status) is refused when loaded, with the reason, exit 2 (issue 18,
+    defect 14): not a 500 with a traceback per request."""
+    path = write_recording(tmp_path / "r.ssrec", [(0.0, b"data: x\n\n")])
+    lines = path.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["response"].update(response)
+    path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    proc = subprocess.run(
+        [*CLI, "replay", str(path), "--port", "0"],
+        capture_output=True,
+        timeout=30,
+        check=False,
+        env=cli_env(),
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "not a valid sse-proxy recording" in err
+    assert message in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -19,6 +19,7 @@ from sse_proxy.tools.testclient.diagnose import (
     short_diff,
 )
 from sse_proxy.tools.testclient.fixture import load_fixture
+from sse_proxy.tools.testclient.formats import report_junit
 from sse_proxy.tools.testclient.plan import (
     CUT_BUDGET,
     DEFAULT_COMBOS,
@@ -27,7 +28,7 @@ from sse_proxy.tools.testclient.plan import (
     fault_kinds,
     plan_cases,
 )
-from sse_proxy.tools.testclient.report import by_hand, report_junit
+from sse_proxy.tools.testclient.report import by_hand
 from sse_proxy.tools.testclient.run import CaseResult
 
 EXPECTED = fixtures.MESSAGE

@@ -26,9 +26,11 @@ rarely seen) (:mod:`.severity`); ``--fail-on`` chooses which failures fail the r
 
 Modules: :mod:`.plan` (options, cases), :mod:`.fixture` (what is served, and its faults),
 :mod:`.faults` (the breaking upstream), :mod:`.run` (running), :mod:`.progress`,
-:mod:`.diagnose` (verdicts, crash attribution), :mod:`.shapes` and :mod:`.calls` (the
-shape, token and tool-call diagnoses), :mod:`.severity` and :mod:`.report` (text, JSON,
-JUnit).
+:mod:`.diagnose` (verdicts), :mod:`.crash` (crash attribution), :mod:`.hints` (the fix
+in CMD's language), :mod:`.process` (running CMD so the harness survives it),
+:mod:`.watch` (how the cuts reached the client), :mod:`.shapes` and :mod:`.calls` (the
+shape, token and tool-call diagnoses), :mod:`.summary` (one block per root cause),
+:mod:`.severity` and :mod:`.report` (text; :mod:`.formats`: JSON, JUnit).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS
 from sse_proxy.tools.testclient.diagnose import Diagnosis, diagnose, diagnose_fault
 from sse_proxy.tools.testclient.fixture import load_fixture
+from sse_proxy.tools.testclient.formats import report_json, report_junit
 from sse_proxy.tools.testclient.plan import (
     DEFAULT_COMBOS,
     Case,
@@ -56,13 +59,7 @@ from sse_proxy.tools.testclient.plan import (
     plan_cases,
 )
 from sse_proxy.tools.testclient.progress import Progress
-from sse_proxy.tools.testclient.report import (
-    cut_pass_note,
-    exit_passed,
-    render_report,
-    report_json,
-    report_junit,
-)
+from sse_proxy.tools.testclient.report import cut_pass_note, exit_passed, render_report
 from sse_proxy.tools.testclient.run import CaseResult, run_cases
 from sse_proxy.tools.testclient.shapes import variants_for
 
@@ -178,7 +175,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
 def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseResult]) -> None:
     """``--html FILE``: the cases as plain values for :mod:`sse_proxy.inspect.report`."""
     from sse_proxy.inspect.report import ReportCase, write_report
-    from sse_proxy.tools.testclient.report import rerun_line
+    from sse_proxy.tools.testclient.report import delivery_total, rerun_line
 
     cases = []
     for r in results:
@@ -192,6 +189,7 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
                 expected=r.expected,
                 diagnosis=None if d is None else f"{d.family}: {d.reason}",
                 note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                + (f"{r.delivered}; " if r.delivered is not None else "")
                 + f"rerun: {rerun_line(options, r.case)}",
                 stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
                 cuts=(cut,) if cut is not None else (r.sent[1] if r.sent else ()),
@@ -201,9 +199,13 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
             )
         )
     failed = sum(not r.passed for r in results)
+    cuts, apart = delivery_total(results)
+    got = ""
+    if cuts:
+        got = f" {cuts} cuts, paced." if apart is None else f" {apart} of {cuts} cuts read apart."
     write_report(
         options.html or "",
         f"sse-proxy test-client: {shlex.join(options.command)}",
         sorted(cases, key=lambda c: c.passed),
-        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.",
+        intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.{got}",
     )

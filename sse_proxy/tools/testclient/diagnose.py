@@ -11,16 +11,15 @@ the right outcome is that the client reports failure.
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
 from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS
+from sse_proxy.tools.testclient.crash import CrashSite, attribute_crash
 
 __all__ = [
     "CrashSite",
@@ -29,7 +28,9 @@ __all__ = [
     "describe_cut",
     "diagnose",
     "diagnose_fault",
+    "final_cr",
     "first_difference",
+    "flood_diagnosis",
     "normalize_output",
     "rules_for",
     "short_diff",
@@ -63,20 +64,6 @@ CUT_RULES: Final[dict[str, str]] = {
 """The rule each re-chunking strategy tests."""
 
 FAULT_RULES: Final[dict[str, str]] = {name: KINDS[name].rule for name in ENDINGS}
-
-
-@dataclass(frozen=True, slots=True)
-class CrashSite:
-    """Where a crash happened when it happened inside an installed package."""
-
-    package: str
-    version: str | None
-    file: str
-    line: int
-
-    def __str__(self) -> str:
-        version = f" {self.version}" if self.version else ""
-        return f"{self.package}{version}, {self.file}:{self.line}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +218,59 @@ def _bare_symptom(
 
 
 def _part_family(part: str, found: Diagnosis) -> str:
-    return f"spec conformance ({part})" if part in REWRITES else found.family
+    """A part's family is the one it got alone: one root cause, one name, in every group."""
+    return found.family
+
+
+FINAL_CR_RULE: Final = (
+    "the stream's final line ends in a bare CR: at the end of the stream a pending CR is "
+    "a line end, so the blank line it ends dispatches the last event"
+)
+_FINAL_CR_FAMILY: Final = "spec conformance (final CR)"
+
+
+def final_cr(
+    expected: str, actual: str, exit_code: int | None, timed_out: bool, final_bytes: bytes | None
+) -> Diagnosis | None:
+    """The last event lost because the stream's last line ends in a bare CR: the text
+    complete and a non-zero exit (the terminal event never seen), or exit 0 with the text's
+    end missing. A parser that holds a trailing CR waiting for a possible LF, and never
+    lets it go at the end of the stream, does this."""
+    if timed_out or final_bytes is None or not final_bytes.endswith(b"\r"):
+        return None
+    if exit_code not in (0, None) and actual == expected:
+        symptom = (
+            f"the text is complete but the client exited with status {exit_code}: the "
+            "terminal event was never dispatched"
+        )
+    elif (
+        exit_code == 0
+        and actual
+        and expected.startswith(actual)
+        and len(expected) - len(actual) <= len(expected) // 4
+    ):  # the text up to its last event or so
+        symptom = (
+            f"the last {len(expected) - len(actual)} characters are missing: the last "
+            "event was never dispatched"
+        )
+    else:
+        return None
+    return Diagnosis(
+        _FINAL_CR_FAMILY,
+        f"{symptom}, because the stream's final line ends in a bare CR and the parser "
+        "kept waiting for a LF that never came; at the end of the stream, end the line "
+        "and dispatch",
+        f"final CR: {FINAL_CR_RULE}",
+    )
+
+
+def flood_diagnosis(printed: int, expected: int) -> Diagnosis:
+    """CMD printed far more than the answer: it was stopped, not judged on the text."""
+    return Diagnosis(
+        "output flood",
+        f"printed more than {printed} bytes where the answer is {expected} characters, so "
+        "it was stopped there: print only the streamed text on stdout (logs go to stderr)",
+    )
 
 
 def diagnose(
@@ -244,8 +283,12 @@ def diagnose(
     strategy: str | None = None,
     parts: Mapping[str, Diagnosis | None] | None = None,
     site: CrashSite | None = None,
+    final_bytes: bytes | None = None,
 ) -> Diagnosis | None:
     """None when CMD passed; otherwise the family of its bug.
+
+    ``final_bytes``: the last bytes the client was sent, when known; a bare CR there
+    names the final-CR rule for a lost last event (:func:`final_cr`).
 
     U+FFFD in the output: character boundary. Same text once whitespace is ignored: spaces
     were trimmed. Text missing: frame boundary. A crash or a hang: the client's parser
@@ -257,6 +300,30 @@ def diagnose(
     """
     if not timed_out and exit_code == 0 and actual == expected:
         return None
+    cuts = split_parts(strategy)[0]
+    ending = final_cr(expected, actual, exit_code, timed_out, final_bytes)
+    if ending is not None:
+        return ending
+    found = _diagnose(expected, actual, exit_code, timed_out, timeout, strategy, parts, site)
+    fffd = "\ufffd" in actual and "\ufffd" not in expected and exit_code == 0
+    if fffd and not timed_out and found.family != "character boundary":
+        # U+FFFD can only mean a character decoded in pieces, whatever else the case did
+        meet = "passes alone" in found.reason and "the cause is" not in found.reason
+        plain = _character_boundary(actual, strategy, cuts)
+        return Diagnosis(plain.family, plain.reason if meet else found.reason, found.rule)
+    return found
+
+
+def _diagnose(
+    expected: str,
+    actual: str,
+    exit_code: int | None,
+    timed_out: bool,
+    timeout: float,
+    strategy: str | None,
+    parts: Mapping[str, Diagnosis | None] | None,
+    site: CrashSite | None,
+) -> Diagnosis:
     cuts, rewrites = split_parts(strategy)
     names = cuts + rewrites
     pure_rewrite = "+".join(rewrites) if rewrites and not cuts else None
@@ -308,6 +375,19 @@ def diagnose(
     )
 
 
+def _character_boundary(actual: str, strategy: str | None, cuts: list[str]) -> Diagnosis:
+    lost = actual.count("\ufffd")
+    by = [c for c in cuts if c in ("utf8", "bytewise", "random", "boundaries")]
+    where = f" (the {'/'.join(by)} cuts fell inside characters)" if by else ""
+    return Diagnosis(
+        "character boundary",
+        f"{lost} U+FFFD in the output: a read ended inside a multi-byte UTF-8 character "
+        f"and was decoded on its own{where}; decode with a stateful decoder, or decode "
+        "whole lines",
+        rules_for(strategy),
+    )
+
+
 def diagnose_fault(
     kind: str,
     expected: str,
@@ -342,99 +422,6 @@ def diagnose_fault(
         "without its terminal marker, inside a frame, on an error event or a reset",
         rule,
     )
-
-
-# ---------------------------------------------------------------------- crash sites
-
-_PY_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
-_JS_FRAME = re.compile(r"(?:\(|at )(?:file://)?(?P<path>/[^():\s]+):(?P<line>\d+):\d+\)?")
-_PY_SITE = re.compile(r"^(?P<site>.*/(?:site|dist)-packages)/(?P<rel>.+)$")
-_PY_STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages|dist-packages)")
-
-
-def attribute_crash(stderr: str) -> CrashSite | None:
-    """The installed package a crash happened in, from the traceback in ``stderr``.
-
-    Python tracebacks list the innermost frame last; Node stacks list it first. The
-    innermost frame outside the standard library decides: when it lies in site-packages
-    (or node_modules) the crash is the library's, named with its installed version; when
-    it is the user's own file, there is nothing to attribute.
-    """
-    if "Traceback (most recent call last)" in stderr:
-        frames = [(m["path"], int(m["line"])) for m in _PY_FRAME.finditer(stderr)]
-        frames = [(p, n) for p, n in frames if not _PY_STDLIB.search(p) and "<" not in p]
-        if not frames:
-            return None
-        path, line = frames[-1]
-        return _python_site(path, line)
-    js = [(m["path"], int(m["line"])) for m in _JS_FRAME.finditer(stderr)]
-    js = [(p, n) for p, n in js if not p.startswith("node:")]
-    if js:
-        path, line = js[0]
-        return _node_site(path, line)
-    return None
-
-
-def _python_site(path: str, line: int) -> CrashSite | None:
-    match = _PY_SITE.match(path)
-    if match is None:
-        return None
-    rel = match["rel"]
-    top = rel.split("/", 1)[0].removesuffix(".py")
-    name, version = _dist_for(match["site"], top)
-    return CrashSite(name or top, version, rel, line)
-
-
-@functools.cache
-def _dist_for(site: str, top: str) -> tuple[str | None, str | None]:
-    """(distribution name, version) owning top-level module ``top`` in ``site``."""
-    try:
-        infos = sorted(Path(site).glob("*.dist-info"))
-    except OSError:
-        return None, None
-    prefixes = (f"{top}/", f"{top}.py,")
-    for info in infos:
-        try:
-            record = (info / "RECORD").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if any(line.startswith(prefixes) for line in record.splitlines()):
-            return _metadata(info)
-    return None, None
-
-
-def _metadata(info: Path) -> tuple[str | None, str | None]:
-    name = version = None
-    try:
-        text = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None, None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        key, _, value = line.partition(":")
-        if key == "Name":
-            name = value.strip()
-        elif key == "Version":
-            version = value.strip()
-    return name, version
-
-
-def _node_site(path: str, line: int) -> CrashSite | None:
-    marker = "/node_modules/"
-    at = path.rfind(marker)
-    if at < 0:
-        return None
-    rel = path[at + len(marker) :]
-    pieces = rel.split("/")
-    pkg = "/".join(pieces[:2]) if pieces[0].startswith("@") else pieces[0]
-    version = None
-    try:
-        meta = json.loads(Path(path[: at + len(marker)] + pkg, "package.json").read_text())
-        version = str(meta.get("version")) if isinstance(meta, dict) else None
-    except (OSError, ValueError):
-        pass
-    return CrashSite(pkg, version, rel, line)
 
 
 # --------------------------------------------------------------------------- texts

@@ -131,6 +131,7 @@ class HarnessOptions:
     """Serve the tool-call fixture; the client prints the calls too (fixtures.tools)."""
     fail_on: tuple[str, ...] = LEVELS
     """Which severities of failure make the exit non-zero."""
+    verbose: bool = False
 
     @property
     def parallel(self) -> int:

@@ -1,4 +1,4 @@
-"""The three report formats: the human table, JSON (``--report``), JUnit XML (``--junit``).
+"""The human report: the tables, then the failures (:mod:`.formats` has JSON and JUnit).
 
 Each failure comes with two ways to reproduce it: ``reproduce`` re-runs exactly that case
 through `test-client`, and ``by hand`` is one shell command, pasteable as is, that starts
@@ -9,125 +9,36 @@ runs CMD with every variable the harness sets (dummy keys included), and stops b
 from __future__ import annotations
 
 import json
-import shlex
-import socket
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Any
 
+from sse_proxy.tools.testclient.commands import _cmd_text, by_hand, rerun_line
 from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
-from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
+from sse_proxy.tools.testclient.fixture import Fixture
+from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
     CUT_BUDGET,
     FAULT_KINDS,
     FAULTS,
-    Case,
     HarnessOptions,
 )
-from sse_proxy.tools.testclient.run import DUMMY_KEYS, OUTCOMES, CaseResult, RunResult, client_env
+from sse_proxy.tools.testclient.run import CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
-from sse_proxy.tools.testclient.shapes import SEEDED, is_variant_group, variant_summary
+from sse_proxy.tools.testclient.shapes import variant_summary
+from sse_proxy.tools.testclient.summary import root_causes, short_blocks, wiring_fits
 
 __all__ = [
     "by_hand",
+    "delivery_total",
     "exit_passed",
+    "failure_block",
     "render_report",
-    "report_json",
-    "report_junit",
     "rerun_line",
 ]
 
 _CHAOS_OUTCOMES = ("pass", "wrong", "crash", "hang")
 _FAULT_OUTCOMES = ("reported", "silent", "hang")
-
-
-def _cmd_text(command: Sequence[str]) -> str:
-    return shlex.join(command)
-
-
-def rerun_line(options: HarnessOptions, case: Case) -> str:
-    """`sse-proxy test-client` re-running exactly ``case``."""
-    parts = ["sse-proxy", "test-client", "--dialect", options.dialect]
-    if options.fixture:
-        parts += ["--fixture", options.fixture]
-    if options.tools:
-        parts.append("--tools")
-    if case.cut is not None:
-        parts += ["--only", f"cut:{case.cut}"]
-    elif case.fault is not None:
-        parts += ["--only", f"{FAULTS}:{case.fault}"]
-    elif is_variant_group(case.group):
-        parts += ["--only", case.row]
-        if case.strategy in SEEDED:
-            parts += ["--seed", str(case.seed)]
-    else:
-        parts += ["--only", case.group, "--seed", str(case.seed)]
-    if options.timeout != 20.0:
-        parts += ["--timeout", f"{options.timeout:g}"]
-    return f"{_cmd_text(parts)} -- {_cmd_text(options.command)}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def by_hand(
-    options: HarnessOptions,
-    fixture: Fixture,
-    case: Case,
-    ports: tuple[int, int] | None = None,
-) -> str | None:
-    """One shell command that reproduces ``case`` with the real commands, or None.
-
-    Cut and fault cases need the harness's own tiny upstreams, so they have none.
-    The ports are free when the report is written.
-    """
-    if case.cut is not None or case.fault is not None:
-        return None
-    up_port, px_port = ports or (_free_port(), _free_port())
-    if fixture.recording is not None and options.fixture:
-        up = ["sse-proxy", "replay", options.fixture, "--no-timing", "--port", str(up_port)]
-    else:
-        up = ["sse-proxy", "mock-upstream", "--port", str(up_port), "--seed", str(case.seed)]
-        if uses_first_text(case.strategy):
-            up.append("--first-text")
-        if options.tools:
-            up.append("--tools")
-    serve = [
-        "sse-proxy",
-        "serve",
-        "--upstream",
-        f"http://127.0.0.1:{up_port}",
-        "--port",
-        str(px_port),
-    ]
-    if case.group == BASELINE:
-        serve += ["--mode", "frames"]
-    else:
-        serve += ["--mode", "chaos", "--chaos", case.strategy or "random", "--seed", str(case.seed)]
-    if options.chaos_k != 3:
-        serve += ["--chaos-k", str(options.chaos_k)]
-    if options.delay_ms:
-        serve += ["--delay-ms", f"{options.delay_ms:g}"]
-    env = client_env(f"http://127.0.0.1:{px_port}", fixture, case.name)
-    assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items() if k not in DUMMY_KEYS]
-    assigns += [f'{k}="${{{k}:-{v}}}"' for k, v in DUMMY_KEYS.items()]
-    wait = (  # no shell metacharacters inside the double quotes
-        'until python3 -c "import socket; '
-        f"[socket.create_connection(('127.0.0.1', p), 1).close() "
-        f'for p in ({up_port}, {px_port})]" 2>/dev/null; do sleep 0.1; done'
-    )
-    return (
-        f"{_cmd_text(up)} >/dev/null & up=$!; "
-        f"{_cmd_text(serve)} 2>/dev/null & px=$!; "
-        f"{wait}; "
-        f"{' '.join(assigns)} {_cmd_text(options.command)}; "
-        "status=$?; kill $px $up; (exit $status)"
-    )
 
 
 def _groups(results: Sequence[CaseResult]) -> dict[str, list[CaseResult]]:
@@ -169,6 +80,26 @@ def _families(failed: Sequence[CaseResult]) -> str:
     return ", ".join(seen)
 
 
+def _read_apart(items: Sequence[CaseResult]) -> str:
+    """``273/273``: the group's cuts read apart of its cuts; ``-``: nothing was cut."""
+    got = [r.delivered for r in items if r.delivered is not None and r.delivered.cuts]
+    if not got:
+        return "-"
+    cuts = sum(d.cuts for d in got)
+    if any(d.read_apart is None for d in got):
+        return f"{cuts} paced"
+    return f"{sum(d.read_apart or 0 for d in got)}/{cuts}"
+
+
+def delivery_total(results: Sequence[CaseResult]) -> tuple[int, int | None]:
+    """(cuts, read apart; None: some were paced) over ``results``."""
+    got = [r.delivered for r in results if r.delivered is not None]
+    cuts = sum(d.cuts for d in got)
+    if any(d.read_apart is None and d.cuts for d in got):
+        return cuts, None
+    return cuts, sum(d.read_apart or 0 for d in got)
+
+
 def _fault_count(items: Sequence[CaseResult], outcome: str) -> int:
     want = "pass" if outcome == "reported" else outcome
     return sum(1 for r in items if r.outcome == want)
@@ -194,17 +125,25 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     chaos = {g: items for g, items in groups.items() if g != FAULTS}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
-        header = f"{'strategy':<{width}}  {'seen':<4}  {'cases':>5}  " + "  ".join(
-            f"{o:>5}" for o in _CHAOS_OUTCOMES
+        header = (
+            f"{'strategy':<{width}}  {'seen':<4}  {'cases':>5}  "
+            + "  ".join(f"{o:>5}" for o in _CHAOS_OUTCOMES)
+            + f"  {'read apart':>10}"
         )
         out += [header + "  verdict", "-" * (len(header) + 30)]
         for group, items in chaos.items():
             counts = {o: sum(1 for r in items if r.outcome == o) for o in _CHAOS_OUTCOMES}
-            failed = [r for r in items if not r.passed]
+            failed = [r for r in items if not r.passed and r.outcome != "undelivered"]
+            undelivered = sum(1 for r in items if r.outcome == "undelivered")
             verdict = "ok" if not failed else f"FAIL: {_families(failed)}"
+            if undelivered:
+                note = f"NOT DELIVERED ({undelivered} of {len(items)})"
+                verdict = note if not failed else f"{verdict}; {note}"
             seen = items[0].case.severity
-            row = f"{_group_label(group):<{width}}  {seen:<4}  {len(items):>5}  " + "  ".join(
-                f"{counts[o]:>5}" for o in _CHAOS_OUTCOMES
+            row = (
+                f"{_group_label(group):<{width}}  {seen:<4}  {len(items):>5}  "
+                + "  ".join(f"{counts[o]:>5}" for o in _CHAOS_OUTCOMES)
+                + f"  {_read_apart(items):>10}"
             )
             out.append(f"{row}  {verdict}")
         out.append("-" * (len(header) + 30))
@@ -225,7 +164,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             out.append(f"{kind:<{width}}  {cells}  {verdict}")
         out.append("-" * (len(header) + 30))
     total_failed = sum(1 for r in results if not r.passed)
-    out.append(f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed")
+    cuts, apart = delivery_total(results)
+    got = ""
+    if cuts:
+        got = f"; {cuts} cuts, paced" if apart is None else f"; {apart} of {cuts} cuts read apart"
+    out.append(
+        f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed{got}"
+    )
     ignored = [r for r in results if not r.passed and r.case.severity not in options.fail_on]
     if ignored:
         levels = "/".join(options.fail_on)
@@ -242,26 +187,39 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             if run.not_run
             else " The failures below may share this cause."
         )
+        first = failing[BASELINE][0]
+        if wiring_fits(first):
+            why = (
+                "Check that CMD reads its URL from OPENAI_BASE_URL / ANTHROPIC_BASE_URL / "
+                "SSE_PROXY_URL / SSE_PROXY_STREAM_URL, prints only the streamed text and "
+                "exits at the end of the stream."
+            )
+        else:
+            family = first.diagnosis.family if first.diagnosis is not None else "?"
+            why = f"The client reached its stream; its bug is below ({family})."
         out += [
             "",
             "The baseline failed: even whole frames, one per write, do not give the expected "
-            "text. Check that CMD reads its URL from OPENAI_BASE_URL / ANTHROPIC_BASE_URL / "
-            "SSE_PROXY_URL / SSE_PROXY_STREAM_URL, prints only the streamed text and exits "
-            "at the end of the stream." + stop,
+            f"text. {why}{stop}",
         ]
-    for group, items in failing.items():
-        out += _failure_block(options, fixture, group, items, len(groups[group]))
+    if options.verbose:
+        for group, items in failing.items():
+            out += failure_block(options, fixture, group, items, len(groups[group]))
+    else:
+        out += short_blocks(options, root_causes(results))
     return "\n".join(out) + "\n"
 
 
-def _failure_block(
+def failure_block(
     options: HarnessOptions, fixture: Fixture, group: str, items: list[CaseResult], n: int
 ) -> list[str]:
+    """The long form (``--verbose``): one failing group, its first case in full."""
     first = items[0]
     diagnosis = first.diagnosis
     assert diagnosis is not None
     out = ["", f"== {_group_label(group)}: {len(items)} of {n} failed"]
-    out.append(f"first failing case: {first.case.name}")
+    got = f": {first.delivered}" if first.delivered is not None else ""
+    out.append(f"first failing case: {first.case.name}{got}")
     if first.case.fault is not None:
         out.append(f"  the fault: {FAULT_KINDS[first.case.fault]}")
     if first.cut_context:
@@ -274,6 +232,10 @@ def _failure_block(
         out.append(f"  fix:       {diagnosis.hint}")
     elif diagnosis.rule:
         out.append(f"  spec rule: {diagnosis.rule}")
+    runtime = runtime_of(options.command)
+    hint = None if diagnosis.chunk is not None else hint_for(diagnosis.family, runtime)
+    if hint:
+        out.append(f"  fix{f' ({runtime})' if runtime else ''}: {hint}")
     if first.parts:
         alone = ", ".join(
             f"{p} {'passes' if d is None else 'fails: ' + d.family}" for p, d in first.parts.items()
@@ -288,7 +250,7 @@ def _failure_block(
         out.append(f"  printed {len(first.output)} characters, ending ...{ending}, and exited 0")
         if len(items) > 1:
             out.append(f"  also silent: {', '.join(str(r.case.fault) for r in items[1:])}")
-    elif first.outcome == "wrong":
+    elif first.outcome == "wrong" and not first.flooded:
         out.append(f"  first difference {first_difference(first.expected, first.output)}")
         out.append("  diff (expected -> got, one word per line):")
         out += ["    " + line for line in short_diff(first.expected, first.output).splitlines()]
@@ -315,130 +277,3 @@ def cut_pass_note(options: HarnessOptions, fixture: Fixture, results: Sequence[C
             "run it with --exhaustive)\n"
         )
     return ""
-
-
-def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) -> dict[str, Any]:
-    case = result.case
-    item: dict[str, Any] = {
-        "name": case.name,
-        "group": case.group,
-        "strategy": case.strategy,
-        "seed": None if case.cut is not None or case.fault is not None else case.seed,
-        "cut": case.cut,
-        "fault": case.fault,
-        "severity": case.severity,
-        "outcome": result.outcome,
-        "exit_code": result.exit_code,
-        "duration_s": result.duration,
-    }
-    if result.diagnosis is not None:
-        d = result.diagnosis
-        item["diagnosis"] = {
-            "family": d.family,
-            "reason": d.reason,
-            "rule": d.rule,
-            **(
-                {
-                    "chunk": d.chunk,
-                    "providers": list(d.providers),
-                    "sources": list(d.sources),
-                    "hint": d.hint,
-                }
-                if d.chunk is not None
-                else {}
-            ),
-            "crash_site": None
-            if d.site is None
-            else {
-                "package": d.site.package,
-                "version": d.site.version,
-                "file": d.site.file,
-                "line": d.site.line,
-            },
-        }
-        if result.parts:
-            item["parts"] = {p: None if v is None else v.family for p, v in result.parts.items()}
-        item["output"] = result.output[:4000]
-        item["diff"] = short_diff(result.expected, result.output)
-        item["first_difference"] = first_difference(result.expected, result.output)
-        item["stderr_tail"] = result.stderr_tail()
-        item["reproduce"] = rerun_line(options, case)
-        item["by_hand"] = by_hand(options, fixture, case)
-        if result.cut_context:
-            item["cut_context"] = result.cut_context
-    return item
-
-
-def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> dict[str, Any]:
-    """The machine-readable report (``--report FILE``)."""
-    summary: dict[str, dict[str, int]] = {}
-    for group, items in _groups(run.results).items():
-        summary[group] = {o: sum(1 for r in items if r.outcome == o) for o in OUTCOMES}
-        summary[group]["cases"] = len(items)
-    return {
-        "tool": "sse-proxy test-client",
-        "command": list(options.command),
-        "dialect": fixture.dialect,
-        "fixture": options.fixture,
-        "endpoint": fixture.path,
-        "expected_text": fixture.expected,
-        "tools": fixture.tools,
-        "fail_on": list(options.fail_on),
-        "passed": exit_passed(options, run),
-        "cases_total": len(run.results),
-        "cases_failed": sum(1 for r in run.results if not r.passed),
-        "cases_failed_by_severity": {
-            level: sum(1 for r in run.results if not r.passed and r.case.severity == level)
-            for level in LEVELS
-        },
-        "cases_not_run": run.not_run,
-        "summary": summary,
-        "cases": [_result_json(options, fixture, r) for r in run.results],
-    }
-
-
-def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.ElementTree:
-    """JUnit XML (``--junit FILE``): one testcase per case, grouped by strategy."""
-    failures = sum(1 for r in results if not r.passed)
-    suites = ET.Element("testsuites")
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name="sse-proxy test-client",
-        tests=str(len(results)),
-        failures=str(failures),
-        errors="0",
-        skipped="0",
-        time=f"{sum(r.duration for r in results):.3f}",
-    )
-    props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", name="command", value=_cmd_text(options.command))
-    ET.SubElement(props, "property", name="dialect", value=options.dialect)
-    for result in results:
-        tc = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"sse-proxy.{result.case.group}",
-            name=result.case.name,
-            time=f"{result.duration:.3f}",
-        )
-        if result.diagnosis is None:
-            continue
-        failure = ET.SubElement(
-            tc,
-            "failure",
-            type=result.diagnosis.family,
-            message=f"{result.diagnosis.family}: {result.diagnosis.reason}",
-        )
-        body = [f"reproduce: {rerun_line(options, result.case)}"]
-        if result.diagnosis.rule:
-            body.append(f"spec rule: {result.diagnosis.rule}")
-        if result.cut_context:
-            body.append(f"the cut falls {result.cut_context}")
-        if result.outcome in ("wrong", "silent"):
-            body.append(short_diff(result.expected, result.output))
-        failure.text = "\n".join(body)
-        if result.stderr:
-            ET.SubElement(tc, "system-err").text = result.stderr_tail(40)
-    ET.indent(suites)
-    return ET.ElementTree(suites)

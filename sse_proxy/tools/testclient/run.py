@@ -5,25 +5,30 @@ client that cannot read the friendliest stream would fail every other case for t
 reason, and a hanging one would cost the timeout in each. Then the other cases run in
 parallel. A combination that fails has its parts run alone (``probe`` cases, reusing the
 run's own results where they exist) so its diagnosis names the part at fault.
+
+Every case's cuts are counted as they reach the client (:mod:`.watch`): a case some of
+whose cuts were not read apart is run again (:data:`ATTEMPTS` in all); one that passed
+without ever getting them all through proved nothing about them and is reported
+``undelivered``: never a pass, and not the client's failure either. With the built-in mock or a
+recording the upstream and the proxy run in lockstep (:mod:`sse_proxy.tools.lockstep`), so
+a seed makes the same cuts on every run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_BODIES
 from sse_proxy.recording import Recording
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.taps import ClientWrites
+from sse_proxy.tools.lockstep import Lockstep
 from sse_proxy.tools.stack import UpstreamStarter, proxy_stack
 from sse_proxy.tools.testclient.diagnose import (
     Diagnosis,
@@ -31,19 +36,24 @@ from sse_proxy.tools.testclient.diagnose import (
     describe_cut,
     diagnose,
     diagnose_fault,
+    flood_diagnosis,
     normalize_output,
     split_parts,
 )
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
-from sse_proxy.tools.testclient.plan import BASELINE, CUT_GAP, Case, HarnessOptions
+from sse_proxy.tools.testclient.plan import BASELINE, Case, HarnessOptions
+from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.shapes import diagnose_variant, is_variant_group
+from sse_proxy.tools.testclient.watch import CaseWatch, Delivered
 
-__all__ = ["OUTCOMES", "CaseResult", "RunResult", "client_env", "run_cases"]
+__all__ = ["ATTEMPTS", "OUTCOMES", "CaseResult", "RunResult", "client_env", "run_cases"]
 
-OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent")
-"""``silent``: a fault case the client did not report (exit 0 on a broken stream)."""
-_MAX_CAPTURE = 8 << 20
+OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent", "undelivered")
+"""``silent``: a fault case the client did not report (exit 0 on a broken stream);
+``undelivered``: the client passed, but not every cut reached it as a read boundary."""
+ATTEMPTS: Final = 3
+"""Runs of a case that passed without every cut read apart, before it is ``undelivered``."""
 _STDERR_TAIL_LINES = 12
 DUMMY_KEYS: Final[dict[str, str]] = {
     "OPENAI_API_KEY": "sk-sse-proxy-test-not-a-real-key",
@@ -67,6 +77,12 @@ class CaseResult:
     cut_context: str | None = None
     parts: dict[str, Diagnosis | None] = field(default_factory=dict)
     sent: tuple[bytes, tuple[int, ...]] | None = None  # (bytes, write ends) with --html
+    delivered: Delivered | None = None
+    """The case's cuts and how many the client read apart (None: nothing was cut)."""
+    attempts: int = 1
+    flooded: bool = False
+    final_bytes: bytes | None = None
+    """The last bytes the client was sent (re-chunked streams), for the diagnosis."""
 
     @property
     def passed(self) -> bool:
@@ -110,52 +126,9 @@ def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
     return env
 
 
-async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
-    if stream is None:
-        return b""
-    buf = bytearray()
-    while chunk := await stream.read(65536):
-        if len(buf) < _MAX_CAPTURE:
-            buf += chunk[: _MAX_CAPTURE - len(buf)]
-    return bytes(buf)
-
-
-async def _run_command(
-    command: Sequence[str], env: dict[str, str], seconds: float
-) -> tuple[int | None, bytes, bytes, bool]:
-    """Run CMD in its own process group; kill the group on timeout. (code, out, err, hung)."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            env={**os.environ, **env},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise UsageError(f"command not found: {command[0]!r}") from None
-    except PermissionError:
-        raise UsageError(f"command not executable: {command[0]!r}") from None
-    out_task = asyncio.ensure_future(_read_capped(proc.stdout))
-    err_task = asyncio.ensure_future(_read_capped(proc.stderr))
-    hung = False
-    try:
-        await asyncio.wait_for(proc.wait(), seconds)
-    except TimeoutError:
-        hung = True
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    try:
-        out, err = await asyncio.wait_for(asyncio.gather(out_task, err_task), 5.0)
-    except TimeoutError:  # a grandchild outside the group keeps the pipes open
-        out_task.cancel()
-        err_task.cancel()
-        out, err = b"", b""
-    return (None if hung else proc.returncode), out, err, hung
+def _missed(got: Delivered) -> bool:
+    """Some cuts were measured not to reach the client apart (paced ones are unknown)."""
+    return got.read_apart is not None and got.read_apart < got.cuts
 
 
 def explain_tool_failure(
@@ -192,7 +165,9 @@ class _Runner:
         self.fixture = fixture
         self.sem = asyncio.Semaphore(options.parallel)
 
-    def _stack_args(self, case: Case) -> tuple[UpstreamStarter | None, dict[str, object]]:
+    def _stack_args(
+        self, case: Case, lockstep: Lockstep
+    ) -> tuple[UpstreamStarter | None, dict[str, object]]:
         """(upstream starter or None for the mock, proxy settings) for ``case``."""
         from sse_proxy.tools.replay import start_replay
         from sse_proxy.tools.testclient.faults import start_fault_server
@@ -204,7 +179,9 @@ class _Runner:
             "delay_ms": self.options.delay_ms,
             "log_level": "warning",
         }
-        if case.cut is not None or case.fault is not None:
+        if case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
+            settings.update(mode="chaos", chaos=f"cut:{case.cut}")
+        elif case.fault is not None:
             settings.update(mode="passthrough")
         elif case.group == BASELINE:
             settings.update(mode="frames")
@@ -214,17 +191,16 @@ class _Runner:
             stream = fixture.fault(case.fault)
             return (lambda: start_fault_server(stream, fixture.headers)), settings
         if case.cut is not None:
-            data = fixture.short
             recording = Recording(
                 request={"path": fixture.path},
                 response={"status": 200, "headers": fixture.headers},
-                reads=((0.0, data[: case.cut]), (CUT_GAP, data[case.cut :])),
+                reads=((0.0, fixture.short),),
                 end="upstream_eof",
             )
-            return (lambda: start_replay(recording, timing=True)), settings
+            return (lambda: start_replay(recording, timing=False, lockstep=lockstep)), settings
         if fixture.recording is not None:
             rec = fixture.recording
-            return (lambda: start_replay(rec, timing=False)), settings
+            return (lambda: start_replay(rec, timing=False, lockstep=lockstep)), settings
         return None, settings
 
     def expected(self, case: Case) -> str:
@@ -235,43 +211,70 @@ class _Runner:
         return self.fixture.expected
 
     async def run_case(self, case: Case) -> CaseResult:
-        upstream, settings = self._stack_args(case)
+        """Run ``case``; again while some of its cuts did not reach the client apart (a
+        failure stays a failure, but its counts then vary from run to run)."""
+        async with self.sem:
+            for attempt in range(1, ATTEMPTS + 1):
+                result = await self._attempt(case)
+                result.attempts = attempt
+                got = result.delivered
+                if got is None or not _missed(got):
+                    return result
+            if result.passed:
+                result.outcome = "undelivered"
+            return result
+
+    async def _attempt(self, case: Case) -> CaseResult:
+        lockstep = Lockstep()
+        upstream, settings = self._stack_args(case, lockstep)
         first_text = self.fixture.recording is None and uses_first_text(case.strategy)
         started = time.monotonic()
-        async with (
-            self.sem,
-            proxy_stack(
-                upstream,
-                mock_seed=case.seed,
-                first_text=first_text,
-                mock_tools=self.fixture.tools,
-                **settings,
-            ) as stack,
-        ):
+        watch = CaseWatch()
+        async with proxy_stack(
+            upstream,
+            mock_seed=case.seed,
+            first_text=first_text,
+            mock_tools=self.fixture.tools,
+            lockstep=None if case.fault is not None else lockstep,
+            **settings,
+        ) as stack:
             writes = None
             runner = stack._proxy
-            if self.options.html and runner is not None:
-                writes = ClientWrites()  # the re-chunked writes, where the report cuts the bytes
-                runner.app[STREAM_TAPS].append(writes.tap)
+            if runner is not None:
+                runner.app[STREAM_TAPS].append(watch.tap)
+                if self.options.html:
+                    writes = ClientWrites()  # the re-chunked writes, where the report cuts
+                    runner.app[STREAM_TAPS].append(writes.tap)
             env = client_env(stack.url, self.fixture, case.name)
-            code, out, err, hung = await _run_command(
-                self.options.command, env, self.options.timeout
+            ran = await run_command(
+                self.options.command,
+                env,
+                timeout=self.options.timeout,
+                out_limit=output_limit(self.expected(case)),
+                credit=watch.held_back,
             )
-        sent = None if writes is None else writes.one_stream()
-        output = normalize_output(out)
+        result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch)
+        result.sent = None if writes is None else writes.one_stream()
+        return result
+
+    def judge_run(self, case: Case, ran: Ran, duration: float, watch: CaseWatch) -> CaseResult:
+        """The verdict on one run of CMD, with what the proxy saw of it."""
+        output = normalize_output(ran.out)
         if self.fixture.tools:
             from sse_proxy.tools.fixtures.tools import canonical_output
 
             output = canonical_output(output)
         result = self.judge(
             case,
-            code,
+            ran.code,
             output,
-            err.decode("utf-8", "replace"),
-            hung,
-            round(time.monotonic() - started, 3),
+            ran.err.decode("utf-8", "replace"),
+            ran.hung,
+            duration,
+            flooded=ran.flooded,
+            final_bytes=watch.final_bytes(),
         )
-        result.sent = sent
+        result.delivered = watch.delivered()
         return result
 
     def judge(
@@ -283,9 +286,15 @@ class _Runner:
         hung: bool,
         duration: float,
         parts: Mapping[str, Diagnosis | None] | None = None,
+        *,
+        flooded: bool = False,
+        final_bytes: bytes | None = None,
     ) -> CaseResult:
         expected = self.expected(case)
-        if case.fault is not None:
+        diagnosis: Diagnosis | None
+        if flooded:
+            diagnosis = flood_diagnosis(len(output.encode("utf-8")), len(expected))
+        elif case.fault is not None:
             diagnosis = diagnose_fault(
                 case.fault,
                 self.fixture.expected,
@@ -321,6 +330,7 @@ class _Runner:
                 strategy=case.strategy,
                 parts=parts,
                 site=attribute_crash(stderr) if code not in (0, None) else None,
+                final_bytes=final_bytes,
             )
             if diagnosis is not None and self.fixture.tools:
                 diagnosis = explain_tool_failure(diagnosis, expected, output, code, stderr)
@@ -328,6 +338,8 @@ class _Runner:
             outcome = "pass"
         elif hung:
             outcome = "hang"
+        elif flooded:
+            outcome = "wrong"
         elif case.fault is not None:
             outcome = "silent"
         elif code != 0:
@@ -345,6 +357,8 @@ class _Runner:
             diagnosis=diagnosis,
             cut_context=describe_cut(self.fixture.short, case.cut) if case.cut else None,
             parts=dict(parts or {}),
+            flooded=flooded,
+            final_bytes=final_bytes,
         )
 
     async def run_all(self, cases: Sequence[Case], progress: Progress) -> list[CaseResult]:
@@ -385,17 +399,23 @@ class _Runner:
             parts = {
                 p: known[(p, result.case.seed)].diagnosis for p in _parts(result.case.strategy)
             }
-            out.append(
-                self.judge(
-                    result.case,
-                    result.exit_code,
-                    result.output,
-                    result.stderr,
-                    result.outcome == "hang",
-                    result.duration,
-                    parts,
-                )
+            again = self.judge(
+                result.case,
+                result.exit_code,
+                result.output,
+                result.stderr,
+                result.outcome == "hang",
+                result.duration,
+                parts,
+                flooded=result.flooded,
+                final_bytes=result.final_bytes,
             )
+            again.delivered, again.attempts, again.sent = (
+                result.delivered,
+                result.attempts,
+                result.sent,
+            )
+            out.append(again)
         return out
 
 
