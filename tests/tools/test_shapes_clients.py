@@ -56,7 +56,9 @@ def test_an_unguarded_choices_0_is_caught_on_azure_and_include_usage(tmp_path: P
     ) in run.stdout
     assert "IndexError" in shapes["azure"]["stderr_tail"]
     assert "reproduce: sse-proxy test-client --dialect openai --only shapes:azure --" in run.stdout
-    assert "--mode chaos --chaos azure --seed 1" in run.stdout  # the by-hand line
+    assert "--mode chaos --chaos azure --seed 1" in shapes["azure"]["by_hand"]
+    assert 'the chunk: data: {"choices":[]' in run.stdout  # the short report names it
+    assert "sent by:   Azure OpenAI" in run.stdout
     assert all(c["severity"] == "real" for c in run.report["cases"])
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from sse_proxy.rechunk.shapes import openai_tools
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.openai_tools import STAGES as TOOL_STAGES
 from sse_proxy.rechunk.shapes.openai_tools import fragment as _fragment
 
 __all__ = ["STAGES"]
@@ -463,6 +463,6 @@ STAGES: Final[tuple[type[Stage], ...]] = (
     OpenRouterComments,
     VllmUsage,
     NoIds,
-    *openai_tools.STAGES,
+    *TOOL_STAGES,
 )
 """Every OpenAI Chat variant, in the order they are applied."""

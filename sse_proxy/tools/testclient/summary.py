@@ -84,9 +84,14 @@ def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) ->
         d = first.diagnosis
         assert d is not None
         out.append(f"  diagnosis: {d.family}: {d.reason}")
-        if d.rule:
+        if d.chunk is not None:  # a shape or token variant: the chunk and who sends it
+            out.append(f"  the chunk: {d.chunk}")
+            out.append(f"  sent by:   {', '.join(d.providers)} ({first.case.severity})")
+            out.append(f"  sources:   {', '.join(d.sources)}")
+            out.append(f"  fix:       {d.hint}")
+        elif d.rule:
             out.append(f"  spec rule: {d.rule}")
-        hint = hint_for(d.family, runtime)
+        hint = None if d.chunk is not None else hint_for(d.family, runtime)
         if hint:
             out.append(f"  fix{f' ({runtime})' if runtime else ''}: {hint}")
         out.append(f"  reproduce: {rerun_line(options, first.case)}")
