@@ -107,6 +107,11 @@ def test_text_of_every_anthropic_delta_is_caught_on_thinking_and_citations(
     assert '"type":"input_json_delta"' in by_name["server_tool"]["chunk"]
     assert 'if delta["type"] == "text_delta"' in by_name["thinking"]["hint"]
     assert "KeyError: 'text'" in run.cases("shapes")[1]["stderr_tail"]
+    # the chunk's event: and data: lines one under the other in the short report
+    assert (
+        "  the chunk: event: content_block_delta\n"
+        '             data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking'
+    ) in run.stdout
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])

@@ -25,7 +25,7 @@ from sse_proxy.tools.testclient.plan import (
 )
 from sse_proxy.tools.testclient.run import CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
-from sse_proxy.tools.testclient.shapes import variant_summary
+from sse_proxy.tools.testclient.shapes import variant_lines, variant_summary
 from sse_proxy.tools.testclient.summary import root_causes, short_blocks, wiring_fits
 
 __all__ = [
@@ -226,10 +226,7 @@ def failure_block(
         out.append(f"  the cut falls {first.cut_context}")
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
     if diagnosis.chunk is not None:
-        out.append(f"  the chunk: {diagnosis.chunk}")
-        out.append(f"  sent by:   {', '.join(diagnosis.providers)} ({first.case.severity})")
-        out.append(f"  sources:   {', '.join(diagnosis.sources)}")
-        out.append(f"  fix:       {diagnosis.hint}")
+        out += variant_lines(diagnosis, first.case.severity)
     elif diagnosis.rule:
         out.append(f"  spec rule: {diagnosis.rule}")
     runtime = runtime_of(options.command)

@@ -34,6 +34,7 @@ __all__ = [
     "group_of",
     "is_variant_group",
     "key_chunk",
+    "variant_lines",
     "variant_summary",
     "variants_for",
 ]
@@ -207,3 +208,16 @@ def variant_summary(results: Sequence[Any]) -> list[str]:
         families = families_summary([r.diagnosis.family for r in failed if r.diagnosis])
         out.append(f"{group}: {bad} of {variants} variants failed: {families}")
     return out
+
+
+def variant_lines(diagnosis: Diagnosis, severity: str) -> list[str]:
+    """A shape or token failure's lines in a report: the chunk (its ``event:`` and
+    ``data:`` lines one under the other), who sends it, the sources and the fix."""
+    lines = (diagnosis.chunk or "").splitlines() or [""]
+    return [
+        f"  the chunk: {lines[0]}",
+        *(f"             {line}" for line in lines[1:]),
+        f"  sent by:   {', '.join(diagnosis.providers)} ({severity})",
+        f"  sources:   {', '.join(diagnosis.sources)}",
+        f"  fix:       {diagnosis.hint}",
+    ]

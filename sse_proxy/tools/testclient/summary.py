@@ -18,6 +18,7 @@ from sse_proxy.tools.testclient.diagnose import first_difference
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import BASELINE, CUT, FAULT_KINDS, FAULTS, HarnessOptions
 from sse_proxy.tools.testclient.run import CaseResult
+from sse_proxy.tools.testclient.shapes import variant_lines
 
 __all__ = ["UNDELIVERED", "root_causes", "short_blocks", "wiring_fits"]
 
@@ -85,10 +86,7 @@ def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) ->
         assert d is not None
         out.append(f"  diagnosis: {d.family}: {d.reason}")
         if d.chunk is not None:  # a shape or token variant: the chunk and who sends it
-            out.append(f"  the chunk: {d.chunk}")
-            out.append(f"  sent by:   {', '.join(d.providers)} ({first.case.severity})")
-            out.append(f"  sources:   {', '.join(d.sources)}")
-            out.append(f"  fix:       {d.hint}")
+            out += variant_lines(d, first.case.severity)
         elif d.rule:
             out.append(f"  spec rule: {d.rule}")
         hint = None if d.chunk is not None else hint_for(d.family, runtime)
