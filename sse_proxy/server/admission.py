@@ -21,7 +21,7 @@ from sse_proxy.obs.redact import redact_url, scrub_held
 from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE
+from sse_proxy.server.keys import CONFIG, METRICS, ROUTES
 from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 
 __all__ = [
@@ -193,17 +193,6 @@ def _absolute_form(stream_id: str) -> web.Response:
     )
 
 
-def _draining(stream_id: str) -> web.Response:
-    """A request that reached the one listener during the drain (no admin port): refused,
-    so that no new stream outlives the grace; the connection closes after the answer."""
-    resp = json_error(
-        503, "shutting_down", "the proxy is shutting down and takes no new requests", stream_id
-    )
-    resp.headers["Retry-After"] = "1"
-    resp.force_close()
-    return resp
-
-
 def admit(request: web.Request) -> Exchange | web.Response:
     """The request as an exchange, or the reply that refuses it.
 
@@ -215,8 +204,6 @@ def admit(request: web.Request) -> Exchange | web.Response:
     """
     cfg = request.app[CONFIG]
     stream_id = new_stream_id()
-    if request.app[STATE].shutting_down:
-        return _draining(stream_id)
     raw_target = request.raw_path
     if not raw_target.startswith("/"):
         return _absolute_form(stream_id)

@@ -173,17 +173,14 @@ def admin_url(runner: web.AppRunner) -> str:
 async def stop_proxy(runner: web.AppRunner) -> None:
     """Stop accepting traffic, give streams ``shutdown_grace`` to finish, then close them.
 
-    Health (503 from now on) stays up through the drain, so that a probe sees the proxy
-    draining rather than gone: on the admin listener when there is one (the traffic port
-    then closes at once), else on the one listener, which answers every new proxied
-    request 503 ``shutting_down`` until it closes after the drain.
+    Health (503 from now on) stays up through the drain on an admin listener of its own,
+    so that a probe sees the proxy draining rather than gone; it closes last.
     """
     state = runner.app[STATE]
     state.shutting_down = True
     close_feeds(runner.app)  # the inspector's live feeds must not hold the grace
-    if runner.app[_LISTENERS].admin_runner is not None:
-        for site in list(runner.sites):
-            await site.stop()
+    for site in list(runner.sites):
+        await site.stop()
     await asyncio.sleep(0)  # requests accepted just before are under way
     pre_shutdown = getattr(runner.server, "pre_shutdown", None)  # aiohttp >= 3.10
     if pre_shutdown is not None:

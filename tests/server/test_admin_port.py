@@ -183,40 +183,6 @@ async def test_health_turns_503_at_once_and_the_admin_listener_outlives_the_drai
 
 
 @pytest.mark.asyncio
-async def test_without_an_admin_port_the_one_listener_answers_503_through_the_drain(
-    mock_url: str,
-) -> None:
-    """No admin port: the listener stays open through the drain, health answers 503
-    ``shutting_down`` there, a new proxied request gets 503 while the stream under way still
-    counts as active; the listener closes once the drain is over."""
-    runner, url = await start_proxy(Config(upstream=mock_url, port=0, shutdown_grace=1.5))
-    async with _chat(url, delay=0.2) as resp:  # still open when the grace ends
-        await resp.content.readuntil(b"\n\n")
-        stopping = asyncio.create_task(stop_proxy(runner))
-        try:
-            await asyncio.sleep(0.1)
-            assert not stopping.done()
-            status, health = await _get(url + PREFIX + "/health")
-            assert (status, health["status"], health["active_streams"]) == (
-                503,
-                "shutting_down",
-                1,
-            )
-            connector = aiohttp.TCPConnector(force_close=True)
-            async with (
-                aiohttp.ClientSession(connector=connector) as session,
-                session.post(url + "/v1/chat/completions", json=CHAT) as refused,
-            ):
-                body = await refused.json()
-                assert refused.status == 503
-                assert body["error"]["type"] == "shutting_down"
-                assert refused.headers["Retry-After"] == "1"
-        finally:
-            await stopping
-    assert await _refused(url)
-
-
-@pytest.mark.asyncio
 async def test_a_taken_admin_port_is_a_clear_error_and_frees_the_traffic_port(
     mock_url: str,
 ) -> None:
