@@ -32,14 +32,16 @@ from sse_proxy.server.peer import PeerQueue, unsent
 
 __all__ = ["CUT_CAP", "CUT_MAX", "FIRST_CAP", "MISS_BUDGET", "PACE", "Delivery"]
 
-CUT_CAP: Final = 0.05
+CUT_CAP: Final = 0.15
 """Seconds one cut waits for the client to read what went before it, from its last
-progress (a client that is reading, but behind, gets more, up to :data:`CUT_MAX`)."""
+progress (a client that is reading, but behind, gets more, up to :data:`CUT_MAX`). A
+client that reads returns at once; the cap is for one the scheduler left waiting (a
+loaded 2-core machine descheduled Node for over 50 ms now and then)."""
 CUT_MAX: Final = 0.5
 FIRST_CAP: Final = 2.0
 """The first cut's wait: a client that just got its response may still be starting up
 (imports, its SDK's objects) before it reads the body at all."""
-MISS_BUDGET: Final = 1.0
+MISS_BUDGET: Final = 2.0
 """Seconds of waits that ran out after which a stream stops waiting."""
 PACE: Final = 0.005
 """Seconds before each cut-bearing write to a client the kernel cannot be asked about."""
