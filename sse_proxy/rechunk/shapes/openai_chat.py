@@ -9,6 +9,8 @@ from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
 from sse_proxy.rechunk.shapes.openai_tools import STAGES as TOOL_STAGES
+from sse_proxy.rechunk.shapes.openai_tools import choice_of as _choice
+from sse_proxy.rechunk.shapes.openai_tools import delta_of as _delta
 from sse_proxy.rechunk.shapes.openai_tools import fragment as _fragment
 
 __all__ = ["STAGES"]
@@ -28,22 +30,6 @@ REASONING: Final = ("Let me", " think", " about", " this", " for", " a", " momen
 """The reasoning the reasoning variants add (kept apart from the answer by every API)."""
 _PROMPT_TOKENS = 12
 _HEAD_FIELDS = ("id", "object", "created", "model", "system_fingerprint")
-
-
-def _choice(obj: Any) -> dict[str, Any] | None:
-    """The chunk's only choice, if it has exactly one."""
-    if type(obj) is not dict:
-        return None
-    choices = obj.get("choices")
-    if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:
-        return choices[0]
-    return None
-
-
-def _delta(obj: Any) -> dict[str, Any] | None:
-    choice = _choice(obj)
-    delta = None if choice is None else choice.get("delta")
-    return delta if type(delta) is dict else None
 
 
 def _content(obj: Any) -> str | None:

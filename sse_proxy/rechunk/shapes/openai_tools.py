@@ -7,10 +7,11 @@ from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
 
-__all__ = ["STAGES", "fragment"]
+__all__ = ["STAGES", "choice_of", "delta_of", "fragment"]
 
 
-def _choice(obj: Any) -> dict[str, Any] | None:
+def choice_of(obj: Any) -> dict[str, Any] | None:
+    """The chunk's only choice, if it has exactly one (the variants leave others alone)."""
     if type(obj) is not dict:
         return None
     choices = obj.get("choices")
@@ -19,8 +20,9 @@ def _choice(obj: Any) -> dict[str, Any] | None:
     return None
 
 
-def _delta(obj: Any) -> dict[str, Any] | None:
-    choice = _choice(obj)
+def delta_of(obj: Any) -> dict[str, Any] | None:
+    """The only choice's delta, if it is an object."""
+    choice = choice_of(obj)
     delta = None if choice is None else choice.get("delta")
     return delta if type(delta) is dict else None
 
@@ -37,8 +39,8 @@ class _Chat(Stage):
 
 def fragment(obj: Any) -> dict[str, Any] | None:
     """The one tool-call fragment of a chunk that carries nothing else, else None."""
-    delta = _delta(obj)
-    choice = _choice(obj)
+    delta = delta_of(obj)
+    choice = choice_of(obj)
     if delta is None or choice is None or choice.get("finish_reason"):
         return None
     calls = delta.get("tool_calls")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Final
 
 from sse_proxy.core.dialects import DIALECTS
 from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.rechunk.shapes import split_frames
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.testclient.diagnose import split_parts
@@ -18,7 +18,6 @@ SSE_HEADERS: Final = {
     "Content-Type": "text/event-stream; charset=utf-8",
     "Cache-Control": "no-cache",
 }
-_FRAME_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 
 _NO_ERROR_EVENT: Final = b"event: error\ndata: upstream failed\n\n"
 """What stands for an error event in a dialect that has none."""
@@ -67,7 +66,7 @@ class Fixture:
         takes a broken stream for a whole one shows it; the error event and the terminal
         marker are the dialect's own (its :class:`~sse_proxy.core.dialects.Dialect`).
         """
-        frames = _split_frames(self.body)
+        frames = split_frames(self.body)
         texts = [i for i, f in enumerate(frames) if _text_of(self.dialect, f)]
         # Break after about half of the text-carrying frames, never before the first.
         keep = (texts[len(texts) // 2] if texts else len(frames) // 2) or 1
@@ -88,18 +87,6 @@ class Fixture:
             raise ValueError(f"unknown fault {kind!r}")
         carried = head if kind == "error_event" else body  # the error's own data is no text
         return FaultStream(body, _text_of(self.dialect, carried), reset=kind == "reset")
-
-
-def _split_frames(body: bytes) -> list[bytes]:
-    """Whole frames (each with its blank line), and any unterminated rest as the last."""
-    frames: list[bytes] = []
-    pos = 0
-    for match in _FRAME_END.finditer(body):
-        frames.append(body[pos : match.end()])
-        pos = match.end()
-    if pos < len(body):
-        frames.append(body[pos:])
-    return frames
 
 
 def _text_of(dialect: str, body: bytes) -> str:
