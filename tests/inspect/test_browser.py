@@ -12,21 +12,17 @@ docs/inspector.md shows (from a clean home, so no machine path appears in them).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiohttp
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
@@ -39,6 +35,7 @@ from sse_proxy.inspect.report import first_difference_at
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
+from tests.support.browser import ThreadLoop, chromium
 from tests.support.cli import ROOT, cli_env
 from tests.support.recordings import CLIENTS
 
@@ -47,59 +44,21 @@ WAIT = 20.0  # an upper bound on each wait; waits end as soon as the element is 
 UI = "/_sse-proxy/ui"
 
 
-def _find(*names: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return path
-    raise AssertionError(
-        f"no {' or '.join(names)} on PATH: install Debian's chromium and chromium-driver "
-        "(.ci/run does: apt-get install -y chromium chromium-driver)"
-    )
-
-
 @pytest.fixture(scope="module")
 def driver() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = _find("chromium", "chromium-browser")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
+    browser = chromium(
         "--window-size=1280,1400",
-        "--no-proxy-server",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # network events
-    service = Service(executable_path=_find("chromedriver"))
-    browser = webdriver.Chrome(options=options, service=service)
+        capabilities={"goog:loggingPrefs": {"performance": "ALL"}},  # network events
+    )
     try:
         yield browser
     finally:
         browser.quit()
 
 
-class _Loop:
-    """An event loop in a thread: the proxy runs there while Selenium blocks here."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(WAIT)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(WAIT)
-        self.loop.close()
-
-
 @pytest.fixture
-def loop() -> Iterator[_Loop]:
-    lp = _Loop()
+def loop() -> Iterator[ThreadLoop]:
+    lp = ThreadLoop(WAIT)
     try:
         yield lp
     finally:
@@ -135,7 +94,7 @@ def _offsets(fault: str) -> list[int]:
     return sorted(a.byte_offset for a in alerts if isinstance(a, ReplacementChar))
 
 
-def test_inspector_live(driver: webdriver.Chrome, loop: _Loop) -> None:
+def test_inspector_live(driver: webdriver.Chrome, loop: ThreadLoop) -> None:
     upstream, up_url = loop.run(start_mock_upstream(seed=7))
     runner, url = loop.run(
         start_proxy(
@@ -222,7 +181,7 @@ def _favicon_answered(browser: webdriver.Chrome) -> list[str]:
 
 
 def test_opening_the_inspector_sends_no_favicon_request_upstream(
-    driver: webdriver.Chrome, loop: _Loop
+    driver: webdriver.Chrome, loop: ThreadLoop
 ) -> None:
     """The pages name no icon to fetch; a page without one (the JSON) gets /favicon.ico
     answered by the proxy: the upstream never sees it. The list shows the route name."""

@@ -10,22 +10,19 @@ A missing browser fails these tests (``scripts/system-deps.sh`` installs it); th
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
-import threading
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 from aiohttp import web
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from tests.support.browser import ThreadLoop, chromium
 from tests.support.upstreams import Seen, recording_app
 
 T = TypeVar("T")
@@ -66,29 +63,10 @@ fetch("/v1/chat/completions", {method: "POST", headers: {"Content-Type": "applic
 """
 
 
-def _find(*names: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return path
-    raise AssertionError(f"no {' or '.join(names)} on PATH: run scripts/system-deps.sh")
-
-
 @pytest.fixture(scope="module")
 def driver() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = _find("chromium", "chromium-browser")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-proxy-server",
-        # the attacker's DNS, answering 127.0.0.1 for its own name
-        "--host-resolver-rules=MAP attacker.invalid 127.0.0.1",
-    ):
-        options.add_argument(arg)
-    browser = webdriver.Chrome(options=options, service=Service(_find("chromedriver")))
+    # the attacker's DNS, answering 127.0.0.1 for its own name
+    browser = chromium("--host-resolver-rules=MAP attacker.invalid 127.0.0.1")
     browser.set_script_timeout(WAIT)
     try:
         yield browser
@@ -96,26 +74,9 @@ def driver() -> Iterator[webdriver.Chrome]:
         browser.quit()
 
 
-class _Loop:
-    """An event loop in a thread: the servers run there while Selenium blocks here."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(WAIT)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(WAIT)
-        self.loop.close()
-
-
 @pytest.fixture
-def loop() -> Iterator[_Loop]:
-    lp = _Loop()
+def loop() -> Iterator[ThreadLoop]:
+    lp = ThreadLoop(WAIT)
     try:
         yield lp
     finally:
@@ -168,7 +129,9 @@ def _results(browser: webdriver.Chrome) -> dict[str, str]:
     return result
 
 
-def test_an_attackers_page_cannot_spend_the_held_key(driver: webdriver.Chrome, loop: _Loop) -> None:
+def test_an_attackers_page_cannot_spend_the_held_key(
+    driver: webdriver.Chrome, loop: ThreadLoop
+) -> None:
     seen: list[Seen] = []
     up_runner, up_port = loop.run(_serve(_upstream(seen, grants_cors=True)))
     page_runner, page_port = loop.run(_serve(_page_app()))
@@ -202,7 +165,9 @@ def test_an_attackers_page_cannot_spend_the_held_key(driver: webdriver.Chrome, l
     assert seen == [], [(s.method, s.raw_path) for s in seen]
 
 
-def test_an_allowed_local_web_app_calls_the_sidecar(driver: webdriver.Chrome, loop: _Loop) -> None:
+def test_an_allowed_local_web_app_calls_the_sidecar(
+    driver: webdriver.Chrome, loop: ThreadLoop
+) -> None:
     """``--allow-origin http://localhost:PORT``: the app's preflighted JSON fetch reaches
     the upstream with the held key and the app reads the answer; its WebSocket opens."""
     seen: list[Seen] = []
