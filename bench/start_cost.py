@@ -24,6 +24,7 @@ import cProfile
 import os
 import pstats
 import runpy
+import shutil
 import signal
 import sys
 import tempfile
@@ -186,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--serve-arg", action="append", default=[], help="one more serve option")
     ap.add_argument("--no-cpu-pass", action="store_true", help="only the profiled pass")
+    ap.add_argument("--keep", type=Path, help="copy each contender's .prof file here")
     args = ap.parse_args(argv)
     names = [f"bare-{args.loop}", f"sse-{args.loop}"]
     print(f"start_cost: {args.requests} requests in bursts of {args.burst}, {args.events} events")
@@ -199,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cpu = None if args.no_cpu_pass else _one(name, upstream, workdir, args, False)
                 prof = _one(name, upstream, workdir, args, True)
                 runs[name] = {"cpu": cpu, "prof": prof}
+                if args.keep is not None:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(workdir / f"{name}.prof", args.keep / f"{name}.prof")
         finally:
             upstream.stop()
     print()

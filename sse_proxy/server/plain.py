@@ -22,30 +22,39 @@ __all__ = ["IdleWatch", "cut_off", "relay_plain"]
 class IdleWatch:
     """The idle timeout between upstream chunks, without a timer per chunk.
 
-    A read only stamps the time (``touch``); one sleeper per stream checks the stamp and,
-    once the gap passes the limit, closes the upstream response, which wakes the pending
-    read with an error that the relay then reports as ``timeout``.
+    A read only stamps the time (``last``); one timer callback per stream (not a task:
+    a task, its coroutine and its sleeps cost a stream more memory and calls than the
+    check) looks at the stamp when the deadline it was set for comes, sets itself again
+    for the moved deadline, and once the gap passes the limit closes the upstream
+    response, which wakes the pending read with an error that the relay then reports as
+    ``timeout``.
     """
+
+    __slots__ = ("_handle", "_idle", "_loop", "_upstream", "expired", "last", "now")
 
     def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
         self._upstream = upstream
         self._idle = idle
-        loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self.now = loop.time
         self.last = self.now()
         self.expired = False
-        self._task = loop.create_task(self._run()) if idle else None
+        self._handle = loop.call_later(idle, self._check) if idle else None
 
-    async def _run(self) -> None:
-        # The deadline moves with every read; an Event would cost a set() per read.
-        while (left := self.last + self._idle - self.now()) > 0:  # noqa: ASYNC110
-            await asyncio.sleep(left)
+    def _check(self) -> None:
+        # The deadline moves with every read; a handle re-armed per read would cost more.
+        left = self.last + self._idle - self.now()
+        if left > 0:
+            self._handle = self._loop.call_later(left, self._check)
+            return
+        self._handle = None
         self.expired = True
         self._upstream.close()
 
     def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 async def relay_plain(

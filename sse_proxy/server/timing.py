@@ -84,8 +84,9 @@ class StreamObserver:
     """Timing and context of one SSE stream, between the reassembler and the log sink.
 
     ``tick`` runs after every upstream read (cheap unless events were dispatched); a timer
-    task logs ``sse.stall`` while a stall goes on, and the read that ends it logs
-    ``sse.stall_end``. ``on_alert`` (traces) sees every alert of the stream.
+    callback (one handle per stream, not a task) logs ``sse.stall`` while a stall goes
+    on, and the read that ends it logs ``sse.stall_end``. ``on_alert`` (traces) sees
+    every alert of the stream.
     """
 
     def __init__(
@@ -117,7 +118,8 @@ class StreamObserver:
         self.stalled_since: float | None = None
         self.stalls = 0
         self._bound: tuple[str | None, str | None] = (None, None)
-        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.timeout_kind: str | None = None
 
     # -- hot path ----------------------------------------------------------------------
@@ -174,33 +176,37 @@ class StreamObserver:
 
     def start(self) -> None:
         if self.threshold > 0:
-            self._task = asyncio.get_running_loop().create_task(self._watch())
+            self._loop = asyncio.get_running_loop()
+            self._timer = self._loop.call_later(self.threshold, self._watch)
 
     def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-    async def _watch(self) -> None:
-        while True:
-            left = self.last_event + self.threshold - self.now()
-            if left > 0:
-                await asyncio.sleep(left)
-                continue
-            if self.stalled_since is None:
-                self.stalled_since = self.last_event
-                self.stalls += 1
-                gap = self.now() - self.last_event
-                self.emit(
-                    (
-                        Stall(
-                            gap_ms=_ms(gap) or 0.0,
-                            threshold_ms=_ms(self.threshold) or 0.0,
-                            after_event=self.events,
-                        ),
-                    )
+    def _watch(self) -> None:
+        """At the deadline the timer was set for: set it again for the moved one, or
+        report the stall (once), then look again a threshold later."""
+        loop = self._loop
+        assert loop is not None  # set by start(), which set this timer
+        left = self.last_event + self.threshold - self.now()
+        if left > 0:
+            self._timer = loop.call_later(left, self._watch)
+            return
+        self._timer = loop.call_later(self.threshold, self._watch)
+        if self.stalled_since is None:
+            self.stalled_since = self.last_event
+            self.stalls += 1
+            gap = self.now() - self.last_event
+            self.emit(
+                (
+                    Stall(
+                        gap_ms=_ms(gap) or 0.0,
+                        threshold_ms=_ms(self.threshold) or 0.0,
+                        after_event=self.events,
+                    ),
                 )
-            await asyncio.sleep(self.threshold)  # nothing new to say until events resume
+            )
 
     def _stall_end(self, now: float) -> None:
         since = self.stalled_since
