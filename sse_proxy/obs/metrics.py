@@ -88,6 +88,7 @@ class Metrics:
         self.model_label = ModelLabels(models, max_models)
         self.totals: Tally[str] = Tally()
         """Plain per-process totals for the shutdown line (streams by verdict, alerts, bytes)."""
+        self._children: dict[tuple[Any, ...], Any] = {}
         reg = self.registry
         self.requests = Counter(
             "sse_proxy_requests",
@@ -220,6 +221,17 @@ class Metrics:
             registry=reg,
         )
 
+    def child(self, metric: Any, **labels: Any) -> Any:
+        """``metric.labels(**labels)``, found once: prometheus-client's own lookup sorts
+        the names, checks them and takes a lock on every call, several times a stream.
+        The label values are bounded (routes, dialects, verdicts, alert names, the models
+        :class:`ModelLabels` lets through), so this map is too."""
+        key = (id(metric), *labels.items())
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(**labels)
+        return found
+
     def record_stream(
         self,
         fields: Mapping[str, Any],
@@ -239,25 +251,31 @@ class Metrics:
             )
             if v
         }
-        self.streams.labels(
-            verdict=verdict, ended_by=str(fields.get("ended_by")), dialect=dialect, model=model
+        self.child(
+            self.streams,
+            verdict=verdict,
+            ended_by=str(fields.get("ended_by")),
+            dialect=dialect,
+            model=model,
         ).inc(exemplar=exemplar or None)
-        self.duration.labels(dialect=dialect).observe(duration)
+        self.child(self.duration, dialect=dialect).observe(duration)
         ttft = fields.get("ttft_ms")
         if ttft is not None:
-            self.ttft.labels(dialect=dialect, model=model).observe(
+            self.child(self.ttft, dialect=dialect, model=model).observe(
                 ttft / 1000, exemplar=exemplar or None
             )
         if gaps.count:
-            _observe_many(self.gap.labels(dialect=dialect), gaps.prometheus_buckets(), gaps.sum)
+            _observe_many(
+                self.child(self.gap, dialect=dialect), gaps.prometheus_buckets(), gaps.sum
+            )
         tokens = (("output_tokens", self.output_tokens), ("input_tokens", self.input_tokens))
         for name, metric in tokens:
             value = fields.get(name)
             if value:
-                metric.labels(dialect=dialect, model=model).inc(value)
+                self.child(metric, dialect=dialect, model=model).inc(value)
         for name, count in (alerts or {}).items():
             if count:
-                self.streams_with_alert.labels(event=name).inc()
+                self.child(self.streams_with_alert, event=name).inc()
         totals = self.totals
         totals["streams"] += 1
         totals["verdict." + verdict] += 1

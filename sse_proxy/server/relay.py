@@ -64,7 +64,8 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     resp.headers.extend(response_headers_for_client(upstream.headers))
     resp.headers[STREAM_ID_HEADER] = ex.stream_id
-    ex.metrics.requests.labels(kind="sse" if sse else "other").inc()
+    metrics = ex.metrics
+    metrics.child(metrics.requests, kind="sse" if sse else "other").inc()
     upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
     if ex.cfg.log_level == "debug":
         ex.upstream_log.debug(

@@ -203,8 +203,8 @@ class MetricsTap:
         m.bytes.inc(end.received)
         m.events.inc(end.events)
         for name, count in end.alerts.items():
-            m.alerts.labels(event=name).inc(count)
-        m.route_streams.labels(route=self.route, ended_by=end.ended_by).inc()
+            m.child(m.alerts, event=name).inc(count)
+        m.child(m.route_streams, route=self.route, ended_by=end.ended_by).inc()
         if end.ttfb is not None:
             m.ttfb.observe(end.ttfb)
         m.record_stream(end.fields, end.gaps, duration=end.duration, alerts=end.alerts)

@@ -31,7 +31,7 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     """Open the upstream request of an admitted exchange and relay its response; a failure
     to open it is answered here, once, for HTTP and WebSocket alike."""
     request = ex.request
-    ex.metrics.route_requests.labels(route=ex.route.name).inc()
+    ex.metrics.child(ex.metrics.route_requests, route=ex.route.name).inc()
     headers = ex.route.upstream_headers(request_headers_for_upstream(request.headers))
     try:
         if is_websocket_upgrade(request):
