@@ -179,6 +179,7 @@ def is_loopback(host: Authority | str) -> bool:
 
 _HOSTS_SETTING: Final = "allowed_hosts"
 _ORIGINS_SETTING: Final = "allow_origins"
+_SERVED_KEPT = 256
 _WILDCARD_LISTEN = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names, not a bind
 
 
@@ -233,6 +234,10 @@ class FrontDoor:
         self.origins = frozenset(
             str(origin) for o in allow_origins if (origin := parse_origin(o)) is not None
         )
+        self._served: dict[str, Authority] = {}
+        """Host values already found served: a client sends the same one on every request,
+        and its parse (an IPv4 address through ``ipaddress``) cost more than the rest of
+        the front door. Bounded: a flood of distinct Hosts only empties it."""
 
     @classmethod
     def for_config(cls, cfg: Config) -> FrontDoor:
@@ -248,6 +253,8 @@ class FrontDoor:
     def check_host(self, values: Sequence[str], http10: bool = False) -> Refusal | Authority | None:
         """The request's Host, parsed, or why it is refused (None: an HTTP/1.0 request
         without one)."""
+        if len(values) == 1 and (known := self._served.get(values[0])) is not None:
+            return known
         if len(values) > 1:
             return Refusal(400, "bad_host", "more than one Host header")
         if not values:
@@ -262,6 +269,9 @@ class FrontDoor:
                 f"Host {shown(values[0])!r} is not host[:port] (a name or an address, and a port)",
             )
         if self.serves(host):
+            if len(self._served) >= _SERVED_KEPT:
+                self._served.clear()
+            self._served[values[0]] = host
             return host
         where = (
             "on loopback, loopback names and addresses only"
