@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import uuid
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
@@ -158,13 +157,32 @@ def _keep_event(
     return event_dict
 
 
+_CONFIGURED_BASE: list[Any] = []
+"""The configured logger, resolved once per configuration: ``[config parts, logger]``."""
+
+
+def _configured_base() -> Any:
+    """structlog's logger for the current configuration, resolved once, not per request
+    (a lazy proxy's ``bind`` looks the configuration up and builds a new logger through
+    the factory every time; ``cache_logger_on_first_use`` would outlive a
+    reconfiguration, this does not: the parts are compared by identity)."""
+    cfg = structlog.get_config()
+    parts = (cfg["processors"], cfg["logger_factory"], cfg["wrapper_class"], cfg["context_class"])
+    if _CONFIGURED_BASE and all(a is b for a, b in zip(_CONFIGURED_BASE[0], parts, strict=True)):
+        return _CONFIGURED_BASE[1]
+    base = structlog.get_logger("sse-proxy").bind()
+    _CONFIGURED_BASE[:] = [parts, base]
+    return base
+
+
 def get_logger(**bind: Any) -> Any:
     """The proxy's logger. Where nobody configured structlog (the pytest plugin in a user's
     suite, a library user of ``start_proxy``), lines still follow the contract: JSON on
     stderr, or human lines when stderr is a terminal, at info level; structlog's own
     default (a development renderer with Python reprs, on stdout) is never used."""
     if structlog.is_configured():
-        return structlog.get_logger("sse-proxy").bind(**bind)
+        base = _configured_base()
+        return base.bind(**bind) if bind else base
     out = sys.stderr
     return structlog.wrap_logger(
         structlog.WriteLogger(out),
@@ -175,4 +193,5 @@ def get_logger(**bind: Any) -> Any:
 
 
 def new_stream_id() -> str:
-    return uuid.uuid4().hex[:16]
+    """16 random hex digits (as ``uuid4().hex[:16]`` was, without building a UUID)."""
+    return os.urandom(8).hex()

@@ -17,7 +17,7 @@ from sse_proxy.errors import ChaosSpecError
 from sse_proxy.hosts import FrontDoor, Refusal, shown
 from sse_proxy.names import CHAOS_HEADER, SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.logs import get_logger, new_stream_id
-from sse_proxy.obs.redact import redact_url, scrub_held
+from sse_proxy.obs.redact import scrub_held
 from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange
@@ -258,7 +258,6 @@ def admit(request: web.Request) -> Exchange | web.Response:
         url=URL(upstream_url, encoded=True),
         spec=spec,
         ctx=RequestContext.from_headers(request.headers, route.name),
-        upstream_log=log.bind(route=route.name, upstream_url=redact_url(upstream_url)),
     )
 
 

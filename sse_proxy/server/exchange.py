@@ -16,6 +16,7 @@ from yarl import URL
 
 from sse_proxy.config import Config
 from sse_proxy.obs.metrics import Metrics
+from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
@@ -42,14 +43,27 @@ class Exchange:
     spec: ChaosSpec | None
     """The chaos spec, from the request's header or the server's chaos mode."""
     ctx: RequestContext
-    upstream_log: Any
-    """:attr:`log` with the route and the upstream URL (and, on HTTP, the request's
-    context): the ``upstream.*`` lines."""
+    upstream_context: bool = False
+    """Whether the ``upstream.*`` lines carry the request's context (HTTP: yes)."""
+    _upstream_log: Any = None
     span: RequestSpan | None = None
     delivery: Delivery | None = None
     """Chaos mode: how the stream's cuts reach the client (set when its relay starts)."""
     started: float = 0.0
     """When the upstream request was opened (the monotonic clock): durations and TTFB."""
+
+    @property
+    def upstream_log(self) -> Any:
+        """:attr:`log` with the route and the upstream URL (and, on HTTP, the request's
+        context): the ``upstream.*`` lines. Bound when first asked for: most streams log
+        no such line, and binding (a redacted URL, two context copies) is per request."""
+        log = self._upstream_log
+        if log is None:
+            log = self.log.bind(route=self.route.name, upstream_url=redact_url(str(self.url)))
+            if self.upstream_context:
+                log = log.bind(**self.ctx.fields())
+            self._upstream_log = log
+        return log
 
     @property
     def mode(self) -> str:

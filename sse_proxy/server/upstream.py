@@ -54,9 +54,9 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
     if data is not None and "json" in request.headers.get("Content-Type", ""):
         data = ctx.peek(data)
     ex.span = request.app[TRACING].start(request, ctx, ex.stream_id)
-    ex.upstream_log = log = ex.upstream_log.bind(**ctx.fields())
+    ex.upstream_context = True
     if cfg.log_level == "debug":
-        log.debug(
+        ex.upstream_log.debug(
             "upstream.request", url=redact_url(str(ex.url)), headers=loggable_headers(headers)
         )
     # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every read:
@@ -81,7 +81,7 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
             proxy=hop.proxy,
             proxy_headers=hop.proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
-            trace_request_ctx={"log": log},
+            trace_request_ctx={"exchange": ex},
         )
         async with contextlib.AsyncExitStack() as stack:
             async with asyncio.timeout(cfg.idle_timeout or None):
@@ -193,6 +193,6 @@ def _connection_trace() -> aiohttp.TraceConfig:
 
 def _log_of(ctx: Any) -> Any:
     request_ctx = getattr(ctx, "trace_request_ctx", None)
-    if isinstance(request_ctx, dict) and "log" in request_ctx:
-        return request_ctx["log"]
+    if isinstance(request_ctx, dict) and "exchange" in request_ctx:
+        return request_ctx["exchange"].upstream_log
     return get_logger()
