@@ -29,6 +29,14 @@ from sse_proxy.errors import ReassemblerStateError
 __all__ = ["Limits", "Output", "StreamReassembler"]
 
 
+def _closed_data(etype: str, data: str, index: int, data_off: int) -> None:
+    raise ReassemblerStateError("feed() after close()")
+
+
+def _closed_batch(payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+    raise ReassemblerStateError("feed() after close()")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     """Bounds on what the observer holds: one line, one frame (bytes)."""
@@ -164,6 +172,10 @@ class StreamReassembler:
             kinds = sum(1 for n in counts.values() if n)
             self._alerts.append(CrlfFraming(counts=counts, mixed=kinds > 1))
         out = self._drain()
+        # Nothing is parsed after close: the parser lets go of the accumulator's methods
+        # and of this object's (with the accumulator's ``locate``, reference cycles that
+        # only the garbage collector would free, every stream's objects at once).
+        parser.set_callbacks(_closed_data, _closed_batch, None)
         if acc.fffd_seen > self._fffd_alerts:
             # Every U+FFFD in the text must have been reported; if not, this is our bug.
             raise ReassemblerStateError(
