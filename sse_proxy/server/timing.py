@@ -8,6 +8,7 @@ end of the stream.
 from __future__ import annotations
 
 import asyncio
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import replace
@@ -33,18 +34,28 @@ _PROM_INDEX = tuple(bisect_left(PROM_GAP_BUCKETS, b) for b in (*GAP_BOUNDS, floa
 
 
 class _GapHistogram:
-    """Inter-event gaps in fixed log buckets: bounded memory, percentiles within 12%."""
+    """Inter-event gaps in fixed log buckets: bounded memory, percentiles within 12%.
+
+    The buckets are allocated with the first gap put in them (see ``fill``): a stream
+    that has not yet had 256 gaps, most of them, holds none while it runs.
+    """
 
     __slots__ = ("count", "counts", "max", "sum")
 
     def __init__(self) -> None:
-        self.counts = [0] * (len(GAP_BOUNDS) + 1)
+        self.counts: list[int] = []
         self.count = 0
         self.sum = 0.0
         self.max = 0.0
 
+    def fill(self) -> list[int]:
+        """The buckets, allocated on first use."""
+        if not self.counts:
+            self.counts = [0] * (len(GAP_BOUNDS) + 1)
+        return self.counts
+
     def add(self, gap: float) -> None:
-        self.counts[bisect_left(GAP_BOUNDS, gap)] += 1
+        self.fill()[bisect_left(GAP_BOUNDS, gap)] += 1
         self.count += 1
         self.sum += gap
         self.max = max(self.max, gap)
@@ -112,9 +123,10 @@ class StreamObserver:
         self.first_event: float | None = None
         self.first_text: float | None = None
         self.gaps = _GapHistogram()
-        self._gap_counts = self.gaps.counts
         self._gap_max = 0.0
-        self._new_gaps: list[float] = []  # gaps not yet in the histogram (at most _GAP_BATCH)
+        # gaps not yet in the histogram (at most _GAP_BATCH), as C doubles: 8 bytes each,
+        # not a float object of 32
+        self._new_gaps = array("d")
         self.stalled_since: float | None = None
         self.stalls = 0
         self._bound: tuple[str | None, str | None] = (None, None)
@@ -150,11 +162,11 @@ class StreamObserver:
         new_gaps = self._new_gaps
         if not new_gaps:
             return
-        counts = self._gap_counts
+        counts = self.gaps.fill()
         for gap in new_gaps:
             counts[bisect_left(GAP_BOUNDS, gap)] += 1
         self._gap_max = max(self._gap_max, *new_gaps)
-        new_gaps.clear()
+        del new_gaps[:]
 
     # -- alerts ------------------------------------------------------------------------
 
