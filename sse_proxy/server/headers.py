@@ -29,26 +29,32 @@ HOP_BY_HOP = frozenset(
 _HOP_BY_HOP = HOP_BY_HOP | {"host", "expect"}
 
 
-def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
-    named: set[str] = set()
+_DROPPED_PREFIXES = ("proxy-", OWN_PREFIX)
+
+
+def _without_hop_by_hop(headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
+    """``headers`` minus hop-by-hop ones, those a ``Connection`` header names, ``Proxy-*``
+    and the proxy's own: one pass, each name lowered once (twice per request, per header)."""
+    kept: list[tuple[str, str, str]] = []
+    named: set[str] | None = None
     for key, value in headers:
-        if key.lower() == "connection":
-            named.update(tok.strip().lower() for tok in value.split(",") if tok.strip())
-    return named
-
-
-def _drop(name: str, named: set[str]) -> bool:
-    low = name.lower()
-    return low in _HOP_BY_HOP or low in named or low.startswith(("proxy-", OWN_PREFIX))
+        low = key.lower()
+        if low in _HOP_BY_HOP or low.startswith(_DROPPED_PREFIXES):
+            if low == "connection":
+                tokens = {tok.strip().lower() for tok in value.split(",")} - {""}
+                named = tokens if named is None else named | tokens
+            continue
+        kept.append((low, key, value))
+    if named:
+        return CIMultiDict([(key, value) for low, key, value in kept if low not in named])
+    return CIMultiDict([(key, value) for _low, key, value in kept])
 
 
 def request_headers_for_upstream(
     headers: CIMultiDictProxy[str] | CIMultiDict[str],
 ) -> CIMultiDict[str]:
     """Client request headers minus hop-by-hop and the proxy's own ``X-SSE-Proxy-*``."""
-    items = list(headers.items())
-    named = _connection_tokens(items)
-    return CIMultiDict((k, v) for k, v in items if not _drop(k, named))
+    return _without_hop_by_hop(headers.items())
 
 
 def response_headers_for_client(
@@ -59,9 +65,7 @@ def response_headers_for_client(
     The body is forwarded byte for byte (never decompressed), so Content-Length and
     Content-Encoding stay true.
     """
-    items = list(headers.items())
-    named = _connection_tokens(items)
-    return CIMultiDict((k, v) for k, v in items if not _drop(k, named))
+    return _without_hop_by_hop(headers.items())
 
 
 def is_event_stream(content_type: str | None) -> bool:
