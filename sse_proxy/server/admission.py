@@ -7,6 +7,7 @@ and every error the proxy answers itself has the one shape :func:`json_error` bu
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from itertools import chain
 from typing import Any, Final
 
 from aiohttp import HttpVersion10, web
@@ -202,7 +203,8 @@ def admit(request: web.Request) -> Exchange | web.Response:
     path's dot segments (resolved per RFC 3986 before routing; hidden ones are a 400), a
     route for the path (404), and a ``..`` that would leave that route (400).
     """
-    cfg = request.app[CONFIG]
+    app = request.app
+    cfg = app[CONFIG]
     stream_id = new_stream_id()
     raw_target = request.raw_path
     if not raw_target.startswith("/"):
@@ -212,7 +214,8 @@ def admit(request: web.Request) -> Exchange | web.Response:
     except ChaosSpecError as exc:
         status = 403 if CHAOS_HEADER in request.headers and not chaos_allowed(cfg) else 400
         return json_error(status, "chaos_spec", str(exc), stream_id)
-    header_bytes = sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
+    raw_headers = request.raw_headers
+    header_bytes = sum(map(len, chain.from_iterable(raw_headers))) + 4 * len(raw_headers)
     if header_bytes > cfg.max_request_header_bytes:
         # aiohttp bounds each header line; this bounds them all together.
         return json_error(
@@ -231,7 +234,7 @@ def admit(request: web.Request) -> Exchange | web.Response:
     path = target.partition("?")[0]
     if path == cfg.admin_prefix or path.startswith(cfg.admin_prefix + "/"):
         return json_error(404, "not_found", "reserved sse-proxy path", None)
-    routes = request.app[ROUTES]
+    routes = app[ROUTES]
     matched = routes.match(target)
     if low is not None and (left := _left_route(routes, raw_target, matched, low)):
         return json_error(
@@ -251,7 +254,7 @@ def admit(request: web.Request) -> Exchange | web.Response:
     return Exchange(
         request=request,
         cfg=cfg,
-        metrics=request.app[METRICS],
+        metrics=app[METRICS],
         stream_id=stream_id,
         log=log,
         route=route,

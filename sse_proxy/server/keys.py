@@ -29,6 +29,7 @@ __all__ = [
     "STATE",
     "STREAM_TAPS",
     "TRACING",
+    "UPSTREAM_TIMEOUT",
     "WORKERS",
     "ProxyState",
     "WorkerCounts",
@@ -46,6 +47,8 @@ class ProxyState:
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
+UPSTREAM_TIMEOUT = web.AppKey("upstream_timeout", aiohttp.ClientTimeout)
+"""The upstream requests' timeout, the same for every request: built once with the session."""
 STATE = web.AppKey("state", ProxyState)
 ROUTES = web.AppKey("routes", RouteTable)
 NETWORK = web.AppKey("network", Network)

@@ -19,7 +19,7 @@ from sse_proxy.obs.redact import redact_url
 from sse_proxy.server.admission import RequestTooLarge, json_error, request_body, too_large
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
-from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, TRACING
+from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, TRACING, UPSTREAM_TIMEOUT
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
@@ -53,31 +53,25 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
     data = request_body(request, cfg.max_request_body_bytes) if request.body_exists else None
     if data is not None and "json" in request.headers.get("Content-Type", ""):
         data = ctx.peek(data)
-    ex.span = request.app[TRACING].start(request, ctx, ex.stream_id)
+    app = request.app
+    ex.span = app[TRACING].start(request, ctx, ex.stream_id)
     ex.upstream_context = True
     if cfg.log_level == "debug":
         ex.upstream_log.debug(
             "upstream.request", url=redact_url(str(ex.url)), headers=loggable_headers(headers)
         )
-    # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every read:
-    # waiting for the headers has its own deadline below, the body an IdleWatch.
-    timeout = aiohttp.ClientTimeout(
-        total=None,
-        connect=cfg.connect_timeout or None,
-        sock_connect=cfg.connect_timeout or None,
-    )
     ex.started = time.monotonic()
-    hop = request.app[NETWORK].proxy_for(ex.url)
+    hop = app[NETWORK].proxy_for(ex.url)
     if hop.request_headers:
         headers.update(hop.request_headers)
     with map_upstream_errors():
-        upstream_cm = request.app[SESSION].request(
+        upstream_cm = app[SESSION].request(
             request.method,
             ex.url,
             headers=headers,
             data=data,
             allow_redirects=False,
-            timeout=timeout,
+            timeout=app[UPSTREAM_TIMEOUT],
             proxy=hop.proxy,
             proxy_headers=hop.proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
@@ -173,6 +167,13 @@ async def session_ctx(app: web.Application) -> AsyncIterator[None]:
         timeout=aiohttp.ClientTimeout(total=None, connect=cfg.connect_timeout or None),
     ) as session:
         app[SESSION] = session
+        # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every
+        # read: waiting for the headers has its own deadline (_http), the body an IdleWatch.
+        app[UPSTREAM_TIMEOUT] = aiohttp.ClientTimeout(
+            total=None,
+            connect=cfg.connect_timeout or None,
+            sock_connect=cfg.connect_timeout or None,
+        )
         yield
 
 
