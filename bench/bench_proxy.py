@@ -124,6 +124,14 @@ def event(i: int, ts: int) -> bytes:
     return _HEAD + b"%d" % ts + _TAILS[i % len(_TAILS)]
 
 
+_ROLE_TAIL = _tail({"role": "assistant", "content": ""}, None)
+
+
+def role_event(ts: int) -> bytes:
+    """The role chunk an OpenAI stream opens with (``role=1``: bench_scale's stream shape)."""
+    return _HEAD + b"%d" % ts + _ROLE_TAIL
+
+
 def final_events(ts: int) -> bytes:
     """The finish_reason chunk and ``[DONE]``, written together at the end of a stream."""
     return _HEAD + b"%d" % ts + _FINAL_TAIL + _DONE
@@ -192,6 +200,10 @@ async def _upstream_handler(request: Any) -> Any:
     await resp.prepare(request)
     write = resp.write
     try:
+        if q.get("role") == "1":  # the On the Bench shape: a role chunk, then paced deltas
+            await write(role_event(time.time_ns()))
+            if pace > 0:
+                await asyncio.sleep(pace)
         if pace > 0:
             for i in range(n):
                 if i:
@@ -251,10 +263,11 @@ def _role_upstream(argv: Sequence[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="bench_proxy _upstream")
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--loop", choices=LOOPS, default="asyncio")
     args = ap.parse_args(argv)
     app = web.Application()
     app.router.add_route("*", API_PATH, _upstream_handler)
-    asyncio.run(_serve(app, args.port, backlog=4096))
+    run_on(args.loop, _serve(app, args.port, backlog=4096))
     return 0
 
 
@@ -1635,10 +1648,10 @@ def profile(seconds: float, mode: str, workdir: Path, keep: Path | None, paced: 
 # -- main ------------------------------------------------------------------------------------
 
 
-def _start_upstream(workdir: Path) -> Service:
+def _start_upstream(workdir: Path, loop: str = "asyncio") -> Service:
     port = _free_port()
     argv = [sys.executable, "-m", "bench.bench_proxy", "_upstream", "--port", str(port)]
-    return Service("upstream", argv, port, log=workdir / "upstream.log")
+    return Service("upstream", [*argv, "--loop", loop], port, log=workdir / "upstream.log")
 
 
 def _cpu_model() -> str:

@@ -1,0 +1,634 @@
+"""Scale and first-byte latency, side by side with the proxies a user would pick instead.
+
+Hand-run (not a test); issue 23. ``bench/proxy_README.md`` ("Scale and first byte") says
+what every figure means and why the pinned and unpinned figures differ::
+
+    .venv/bin/python -m bench.bench_scale                  # both modes, every contender (~12 min)
+    .venv/bin/python -m bench.bench_scale --quick          # shorter ladder, fewer streams
+    .venv/bin/python -m bench.bench_scale --modes unpinned \
+        --contenders direct,bare-uvloop,sse-uvloop     # one mode, three rows
+
+The stream shape is On the Bench's (GetBusbar/benchmarking): a role chunk, 64 content
+deltas 20 ms apart, a finish chunk and ``[DONE]``, from the upstream of ``bench_proxy.py``
+(its events, its timestamps). For each contender, started fresh in each mode:
+
+* **added TTFT** at one stream: time from the request to the first content frame, minus
+  direct's (median over ``--ttft-streams`` streams one after another); **added
+  inter-frame p50/p99**: the percentiles of the gaps between content frames as they
+  arrive, minus direct's;
+* **TTFB p50, 50 streams starting together**: first body byte, each stream from its own
+  request (connections warm: a burst before fills both pools);
+* **500 paced streams** (25,000 events/s offered): delivered events/s (frames over the
+  phase's wall time) and the send->arrival latency p99 of every event;
+* **peak RSS** after that phase (VmHWM), and per stream over the idle process;
+* **saturated CPU per event**, 50 streams, the upstream writing as fast as it can, and the
+  proxy's read and write syscalls per event (``/proc/PID/io``): how many events a read
+  carried, which is what makes pinned and unpinned disagree;
+* **streams sustained**: the ladder ``--ladder`` (up to 2,000) of concurrent streams of the
+  shape; a level is sustained when every frame of every stream arrives with the exact
+  content, no stream waits more than 10x the pacing (200 ms) between two frames, and under
+  0.1 % of streams fail. The ladder stops at the first level that is not; ``direct``'s own
+  ceiling is the rig's (the load generator is one Python process), and a contender that
+  reaches it is marked ``rig-bound``.
+
+Every stream of every contender is checked: byte for byte against what the upstream sent
+(timestamps masked) for the proxies that forward bytes, and the content text exactly for
+LiteLLM (which rebuilds each chunk). ``--modes`` runs ``unpinned`` (everything shares both
+CPUs, as a user's machine does) and ``pinned`` (the proxy alone on the last CPU, upstream
+and load generator on the rest: ``bench_proxy --pin``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import bench_proxy as bp
+
+SHAPE_EVENTS = 64  # content deltas per stream
+SHAPE_PACE_MS = 20.0
+STALL_X = 10  # a stream waiting more than this many pacing intervals has stalled
+MAX_ERROR_RATE = 0.001
+LADDER = (1, 64, 256, 512, 1024, 2000)
+QUICK_LADDER = (1, 64, 256, 512)
+PACED_STREAMS = 500
+BURST_STREAMS = 50
+SATURATED_STREAMS = 50
+CONTENDERS = (
+    "direct",
+    "bare-asyncio",
+    "bare-uvloop",
+    "sse-asyncio",
+    "sse-uvloop",
+    "nginx",
+    "mitmproxy",
+    "litellm",
+)
+REFERENCE = "bare-uvloop"
+SSE = "sse-uvloop"
+# the issue's targets, against the bare aiohttp proxy on uvloop in the same run and mode
+TARGET_TTFB_ADDED_MS = 1.0
+TARGET_DELIVERED = 0.95
+TARGET_P99 = 1.5
+TARGET_CPU = 1.3
+TARGET_RSS_KIB_PER_STREAM = 100
+
+_CONTENT = re.compile(rb'"content":"[^"]')
+_TS_IN_TEXT = re.compile(rf"~T\d{{{bp.TS_DIGITS}}}")
+
+
+def expected_shape(n: int) -> bytes:
+    zero = 10 ** (bp.TS_DIGITS - 1)
+    return bp._TS_RE.sub(bp._TS_ZERO, bp.role_event(zero) + bp.expected_stream(n))
+
+
+# -- role: load generator --------------------------------------------------------------------
+
+
+@dataclass
+class _Acc:
+    streams: int = 0
+    ok: int = 0
+    frames: int = 0
+    content_frames: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    ttfb: list[int] = field(default_factory=list)
+    ttft: list[int] = field(default_factory=list)
+    gaps: list[int] = field(default_factory=list)
+    lats: list[int] = field(default_factory=list)
+    max_gap: int = 0
+
+
+def _text_of(body: bytes) -> str:
+    """The content text of a (possibly rebuilt) OpenAI stream, send stamps removed."""
+    out = []
+    for frame in body.split(b"\n\n"):
+        for line in frame.split(b"\n"):
+            if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
+                with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+                    delta = json.loads(line[5:])["choices"][0]["delta"]
+                    out.append(delta.get("content") or "")
+    return _TS_IN_TEXT.sub("", "".join(out))
+
+
+async def _stream(
+    session: Any, url: str, spec: dict[str, Any], delay: float, acc: _Acc, expected: bytes
+) -> None:
+    import aiohttp
+
+    n, pace = int(spec["n"]), float(spec.get("pace_ms", 0))
+    lenient = bool(spec.get("lenient"))
+    if delay:
+        await asyncio.sleep(delay)
+    params = {"n": str(n), "pace_ms": f"{pace:g}", "role": "1"}
+    body = bp._REQUEST_BODY
+    if lenient:
+        user = f"bench:n={n}:pace_ms={pace:g}:tsc=1:role=1"
+        body = json.dumps({**json.loads(bp._REQUEST_BODY), "user": user}).encode()
+    timed = bool(spec.get("timed", True))
+    chunks: list[bytes] = []
+    frames = content = 0
+    first_content = last_frame = 0
+    buf = b""
+    acc.streams += 1
+    t0 = time.perf_counter_ns()
+    try:
+        async with session.post(url, params=params, data=body, headers=bp._REQUEST_HEADERS) as r:
+            if r.status != 200:
+                acc.errors[f"HTTP {r.status}: {(await r.read())[:100]!r}"] += 1
+                return
+            first = True
+            async for chunk in r.content.iter_any():
+                now = time.perf_counter_ns()
+                wall = time.time_ns()
+                chunks.append(chunk)
+                if first:
+                    acc.ttfb.append(now - t0)
+                    first = False
+                if not timed:
+                    continue
+                buf += chunk
+                if b"\n\n" not in buf:
+                    continue
+                parts = buf.split(b"\n\n")
+                buf = parts.pop()
+                for part in parts:
+                    frames += 1
+                    if last_frame:
+                        acc.max_gap = max(acc.max_gap, now - last_frame)
+                    last_frame = now
+                    if _CONTENT.search(part) is None:
+                        continue
+                    if content:
+                        acc.gaps.append(now - first_content)
+                    else:
+                        acc.ttft.append(now - t0)
+                    first_content = now
+                    content += 1
+                    i = part.find(b'"t":')
+                    if i >= 0 and not lenient:
+                        acc.lats.append(wall - int(part[i + 4 : i + 4 + bp.TS_DIGITS]))
+                    elif (i := part.find(bp.TS_MARK)) >= 0:
+                        acc.lats.append(wall - int(part[i + 2 : i + 2 + bp.TS_DIGITS]))
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        acc.errors[f"{type(exc).__name__}: {str(exc)[:100]}"] += 1
+        return
+    got = b"".join(chunks)
+    acc.frames += frames if timed else got.count(b"\n\n")
+    acc.content_frames += content
+    if lenient:
+        if _text_of(got) != "".join(bp.TOKENS[i % len(bp.TOKENS)] for i in range(n)):
+            acc.errors["content text differs from what the upstream sent"] += 1
+            return
+    elif bp._TS_RE.sub(bp._TS_ZERO, got) != expected:
+        acc.errors[f"stream bytes differ from what the upstream sent ({len(got)} bytes)"] += 1
+        return
+    acc.ok += 1
+
+
+def _pct(vals: list[int], p: float) -> float:
+    if not vals:
+        return float("nan")
+    vals = sorted(vals)
+    return vals[min(len(vals) - 1, round(p / 100 * (len(vals) - 1)))] / 1e6
+
+
+async def _phase(session: Any, url: str, spec: dict[str, Any]) -> dict[str, Any]:
+    acc = _Acc()
+    streams, n = int(spec["streams"]), int(spec["n"])
+    expected = expected_shape(n)
+    spread = float(spec.get("spread_ms", 0)) / 1000
+    sequential = bool(spec.get("sequential"))
+    t0 = time.perf_counter()
+    timed_out = False
+    try:
+        async with asyncio.timeout(float(spec.get("timeout_s", 120))):
+            if sequential:
+                for _ in range(streams):
+                    await _stream(session, url, spec, 0.0, acc, expected)
+            else:
+                jobs = [
+                    _stream(session, url, spec, i * spread / streams, acc, expected)
+                    for i in range(streams)
+                ]
+                await asyncio.gather(*jobs)
+    except TimeoutError:
+        timed_out = True
+        acc.errors["phase timed out"] += streams - acc.ok - sum(acc.errors.values())
+    wall = time.perf_counter() - t0
+    return {
+        "name": spec["name"],
+        "streams": streams,
+        "ok": acc.ok,
+        "frames": acc.frames,
+        "content_frames": acc.content_frames,
+        "wall_s": wall,
+        "events_per_s": acc.content_frames / wall if wall > 0 else 0.0,
+        "ttfb_p50_ms": _pct(acc.ttfb, 50),
+        "ttft_p50_ms": _pct(acc.ttft, 50),
+        "gap_p50_ms": _pct(acc.gaps, 50),
+        "gap_p99_ms": _pct(acc.gaps, 99),
+        "lat_p50_ms": _pct(acc.lats, 50),
+        "lat_p99_ms": _pct(acc.lats, 99),
+        "max_gap_ms": acc.max_gap / 1e6,
+        "errors": dict(acc.errors.most_common(4)),
+        "error_count": sum(acc.errors.values()),
+        "timed_out": timed_out,
+    }
+
+
+async def _load_main(url: str, phases: list[dict[str, Any]]) -> None:
+    import aiohttp
+
+    loop = asyncio.get_running_loop()
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=60),
+    ) as session:
+        for spec in phases:
+            print(json.dumps({"ready": spec["name"]}), flush=True)
+            go = await loop.run_in_executor(None, sys.stdin.readline)
+            if go.strip() != "go":
+                return
+            print(json.dumps({"result": await _phase(session, url, spec)}), flush=True)
+
+
+def _role_load(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="bench_scale _load")
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--loop", default="uvloop", choices=bp.LOOPS)
+    args = ap.parse_args(argv)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536 if hard == resource.RLIM_INFINITY else hard
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    loop = args.loop if bp.uvloop_note() is None else "asyncio"
+    bp.run_on(loop, _load_main(args.url, json.loads(args.plan)))
+    return 0
+
+
+class ScaleLoad(bp.LoadGen):
+    """The load generator process of this bench (its own phases, on uvloop)."""
+
+    def __init__(self, url: str, phases: list[dict[str, Any]]) -> None:
+        argv = [sys.executable, "-m", "bench.bench_scale", "_load", "--url", url + bp.API_PATH]
+        self.proc = subprocess.Popen(
+            [*argv, "--plan", json.dumps(phases)],
+            cwd=bp.ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=bp._die_with_parent,  # noqa: PLW1509 - one prctl call, no locks
+        )
+        import queue
+        import threading
+
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+
+# -- the orchestrator ------------------------------------------------------------------------
+
+
+def _io(pids: Sequence[int]) -> tuple[int, int]:
+    """Read and write syscalls of ``pids`` so far (``/proc/PID/io``: syscr, syscw)."""
+    r = w = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+                key, _, val = line.partition(":")
+                if key == "syscr":
+                    r += int(val)
+                elif key == "syscw":
+                    w += int(val)
+    return r, w
+
+
+@dataclass
+class Result:
+    contender: str
+    mode: str
+    note: str = ""
+    errors: list[str] = field(default_factory=list)
+    error_count: int = 0
+    ttft_ms: float = float("nan")
+    gap_p50_ms: float = float("nan")
+    gap_p99_ms: float = float("nan")
+    ttfb50_ms: float = float("nan")
+    paced_eps: float = float("nan")
+    paced_p99_ms: float = float("nan")
+    paced_max_gap_ms: float = float("nan")
+    idle_rss_mib: float = float("nan")
+    peak_rss_mib: float = float("nan")
+    sat_eps: float = float("nan")
+    sat_cpu_us: float = float("nan")
+    sat_cpu_pct: float = float("nan")
+    reads_per_ev: float = float("nan")
+    writes_per_ev: float = float("nan")
+    sustained: int = 0
+    sustained_eps: float = float("nan")
+    ladder: list[str] = field(default_factory=list)
+    others_pct: float = float("nan")
+
+
+def _sustained(res: dict[str, Any]) -> str | None:
+    """Why a ladder level is not sustained (None: it is)."""
+    streams = res["streams"]
+    if res["error_count"] > MAX_ERROR_RATE * streams:
+        return f"{res['error_count']} of {streams} streams failed"
+    if res["content_frames"] != streams * SHAPE_EVENTS:
+        return f"{res['content_frames']} of {streams * SHAPE_EVENTS} content frames"
+    if res["max_gap_ms"] > STALL_X * SHAPE_PACE_MS:
+        return f"a stream waited {res['max_gap_ms']:.0f} ms between frames"
+    return None
+
+
+def run_contender(
+    name: str, mode: str, args: argparse.Namespace, upstream: bp.Service, workdir: Path
+) -> Result:
+    out = Result(name, mode)
+    bp.PIN = mode == "pinned"
+    lenient = name in bp.LENIENT
+    slow = name in ("litellm", "mitmproxy")
+    try:
+        svc = bp.start_contender(name, upstream, workdir)
+    except (RuntimeError, OSError) as exc:
+        out.note = f"did not start: {exc}"
+        return out
+    url = svc.url if svc is not None else upstream.url
+    pids = svc.pids if svc is not None else []
+    shape = {"n": SHAPE_EVENTS, "pace_ms": SHAPE_PACE_MS, "lenient": lenient}
+    sat_n = max(100, args.saturated_events // SATURATED_STREAMS // (20 if slow else 1))
+    paced_streams = min(PACED_STREAMS, 100) if name == "litellm" else PACED_STREAMS
+    ladder = [lv for lv in args.ladder if lv > 1]
+    phases: list[dict[str, Any]] = [
+        {"name": "warm", "streams": BURST_STREAMS, "n": 2, "timeout_s": 120, "lenient": lenient},
+        {"name": "ttft", "streams": args.ttft_streams, "sequential": True, **shape},
+        {"name": "burst", "streams": BURST_STREAMS, "n": 2, "lenient": lenient},
+        {"name": "paced", "streams": paced_streams, "spread_ms": SHAPE_PACE_MS, **shape},
+        {"name": "saturated", "streams": SATURATED_STREAMS, "n": sat_n, "timed": False,
+         "lenient": lenient, "timeout_s": 180},
+    ]  # fmt: skip
+    phases += [{"name": f"ladder{lv}", "streams": lv, **shape, "timeout_s": 60} for lv in ladder]
+    load = ScaleLoad(url, phases)
+    bp.pin(pids, "proxy")
+    bp.pin([*upstream.pids, load.proc.pid], "load")
+    ours = [*pids, *upstream.pids, load.proc.pid]
+    busy0 = bp.machine_busy_ticks() - bp.ticks(ours)
+    t_start = time.monotonic()
+
+    def check(res: dict[str, Any]) -> None:
+        out.error_count += res["error_count"]
+        out.errors += [f"{res['name']}: {k} (x{v})" for k, v in res["errors"].items()]
+
+    try:
+        check(load.run("warm", 120))
+        out.idle_rss_mib = bp.rss_mib(pids)
+        res = load.run("ttft", 120)
+        check(res)
+        out.ttft_ms, out.gap_p50_ms, out.gap_p99_ms = (
+            res["ttft_p50_ms"],
+            res["gap_p50_ms"],
+            res["gap_p99_ms"],
+        )
+        res = load.run("burst", 60)
+        check(res)
+        out.ttfb50_ms = res["ttfb_p50_ms"]
+        res = load.run("paced", 120)
+        check(res)
+        out.paced_eps, out.paced_p99_ms = res["events_per_s"], res["lat_p99_ms"]
+        out.paced_max_gap_ms = res["max_gap_ms"]
+        out.peak_rss_mib = bp.peak_rss_mib(pids)
+        marks: dict[str, Any] = {}
+
+        def before() -> None:
+            marks["cpu"] = bp.cpu_seconds(pids)
+            marks["io"] = _io(pids)
+
+        res = load.run("saturated", 180, before)
+        check(res)
+        if pids:
+            cpu = bp.cpu_seconds(pids) - marks["cpu"]
+            r1, w1 = _io(pids)
+            events = max(1, res["frames"])
+            out.sat_cpu_us = 1e6 * cpu / events
+            out.sat_cpu_pct = 100 * cpu / res["wall_s"]
+            out.reads_per_ev = (r1 - marks["io"][0]) / events
+            out.writes_per_ev = (w1 - marks["io"][1]) / events
+        out.sat_eps = res["frames"] / res["wall_s"]
+        out.sustained = 1 if out.error_count == 0 else 0
+        for lv in ladder:
+            res = load.run(f"ladder{lv}", 60)
+            why = _sustained(res)
+            out.ladder.append(f"{lv}: " + (why or f"ok, {res['events_per_s']:,.0f} ev/s"))
+            if why is not None:
+                break
+            out.sustained, out.sustained_eps = lv, res["events_per_s"]
+    except (RuntimeError, TimeoutError, AssertionError, KeyError) as exc:
+        out.note = f"failed: {exc}"
+    finally:
+        wall = time.monotonic() - t_start
+        others = bp.machine_busy_ticks() - bp.ticks(ours) - busy0
+        out.others_pct = 100 * max(0, others) / bp.CLK_TCK / max(wall, 1e-9)
+        load.stop()
+        if svc is not None:
+            svc.stop()
+    return out
+
+
+def _f(v: float, fmt: str, width: int) -> str:
+    return ("-" if v != v else format(v, fmt)).rjust(width)
+
+
+def print_table(mode: str, rows: list[Result]) -> None:
+    direct = next((r for r in rows if r.contender == "direct"), None)
+    print(f"\n== {mode} ==")
+    print(
+        f"{'contender':<14}{'+TTFT ms':>9}{'+gap p50':>9}{'+gap p99':>9}{'TTFB@50':>9}"
+        f"{'500 ev/s':>10}{'500 p99':>9}{'RSS MiB':>8}{'KiB/str':>8}{'sat ev/s':>10}"
+        f"{'CPU us/ev':>10}{'CPU %':>6}{'rd/ev':>6}{'wr/ev':>6}{'sustained':>10}{'other%':>7}"
+    )
+    for r in rows:
+        add = (
+            (lambda a, b: a - b)
+            if direct is not None and r is not direct
+            else (lambda a, b: float("nan"))
+        )
+        d = direct or r
+        per_stream = 1024 * (r.peak_rss_mib - r.idle_rss_mib) / PACED_STREAMS
+        print(
+            f"{r.contender:<14}{_f(add(r.ttft_ms, d.ttft_ms), '+.3f', 9)}"
+            f"{_f(add(r.gap_p50_ms, d.gap_p50_ms), '+.3f', 9)}"
+            f"{_f(add(r.gap_p99_ms, d.gap_p99_ms), '+.3f', 9)}{_f(r.ttfb50_ms, '.2f', 9)}"
+            f"{_f(r.paced_eps, ',.0f', 10)}{_f(r.paced_p99_ms, '.1f', 9)}"
+            f"{_f(r.peak_rss_mib, '.1f', 8)}{_f(per_stream, '.0f', 8)}"
+            f"{_f(r.sat_eps, ',.0f', 10)}{_f(r.sat_cpu_us, '.2f', 10)}{_f(r.sat_cpu_pct, '.0f', 6)}"
+            f"{_f(r.reads_per_ev, '.2f', 6)}{_f(r.writes_per_ev, '.2f', 6)}"
+            f"{r.sustained:>10}{_f(r.others_pct, '.0f', 7)}"
+            + (f"  {r.note}" if r.note else "")
+            + (f"  [{r.error_count} errors]" if r.error_count else "")
+        )
+    for r in rows:
+        print(f"   ladder {r.contender}: " + "; ".join(r.ladder))
+        for e in r.errors[:4]:
+            print(f"   ! {r.contender}: {e}")
+    if direct is not None:
+        bound = [r.contender for r in rows if r is not direct and r.sustained >= direct.sustained]
+        if bound:
+            print(
+                f"   rig-bound: {', '.join(bound)} sustained as many streams as direct "
+                f"({direct.sustained}): the ceiling there is the load generator's"
+            )
+
+
+def target_lines(mode: str, rows: list[Result]) -> list[tuple[str, bool | None]]:
+    by = {r.contender: r for r in rows}
+    sse, bare = by.get(SSE), by.get(REFERENCE)
+    if sse is None or bare is None:
+        return []
+
+    def ok(value: float, good: bool) -> bool | None:
+        return None if value != value else good
+
+    out: list[tuple[str, bool | None]] = []
+    added = sse.ttfb50_ms - bare.ttfb50_ms
+    out.append(
+        (
+            f"{mode}: TTFB p50, 50 streams starting together: {sse.ttfb50_ms:.2f} ms vs "
+            f"{bare.ttfb50_ms:.2f} ms ({added:+.2f} ms)  [target <= bare + "
+            f"{TARGET_TTFB_ADDED_MS:g} ms]",
+            ok(added, added <= TARGET_TTFB_ADDED_MS),
+        )
+    )
+    ratio = sse.paced_eps / bare.paced_eps
+    out.append(
+        (
+            f"{mode}: 500 paced streams, delivered {sse.paced_eps:,.0f} vs {bare.paced_eps:,.0f} "
+            f"events/s ({ratio:.2f}x)  [target >= {TARGET_DELIVERED}x]",
+            ok(ratio, ratio >= TARGET_DELIVERED),
+        )
+    )
+    ratio = sse.paced_p99_ms / bare.paced_p99_ms
+    out.append(
+        (
+            f"{mode}: 500 paced streams, latency p99 {sse.paced_p99_ms:.1f} vs "
+            f"{bare.paced_p99_ms:.1f} ms ({ratio:.2f}x)  [target <= {TARGET_P99}x]",
+            ok(ratio, ratio <= TARGET_P99),
+        )
+    )
+    ratio = sse.sat_cpu_us / bare.sat_cpu_us
+    events_per_read = f"{1 / sse.reads_per_ev:.1f} vs {1 / bare.reads_per_ev:.1f} events per read"
+    out.append(
+        (
+            f"{mode}: saturated CPU per event {sse.sat_cpu_us:.2f} vs {bare.sat_cpu_us:.2f} us "
+            f"({ratio:.2f}x; {events_per_read})"
+            + (f"  [target <= {TARGET_CPU}x]" if mode == "unpinned" else "  [reference]"),
+            ok(ratio, ratio <= TARGET_CPU) if mode == "unpinned" else None,
+        )
+    )
+    extra = sse.peak_rss_mib - bare.peak_rss_mib
+    allowed = TARGET_RSS_KIB_PER_STREAM * PACED_STREAMS / 1024
+    out.append(
+        (
+            f"{mode}: peak RSS at 500 streams {sse.peak_rss_mib:.1f} vs {bare.peak_rss_mib:.1f} "
+            f"MiB ({extra:+.1f} MiB, {1024 * extra / PACED_STREAMS:+.0f} KiB per stream)  "
+            f"[target <= bare + {TARGET_RSS_KIB_PER_STREAM} KiB per stream]",
+            ok(extra, extra <= allowed),
+        )
+    )
+    out.append(
+        (
+            f"{mode}: streams sustained {sse.sustained} vs {bare.sustained} (bare-uvloop)  "
+            "[On the Bench; reference]",
+            None,
+        )
+    )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_load"]:
+        return _role_load(argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m bench.bench_scale", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="ladder to 512, fewer TTFT streams")
+    ap.add_argument("--modes", default="unpinned,pinned")
+    ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--ladder", default=None, help="concurrency levels, comma-separated")
+    ap.add_argument("--ttft-streams", type=int, default=None)
+    ap.add_argument("--saturated-events", type=int, default=200_000)
+    ap.add_argument("--proxy-src", type=Path, default=None, help="as bench_proxy --proxy-src")
+    args = ap.parse_args(argv)
+    args.ladder = (
+        [int(x) for x in args.ladder.split(",")]
+        if args.ladder
+        else list(QUICK_LADDER if args.quick else LADDER)
+    )
+    if args.ttft_streams is None:
+        args.ttft_streams = 4 if args.quick else 8
+    bp.PROXY_SRC = args.proxy_src
+    modes = [m for m in args.modes.split(",") if m]
+    names = [c for c in args.contenders.split(",") if c]
+    print(f"bench_scale: {os.cpu_count()} CPUs ({bp._cpu_model()}); {bp._versions()}")
+    print(f"sse-proxy under test: {bp._proxy_source()}")
+    print(f"load average at start: {bp._loadavg()}")
+    print(
+        f"shape: a role chunk, {SHAPE_EVENTS} deltas {SHAPE_PACE_MS:g} ms apart, finish, [DONE]; "
+        f"ladder {args.ladder}; TTFT over {args.ttft_streams} streams; saturated "
+        f"{SATURATED_STREAMS} streams x {args.saturated_events // SATURATED_STREAMS} events"
+    )
+    skipped: dict[str, str] = {}
+    for name in names:
+        why = (
+            bp.nginx_available()
+            if name == "nginx"
+            else bp.uvloop_note()
+            if name.endswith("uvloop")
+            else bp.contender_unavailable(name)
+        )
+        if why:
+            skipped[name] = why
+    for name, why in skipped.items():
+        print(f"   skipped {name}: {why}")
+    names = [n for n in names if n not in skipped]
+    t0 = time.monotonic()
+    lines: list[tuple[str, bool | None]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        workdir = Path(tmp)
+        for mode in modes:
+            rows = []
+            for name in names:
+                # the rig on uvloop where it can: its CPU is the box's, not the contender's
+                upstream = bp._start_upstream(workdir, "asyncio" if bp.uvloop_note() else "uvloop")
+                try:
+                    print(f"   {mode}: {name} ...", flush=True)
+                    rows.append(run_contender(name, mode, args, upstream, workdir))
+                finally:
+                    upstream.stop()
+            print_table(mode, rows)
+            lines += target_lines(mode, rows)
+    print("\n== targets (sse-uvloop vs bare-uvloop, same run, same mode) ==")
+    for text, good in lines:
+        tag = {True: "PASS", False: "MISSED", None: "n/a"}[good]
+        print(f"[{tag:<6}] {text}")
+    print(f"\n(total {time.monotonic() - t0:.0f} s; load average at end: {bp._loadavg()})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
