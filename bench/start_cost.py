@@ -69,6 +69,7 @@ def _role_profiled(argv: Sequence[str]) -> int:
     """Run a module as ``__main__`` with a cProfile toggled by SIGUSR1/SIGUSR2."""
     ap = argparse.ArgumentParser(prog="start_cost _profiled")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--src", default=None, help="import the module from this tree")
     ap.add_argument("module")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
@@ -84,6 +85,8 @@ def _role_profiled(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGUSR1, on)
     signal.signal(signal.SIGUSR2, off)
     sys.argv = [args.module, *args.args]
+    if args.src:
+        sys.path.insert(0, args.src)
     runpy.run_module(args.module, run_name="__main__", alter_sys=True)
     return 0
 
@@ -120,6 +123,8 @@ def _one(
     out = workdir / f"{name}.prof"
     out.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "bench.start_cost", "_profiled", "--out", str(out)]
+    if args.proxy_src is not None and name.startswith("sse-"):
+        argv += ["--src", str(args.proxy_src)]
     argv += _contender_argv(name, upstream.url, port, args.serve_arg)
     svc = Service(name, argv, port, log=workdir / f"{name}.log")
     bursts = max(1, args.requests // args.burst)
@@ -199,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--serve-arg", action="append", default=[], help="one more serve option")
     ap.add_argument("--no-cpu-pass", action="store_true", help="only the profiled pass")
     ap.add_argument("--rounds", type=int, default=1, help="CPU passes per contender, alternating")
+    ap.add_argument("--proxy-src", type=Path, help="run sse-proxy from this tree (git archive)")
     ap.add_argument("--keep", type=Path, help="copy each contender's .prof file here")
     args = ap.parse_args(argv)
     names = [f"bare-{args.loop}", f"sse-{args.loop}"]
