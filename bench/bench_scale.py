@@ -456,13 +456,20 @@ def _f(v: float, fmt: str, width: int) -> str:
     return ("-" if v != v else format(v, fmt)).rjust(width)
 
 
+def _per(syscalls_per_event: float) -> float:
+    """Events per syscall (NaN where none were counted)."""
+    if syscalls_per_event != syscalls_per_event or syscalls_per_event <= 0:
+        return float("nan")
+    return 1 / syscalls_per_event
+
+
 def print_table(mode: str, rows: list[Result]) -> None:
     direct = next((r for r in rows if r.contender == "direct"), None)
     print(f"\n== {mode} ==")
     print(
         f"{'contender':<14}{'+TTFT ms':>9}{'+gap p50':>9}{'+gap p99':>9}{'TTFB@50':>9}"
         f"{'500 ev/s':>10}{'500 p99':>9}{'RSS MiB':>8}{'KiB/str':>8}{'sat ev/s':>10}"
-        f"{'CPU us/ev':>10}{'CPU %':>6}{'rd/ev':>6}{'wr/ev':>6}{'sustained':>10}{'other%':>7}"
+        f"{'CPU us/ev':>10}{'CPU %':>6}{'ev/rd':>6}{'ev/wr':>6}{'sustained':>10}{'other%':>7}"
     )
     for r in rows:
         add = (
@@ -479,7 +486,7 @@ def print_table(mode: str, rows: list[Result]) -> None:
             f"{_f(r.paced_eps, ',.0f', 10)}{_f(r.paced_p99_ms, '.1f', 9)}"
             f"{_f(r.peak_rss_mib, '.1f', 8)}{_f(per_stream, '.0f', 8)}"
             f"{_f(r.sat_eps, ',.0f', 10)}{_f(r.sat_cpu_us, '.2f', 10)}{_f(r.sat_cpu_pct, '.0f', 6)}"
-            f"{_f(r.reads_per_ev, '.2f', 6)}{_f(r.writes_per_ev, '.2f', 6)}"
+            f"{_f(_per(r.reads_per_ev), '.0f', 6)}{_f(_per(r.writes_per_ev), '.0f', 6)}"
             f"{r.sustained:>10}{_f(r.others_pct, '.0f', 7)}"
             + (f"  {r.note}" if r.note else "")
             + (f"  [{r.error_count} errors]" if r.error_count else "")
