@@ -191,6 +191,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tc.add_argument("--fixture", metavar="FILE", help="serve a recording (.ssrec) or a raw capture")
     tc.add_argument(
+        "--browser",
+        metavar="chromium|firefox",
+        help="test browser code instead of CMD: --script FILE.js in this headless browser",
+    )
+    tc.add_argument(
+        "--script",
+        metavar="FILE.js",
+        help="with --browser: an ES module whose default export gets {url, body, headers, "
+        "dialect} and resolves to the streamed text",
+    )
+    tc.add_argument(
         "--only",
         metavar="GROUP[,..]",
         help="strategies, combos, baseline, faults, faults:KIND, cut, cut:N, cut:A-B; "
@@ -380,6 +391,8 @@ def _test_client(args: argparse.Namespace) -> int:
         tools=args.tools,
         fail_on=_fail_on(args.fail_on),
         verbose=args.verbose,
+        browser=args.browser,
+        script=args.script,
     )
     return run_test_client(options)
 

@@ -7,6 +7,7 @@ Anomalies in upstream bytes are never exceptions: the core reports them as
     ├── ConfigError            bad config file, flag or environment value (exit 2)
     ├── UsageError             bad CLI usage or unreadable input (exit 2)
     ├── ChaosSpecError         malformed chaos spec or header, or chaos not allowed (400 / exit 2)
+    ├── BrowserError           test-client's browser would not start or stopped answering (exit 2)
     ├── UpstreamError          the upstream unreachable or failing before its response is
     │   │                      relayed, mapped once from aiohttp and OS errors (502)
     │   └── UpstreamTimeout    no answer within the connect or idle timeout (504)
@@ -16,6 +17,7 @@ Anomalies in upstream bytes are never exceptions: the core reports them as
 from __future__ import annotations
 
 __all__ = [
+    "BrowserError",
     "ChaosSpecError",
     "ConfigError",
     "ProxyError",
@@ -40,6 +42,10 @@ class UsageError(ProxyError):
 
 class ChaosSpecError(ProxyError, ValueError):
     """A chaos strategy spec (flag or X-SSE-Proxy-Chaos header) is invalid or not allowed."""
+
+
+class BrowserError(ProxyError):
+    """``test-client --browser``: the browser could not be started, or stopped answering."""
 
 
 class UpstreamError(ProxyError):

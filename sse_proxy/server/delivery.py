@@ -14,6 +14,11 @@ read must not cost a minute). A client that is not on this machine cannot be ask
 cut-bearing writes are paced instead (:data:`PACE` seconds before each), and the count of
 cuts read apart is unknown.
 
+A client whose own code can say what it has taken (a browser page, whose body stream
+still merges what its network process read: ``test-client --browser``) is asked too: a tool
+sets :attr:`Delivery.reported`, and a cut then also waits until that code has taken every
+body byte written before it.
+
 Only the writes marked ``cut`` wait, so passthrough and frames never come here, and
 ``bytewise`` waits at its thousand cuts that matter, not at each of its thirty thousand
 writes.
@@ -25,12 +30,12 @@ import asyncio
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from sse_proxy.rechunk.planner import Write
 from sse_proxy.server.peer import PeerQueue, unsent
 
-__all__ = ["CUT_CAP", "CUT_MAX", "FIRST_CAP", "MISS_BUDGET", "PACE", "Delivery"]
+__all__ = ["CUT_CAP", "CUT_MAX", "FIRST_CAP", "MISS_BUDGET", "PACE", "Delivery", "Reported"]
 
 CUT_CAP: Final = 0.15
 """Seconds one cut waits for the client to read what went before it, from its last
@@ -46,6 +51,9 @@ MISS_BUDGET: Final = 2.0
 PACE: Final = 0.005
 """Seconds before each cut-bearing write to a client the kernel cannot be asked about."""
 _STEPS: Final = (0.0, 0.0, 0.0005, 0.001)  # then 0.001 s a poll: the event loop's tick
+
+Reported: TypeAlias = Callable[[], int | None]
+"""Body bytes the client's own code says it has taken so far; None: it says nothing."""
 
 
 class _Drain:
@@ -81,6 +89,8 @@ class Delivery:
         "cuts",
         "missed_for",
         "read_apart",
+        "reported",
+        "sent",
         "waited",
     )
 
@@ -91,6 +101,10 @@ class Delivery:
         self._probe: PeerQueue | None = None
         self._started = False
         self.cuts = 0
+        self.sent = 0
+        """Body bytes written so far."""
+        self.reported: Reported | None = None
+        """Set by a tool whose client reports its reads (:data:`Reported`)."""
         self.read_apart: int | None = 0
         self.waited = 0.0
         self.missed_for = 0.0
@@ -118,6 +132,7 @@ class Delivery:
             if w.cut:
                 await self._settle()
             await write(w.data)
+            self.sent += len(w.data)
             if wrote is not None:
                 wrote(w.data)
 
@@ -143,6 +158,9 @@ class Delivery:
         unread = probe.unread()
         if unread is None:
             return None
+        taken = None if self.reported is None else self.reported()
+        if taken is not None:  # what the client's code has not taken counts as unread too
+            unread += max(self.sent - taken, 0)
         wait.progress(unread, now)
         return unread == 0
 

@@ -76,15 +76,35 @@ __all__ = [
 ]
 
 
+def _validate_browser(options: HarnessOptions) -> None:
+    from sse_proxy.tools.testclient.browser import find_browser
+
+    if options.command:
+        raise UsageError("test-client: give either -- CMD or --browser NAME --script FILE.js")
+    if not options.script:
+        raise UsageError("--browser needs --script FILE.js (an ES module: its default export)")
+    if not Path(options.script).is_file():
+        raise UsageError(f"--script: no such file: {options.script!r}")
+    find_browser(options.browser or "")
+
+
 def _validate(options: HarnessOptions) -> None:
     command = options.command
-    if not command:
-        raise UsageError("test-client needs a command to test: sse-proxy test-client -- CMD ...")
-    exe = command[0]
-    if os.sep not in exe and shutil.which(exe) is None:
-        raise UsageError(f"command not found: {exe!r}")
-    if os.sep in exe and not os.access(exe, os.X_OK):
-        raise UsageError(f"command not found or not executable: {exe!r}")
+    if options.browser is not None:
+        _validate_browser(options)
+    elif options.script is not None:
+        raise UsageError("--script needs --browser chromium|firefox")
+    elif not command:
+        raise UsageError(
+            "test-client needs a client to test: sse-proxy test-client -- CMD ..., "
+            "or --browser chromium|firefox --script FILE.js"
+        )
+    else:
+        exe = command[0]
+        if os.sep not in exe and shutil.which(exe) is None:
+            raise UsageError(f"command not found: {exe!r}")
+        if os.sep in exe and not os.access(exe, os.X_OK):
+            raise UsageError(f"command not found or not executable: {exe!r}")
     if options.dialect not in DIALECT_PATHS:
         raise UsageError(
             f"--dialect must be one of {', '.join(DIALECT_PATHS)}, not {options.dialect!r}"
@@ -205,7 +225,7 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
         got = f" {cuts} cuts, paced." if apart is None else f" {apart} of {cuts} cuts read apart."
     write_report(
         options.html or "",
-        f"sse-proxy test-client: {shlex.join(options.command)}",
+        f"sse-proxy test-client: {shlex.join(options.command or options.subject)}",
         sorted(cases, key=lambda c: c.passed),
         intro=f"{len(results)} cases, {failed} failed; {fixture.dialect} fixture.{got}",
     )

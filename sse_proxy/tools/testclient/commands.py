@@ -46,7 +46,7 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
         parts += ["--delay-ms", f"{options.delay_ms:g}"]
     if options.timeout != 20.0:
         parts += ["--timeout", f"{options.timeout:g}"]
-    return f"{_cmd_text(parts)} -- {_cmd_text(options.command)}"
+    return f"{_cmd_text(parts)} {_cmd_text(options.subject)}"
 
 
 def _free_port() -> int:
@@ -63,10 +63,10 @@ def by_hand(
 ) -> str | None:
     """One shell command that reproduces ``case`` with the real commands, or None.
 
-    Cut and fault cases need the harness's own tiny upstreams, so they have none.
-    The ports are free when the report is written.
+    Cut and fault cases need the harness's own tiny upstreams, and a browser case the
+    harness's page, so they have none. The ports are free when the report is written.
     """
-    if case.cut is not None or case.fault is not None:
+    if case.cut is not None or case.fault is not None or options.browser is not None:
         return None
     up_port, px_port = ports or (_free_port(), _free_port())
     if fixture.recording is not None and options.fixture:

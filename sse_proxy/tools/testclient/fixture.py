@@ -6,13 +6,28 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sse_proxy.core.dialects import DIALECTS
-from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS
 from sse_proxy.rechunk.shapes import split_frames
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.testclient.diagnose import split_parts
 
-__all__ = ["SSE_HEADERS", "FaultStream", "Fixture", "load_fixture", "uses_first_text"]
+__all__ = [
+    "DUMMY_KEYS",
+    "SSE_HEADERS",
+    "FaultStream",
+    "Fixture",
+    "load_fixture",
+    "request_body",
+    "uses_first_text",
+]
+
+DUMMY_KEYS: Final[dict[str, str]] = {
+    "OPENAI_API_KEY": "sk-sse-proxy-test-not-a-real-key",
+    "ANTHROPIC_API_KEY": "sk-ant-sse-proxy-test-not-a-real-key",
+}
+"""Set for CMD when not already set (SDKs refuse to start without a key); the browser
+clients' headers carry them too. Nothing leaves loopback."""
 
 SSE_HEADERS: Final = {
     "Content-Type": "text/event-stream; charset=utf-8",
@@ -163,3 +178,12 @@ def load_fixture(dialect: str, path: str | None, *, tools: bool = False) -> Fixt
         note=note,
         headers=headers,
     )
+
+
+def request_body(fixture: Fixture) -> dict[str, object]:
+    """A request body that makes the fixture's endpoint stream (with its tools)."""
+    if fixture.tools:
+        from sse_proxy.tools.fixtures.tools import tool_request_body
+
+        return tool_request_body(fixture.dialect)
+    return dict(DIALECT_BODIES.get(fixture.dialect, {}))

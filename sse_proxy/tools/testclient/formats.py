@@ -52,7 +52,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
             "reason": d.reason,
             "rule": d.rule,
             "hint": (
-                d.hint if d.chunk is not None else hint_for(d.family, runtime_of(options.command))
+                d.hint if d.chunk is not None else hint_for(d.family, runtime_of(options.subject))
             ),
             **(
                 {"chunk": d.chunk, "providers": list(d.providers), "sources": list(d.sources)}
@@ -94,6 +94,8 @@ def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> di
     return {
         "tool": "sse-proxy test-client",
         "command": list(options.command),
+        "browser": options.browser,
+        "script": options.script,
         "dialect": fixture.dialect,
         "fixture": options.fixture,
         "endpoint": fixture.path,
@@ -138,7 +140,9 @@ def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.E
         time=f"{sum(r.duration for r in results):.3f}",
     )
     props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", name="command", value=_cmd_text(options.command))
+    ET.SubElement(
+        props, "property", name="command", value=_cmd_text(options.command or options.subject)
+    )
     ET.SubElement(props, "property", name="dialect", value=options.dialect)
     for result in results:
         tc = ET.SubElement(

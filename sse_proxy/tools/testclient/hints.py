@@ -55,6 +55,12 @@ def runtime_of(command: Sequence[str]) -> str | None:
     """``javascript`` (node, deno, bun), ``python``, or None when CMD does not say."""
     if not command:
         return None
+    if command[0] == "--browser":  # test-client --browser NAME --script FILE.js
+        return _JS
+    if command[0] == "--":
+        command = command[1:]
+        if not command:
+            return None
     found = _named(command[0])
     if found is None and os.path.isfile(command[0]):
         try:

@@ -132,6 +132,17 @@ class HarnessOptions:
     fail_on: tuple[str, ...] = LEVELS
     """Which severities of failure make the exit non-zero."""
     verbose: bool = False
+    browser: str | None = None
+    """``chromium`` or ``firefox``: the client is ``script`` in that browser, not CMD."""
+    script: str | None = None
+
+    @property
+    def subject(self) -> tuple[str, ...]:
+        """What is tested, as it is given after test-client's options: ``-- CMD ...`` or
+        ``--browser NAME --script FILE``."""
+        if self.browser is not None:
+            return ("--browser", self.browser, "--script", self.script or "")
+        return ("--", *self.command)
 
     @property
     def parallel(self) -> int:

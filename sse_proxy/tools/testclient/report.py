@@ -115,7 +115,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     else:
         source = "built-in mock upstream"
     out = [
-        f"sse-proxy test-client: {_cmd_text(options.command)}",
+        f"sse-proxy test-client: {_cmd_text(options.command or options.subject)}",
         f"dialect {fixture.dialect}, {source}, endpoint {fixture.path}",
     ]
     if fixture.note:
@@ -229,7 +229,7 @@ def failure_block(
         out += variant_lines(diagnosis, first.case.severity)
     elif diagnosis.rule:
         out.append(f"  spec rule: {diagnosis.rule}")
-    runtime = runtime_of(options.command)
+    runtime = runtime_of(options.subject)
     hint = None if diagnosis.chunk is not None else hint_for(diagnosis.family, runtime)
     if hint:
         out.append(f"  fix{f' ({runtime})' if runtime else ''}: {hint}")

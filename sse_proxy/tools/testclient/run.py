@@ -22,9 +22,8 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from sse_proxy.names import DIALECT_BODIES
 from sse_proxy.recording import Recording
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.taps import ClientWrites
@@ -40,14 +39,26 @@ from sse_proxy.tools.testclient.diagnose import (
     normalize_output,
     split_parts,
 )
-from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
+from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
 from sse_proxy.tools.testclient.plan import BASELINE, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.shapes import diagnose_variant, is_variant_group
 from sse_proxy.tools.testclient.watch import CaseWatch, Delivered
 
-__all__ = ["ATTEMPTS", "OUTCOMES", "CaseResult", "RunResult", "client_env", "run_cases"]
+if TYPE_CHECKING:
+    from sse_proxy.tools.testclient.browser import BrowserRun
+
+__all__ = [
+    "ATTEMPTS",
+    "DUMMY_KEYS",
+    "OUTCOMES",
+    "CaseResult",
+    "RunResult",
+    "client_env",
+    "request_body",
+    "run_cases",
+]
 
 OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent", "undelivered")
 """``silent``: a fault case the client did not report (exit 0 on a broken stream);
@@ -55,11 +66,6 @@ OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent", 
 ATTEMPTS: Final = 3
 """Runs of a case that passed without every cut read apart, before it is ``undelivered``."""
 _STDERR_TAIL_LINES = 12
-DUMMY_KEYS: Final[dict[str, str]] = {
-    "OPENAI_API_KEY": "sk-sse-proxy-test-not-a-real-key",
-    "ANTHROPIC_API_KEY": "sk-ant-sse-proxy-test-not-a-real-key",
-}
-"""Set for CMD when not already set: SDKs refuse to start without a key."""
 
 
 @dataclass(slots=True)
@@ -102,11 +108,7 @@ class RunResult:
 
 def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
     """The variables CMD gets (on top of the caller's environment), dummy keys included."""
-    body = DIALECT_BODIES.get(fixture.dialect, {})
-    if fixture.tools:
-        from sse_proxy.tools.fixtures.tools import tool_request_body
-
-        body = tool_request_body(fixture.dialect)
+    body = request_body(fixture)
     env = {
         "SSE_PROXY_URL": url,
         "OPENAI_BASE_URL": f"{url}/v1",
@@ -160,10 +162,13 @@ def _parts(strategy: str | None) -> list[str]:
 
 
 class _Runner:
-    def __init__(self, options: HarnessOptions, fixture: Fixture) -> None:
+    def __init__(
+        self, options: HarnessOptions, fixture: Fixture, browser: BrowserRun | None = None
+    ) -> None:
         self.options = options
         self.fixture = fixture
         self.sem = asyncio.Semaphore(options.parallel)
+        self.browser = browser
 
     def _stack_args(
         self, case: Case, lockstep: Lockstep
@@ -179,6 +184,8 @@ class _Runner:
             "delay_ms": self.options.delay_ms,
             "log_level": "warning",
         }
+        if self.browser is not None:  # the front door lets the harness's pages in
+            settings["allow_origins"] = (self.browser.origin,)
         if case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
             settings.update(mode="chaos", chaos=f"cut:{case.cut}")
         elif case.fault is not None:
@@ -245,14 +252,23 @@ class _Runner:
                 if self.options.html:
                     writes = ClientWrites()  # the re-chunked writes, where the report cuts
                     runner.app[STREAM_TAPS].append(writes.tap)
-            env = client_env(stack.url, self.fixture, case.name)
-            ran = await run_command(
-                self.options.command,
-                env,
-                timeout=self.options.timeout,
-                out_limit=output_limit(self.expected(case)),
-                credit=watch.held_back,
-            )
+            out_limit = output_limit(self.expected(case))
+            if self.browser is not None:
+                page = self.browser.open_case(stack.url, self.fixture)
+                if runner is not None:
+                    runner.app[STREAM_TAPS].append(page.reads.tap)
+                ran = await self.browser.run_case(
+                    page, timeout=self.options.timeout, out_limit=out_limit, credit=watch.held_back
+                )
+            else:
+                env = client_env(stack.url, self.fixture, case.name)
+                ran = await run_command(
+                    self.options.command,
+                    env,
+                    timeout=self.options.timeout,
+                    out_limit=out_limit,
+                    credit=watch.held_back,
+                )
         result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch)
         result.sent = None if writes is None else writes.one_stream()
         return result
@@ -317,7 +333,7 @@ class _Runner:
                 body=self.fixture.body,
                 seed=case.seed,
                 dialect=self.fixture.dialect,
-                command=self.options.command,
+                command=self.options.subject,
                 tools=self.fixture.tools,
             )
         else:
@@ -422,8 +438,23 @@ class _Runner:
 async def run_cases(
     options: HarnessOptions, fixture: Fixture, cases: Sequence[Case], progress: Progress
 ) -> RunResult:
-    """Run ``cases``: the baseline first (stopping there if it fails), then the rest."""
-    runner = _Runner(options, fixture)
+    """Run ``cases``: the baseline first (stopping there if it fails), then the rest; in
+    one browser for the whole run with ``--browser``."""
+    if options.browser is None:
+        return await _run_cases(_Runner(options, fixture), options, cases, progress)
+    from sse_proxy.tools.testclient.browser import BrowserRun
+
+    limit = max(output_limit(fixture.expected), output_limit(fixture.short_expected))
+    browser = await BrowserRun.start(options.browser, options.script or "", max_message=4 * limit)
+    try:
+        return await _run_cases(_Runner(options, fixture, browser), options, cases, progress)
+    finally:
+        await browser.stop()
+
+
+async def _run_cases(
+    runner: _Runner, options: HarnessOptions, cases: Sequence[Case], progress: Progress
+) -> RunResult:
     baseline = [c for c in cases if c.group == BASELINE]
     rest = [c for c in cases if c.group != BASELINE]
     results = await runner.run_all(baseline, progress)

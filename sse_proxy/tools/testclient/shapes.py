@@ -67,6 +67,10 @@ def variants_for(dialect: str, *, tools: bool) -> tuple[list[str], list[str]]:
 
 def client_language(command: Sequence[str]) -> str:
     """python, javascript, go or other: what CMD is written in, as far as it shows."""
+    if tuple(command[:1]) == ("--browser",):
+        return "javascript"
+    if tuple(command[:1]) == ("--",):
+        command = command[1:]
     words = [os.path.basename(w).lower() for w in command[:3]]
     for word in words:
         if word.startswith(("python", "pypy", "uv", "pytest")) or word.endswith(".py"):

@@ -61,7 +61,7 @@ def wiring_fits(result: CaseResult) -> bool:
 
 def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) -> list[str]:
     """The report's failure blocks, one per root cause."""
-    runtime = runtime_of(options.command)
+    runtime = runtime_of(options.subject)
     out: list[str] = []
     for cause, cases in items.items():
         groups = list(dict.fromkeys(_label(r) for r in cases))

@@ -1,0 +1,122 @@
+"""One case in the browser: a fresh context, the case's page, its answer as a :class:`Ran`.
+
+The page's answer maps onto what a command does, so every group, diagnosis and report
+works unchanged: the resolved string is stdout (exit 0), a rejection exit 1 with the error
+and the console as stderr, no answer within the timeout a hang (the seconds the proxy held
+writes back are not counted, as for a command), an answer past the output bound a flood.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sse_proxy.tools.testclient.browser.bidi import Browser
+from sse_proxy.tools.testclient.browser.page import CasePage, PageServer, Verdict
+from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body
+from sse_proxy.tools.testclient.process import Ran
+
+__all__ = ["BrowserRun", "request_headers"]
+
+_POLL = 0.25
+
+
+def request_headers(dialect: str) -> dict[str, str]:
+    """The headers a browser client of ``dialect`` sends (dummy keys: nothing leaves
+    loopback)."""
+    headers = {"content-type": "application/json"}
+    if dialect in ("openai", "responses"):
+        headers["authorization"] = f"Bearer {DUMMY_KEYS['OPENAI_API_KEY']}"
+    elif dialect == "anthropic":
+        headers["x-api-key"] = DUMMY_KEYS["ANTHROPIC_API_KEY"]
+        headers["anthropic-version"] = "2023-06-01"
+    elif dialect == "gemini":
+        headers["x-goog-api-key"] = "sse-proxy-test-not-a-real-key"
+    return headers
+
+
+class BrowserRun:
+    """The browser and the page server of one run: started once, a page per case."""
+
+    def __init__(self, browser: Browser, pages: PageServer) -> None:
+        self.browser = browser
+        self.pages = pages
+
+    @classmethod
+    async def start(cls, name: str, script: str, *, max_message: int) -> BrowserRun:
+        pages = PageServer(Path(script), max_message=max_message)
+        await pages.start()
+        try:
+            browser = await Browser.launch(name)
+        except BaseException:
+            await pages.stop()
+            raise
+        return cls(browser, pages)
+
+    async def stop(self) -> None:
+        try:
+            await self.browser.close()
+        finally:
+            await self.pages.stop()
+
+    @property
+    def origin(self) -> str:
+        """The pages' origin: the case's proxy must allow it (``allow_origins``)."""
+        return self.pages.origin
+
+    def open_case(self, proxy_url: str, fixture: Fixture) -> CasePage:
+        return self.pages.open_case(
+            proxy=proxy_url,
+            case={
+                "url": proxy_url + fixture.path,
+                "body": json.dumps(request_body(fixture), ensure_ascii=False),
+                "headers": request_headers(fixture.dialect),
+                "dialect": fixture.dialect,
+            },
+        )
+
+    async def run_case(
+        self,
+        page: CasePage,
+        *,
+        timeout: float,  # noqa: ASYNC109 - the deadline moves (credit), as for a command
+        out_limit: int,
+        credit: Callable[[], float] = lambda: 0.0,
+    ) -> Ran:
+        """Show ``page`` in a fresh context and wait for its answer; the context is gone
+        when this returns (and with it the page's connections to the proxy)."""
+        started = time.monotonic()
+        context = await self.browser.open(self.pages.url(page))
+        verdict: Verdict | None = None
+        try:
+            assert page.answer is not None
+            while verdict is None:
+                left = started + timeout + credit() - time.monotonic()
+                if left <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    verdict = await asyncio.wait_for(asyncio.shield(page.answer), min(left, _POLL))
+        finally:
+            await self.browser.close_context(context)
+            self.pages.close_case(page)
+        seconds = time.monotonic() - started
+        console = page.console_text()
+        if verdict is None:
+            return Ran(None, b"", _utf8(console), hung=True, seconds=seconds)
+        if page.too_big or (verdict.output is not None and len(verdict.output) > out_limit):
+            out = _utf8(verdict.output or "")[:out_limit]
+            return Ran(None, out, _utf8(console), flooded=True, seconds=seconds)
+        if verdict.error is not None:
+            err = verdict.error + ("\n" + console if console else "")
+            return Ran(1, b"", _utf8(err), seconds=seconds)
+        return Ran(0, _utf8(verdict.output or ""), _utf8(console), seconds=seconds)
+
+
+def _utf8(text: str) -> bytes:
+    """A page's string as bytes: a lone surrogate (JavaScript strings may hold one) becomes
+    bytes that decode to U+FFFD, as invalid output from a command does."""
+    return text.encode("utf-8", "surrogatepass")
