@@ -59,16 +59,17 @@ Reported: TypeAlias = Callable[[], int | None]
 class _Drain:
     """The state of one wait: its deadline moves while the client makes progress."""
 
-    __slots__ = ("deadline", "last", "limit")
+    __slots__ = ("cap", "deadline", "last", "limit")
 
-    def __init__(self, now: float, first: bool) -> None:
-        self.deadline = now + (FIRST_CAP if first else CUT_CAP)
-        self.limit = now + (FIRST_CAP if first else CUT_MAX)
+    def __init__(self, now: float, first: bool, cap: float = CUT_CAP) -> None:
+        self.cap = cap
+        self.deadline = now + (FIRST_CAP if first else cap)
+        self.limit = now + (FIRST_CAP if first else max(CUT_MAX, cap))
         self.last: int | None = None
 
     def progress(self, unread: int, now: float) -> None:
         if self.last is not None and unread < self.last:
-            self.deadline = min(max(self.deadline, now + CUT_CAP), self.limit)
+            self.deadline = min(max(self.deadline, now + self.cap), self.limit)
         self.last = unread
 
 
@@ -86,6 +87,7 @@ class Delivery:
         "_sock",
         "_started",
         "_transport",
+        "cut_cap",
         "cuts",
         "missed_for",
         "read_apart",
@@ -105,6 +107,9 @@ class Delivery:
         """Body bytes written so far."""
         self.reported: Reported | None = None
         """Set by a tool whose client reports its reads (:data:`Reported`)."""
+        self.cut_cap = CUT_CAP
+        """A tool may give a slower client more (a browser: its network process, the page
+        and the report are three hops where a command has one)."""
         self.read_apart: int | None = 0
         self.waited = 0.0
         self.missed_for = 0.0
@@ -176,7 +181,7 @@ class Delivery:
         if self.missed_for >= MISS_BUDGET:
             return  # this client does not read: stop waiting, count the rest as missed
         step = 0
-        wait = _Drain(started, first=self.cuts == 1)
+        wait = _Drain(started, first=self.cuts == 1, cap=self.cut_cap)
         while not (drained := self._drained(wait, time.monotonic())):
             now = time.monotonic()
             if drained is None:  # the connection is going: the write will tell

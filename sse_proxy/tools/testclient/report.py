@@ -188,7 +188,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             else " The failures below may share this cause."
         )
         first = failing[BASELINE][0]
-        if wiring_fits(first):
+        if wiring_fits(first) and options.browser is not None:
+            why = (
+                "Check that the script's default export fetches the url it is given (with "
+                "the body and headers), resolves to the streamed text only, and settles at "
+                "the end of the stream (an EventSource reconnects: close it)."
+            )
+        elif wiring_fits(first):
             why = (
                 "Check that CMD reads its URL from OPENAI_BASE_URL / ANTHROPIC_BASE_URL / "
                 "SSE_PROXY_URL / SSE_PROXY_STREAM_URL, prints only the streamed text and "

@@ -254,7 +254,7 @@ class _Runner:
                     runner.app[STREAM_TAPS].append(writes.tap)
             out_limit = output_limit(self.expected(case))
             if self.browser is not None:
-                page = self.browser.open_case(stack.url, self.fixture)
+                page = self.browser.open_case(stack.url, self.fixture, case.name)
                 if runner is not None:
                     runner.app[STREAM_TAPS].append(page.reads.tap)
                 ran = await self.browser.run_case(

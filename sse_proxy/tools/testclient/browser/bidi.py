@@ -252,21 +252,31 @@ class Browser:
         return result if isinstance(result, dict) else {}
 
     async def open(self, url: str) -> str:
-        """A new user context (no cookies, storage or cache shared) with a window showing
-        ``url``; its id, for :meth:`close_context`. Does not wait for the page to load."""
-        context = (await self.command("browser.createUserContext", {}))["userContext"]
-        try:
-            window = await self.command(
-                "browsingContext.create", {"type": "window", "userContext": context}
-            )
-            await self.command(
-                "browsingContext.navigate",
-                {"context": window["context"], "url": url, "wait": "none"},
-            )
-        except BaseException:
-            await self.close_context(context)
-            raise
-        return str(context)
+        """A new user context (no cookies, storage or cache shared) with a tab showing
+        ``url`` (a tab: a headless Firefox opens a window in about a second, a tab in a
+        tenth); its id, for :meth:`close_context`. Does not wait for the page to load.
+        Firefox now and then discards a tab it is creating while another context closes
+        (``DiscardedBrowsingContextError``): that is tried again, twice."""
+        for attempt in range(3):
+            context = (await self.command("browser.createUserContext", {}))["userContext"]
+            try:
+                tab = await self.command(
+                    "browsingContext.create", {"type": "tab", "userContext": context}
+                )
+                await self.command(
+                    "browsingContext.navigate",
+                    {"context": tab["context"], "url": url, "wait": "none"},
+                )
+            except BrowserError as exc:
+                await self.close_context(context)
+                if attempt == 2 or "Discarded" not in str(exc):
+                    raise
+                continue
+            except BaseException:
+                await self.close_context(context)
+                raise
+            return str(context)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def close_context(self, context: str) -> None:
         with contextlib.suppress(BrowserError):

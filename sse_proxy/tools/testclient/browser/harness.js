@@ -115,8 +115,8 @@ try {
   if (typeof module.default !== "function") {
     throw new TypeError(`${CONFIG.scriptName} has no default export that is a function`);
   }
-  const { url, body, headers, dialect } = CONFIG;
-  const value = await module.default({ url, body, headers, dialect });
+  const { url, body, headers, dialect, case: name } = CONFIG;
+  const value = await module.default({ url, body, headers, dialect, case: name });
   if (typeof value !== "string") {
     throw new TypeError(`the default export resolved to ${show(value)}, not a string`);
   }

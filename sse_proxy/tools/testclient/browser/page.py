@@ -30,6 +30,9 @@ from sse_proxy.server.taps import StreamEnd
 
 __all__ = ["CasePage", "PageReads", "PageServer", "Verdict"]
 
+CUT_CAP: Final = 0.25
+"""Seconds a cut waits for a browser from its last progress (a command gets 0.05: the
+network process, the page and its report are hops of their own on a loaded machine)."""
 _CONSOLE_KEEP: Final = 64 << 10
 """Characters of console output kept (the last ones), as a command's stderr tail."""
 _TYPES: Final = {
@@ -80,6 +83,7 @@ class PageReads:
         """A stream tap for the case's proxy: its cuts wait on what the page took too."""
         if ex.delivery is not None:
             ex.delivery.reported = self.reported(ex.stream_id)
+            ex.delivery.cut_cap = CUT_CAP
         return _NoEnd()
 
 

@@ -68,7 +68,9 @@ class BrowserRun:
         """The pages' origin: the case's proxy must allow it (``allow_origins``)."""
         return self.pages.origin
 
-    def open_case(self, proxy_url: str, fixture: Fixture) -> CasePage:
+    def open_case(self, proxy_url: str, fixture: Fixture, name: str) -> CasePage:
+        """The page of case ``name`` (also given to the script, as ``SSE_PROXY_CASE`` is
+        to a command)."""
         return self.pages.open_case(
             proxy=proxy_url,
             case={
@@ -76,6 +78,7 @@ class BrowserRun:
                 "body": json.dumps(request_body(fixture), ensure_ascii=False),
                 "headers": request_headers(fixture.dialect),
                 "dialect": fixture.dialect,
+                "case": name,
             },
         )
 
@@ -88,9 +91,10 @@ class BrowserRun:
         credit: Callable[[], float] = lambda: 0.0,
     ) -> Ran:
         """Show ``page`` in a fresh context and wait for its answer; the context is gone
-        when this returns (and with it the page's connections to the proxy)."""
-        started = time.monotonic()
+        when this returns (and with it the page's connections to the proxy). The clock
+        starts once the browser has opened the tab: its own start-up is not the client's."""
         context = await self.browser.open(self.pages.url(page))
+        started = time.monotonic()
         verdict: Verdict | None = None
         try:
             assert page.answer is not None

@@ -1,0 +1,186 @@
+"""`test-client --browser chromium|firefox --script FILE.js` against real headless browsers.
+
+Debian's chromium (through chromedriver) and firefox-esr, installed by scripts/system-deps.sh:
+never skipped. Two runs per browser, each one browser process: the OpenAI Chat fixture
+with a script that behaves per case (tests/tools/clients/browser/by_case.mjs: a fresh
+TextDecoder per read on utf8 seeds 1 and 2, a correct client on the baseline and utf8
+seed 3, a crash with console output on bom, a hang on dataless), and the browser's own
+EventSource on the raw-text stream. Every seed of utf8 is checked by hand (reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from sse_proxy.cli import main
+from sse_proxy.errors import UsageError
+from sse_proxy.server.keys import STREAM_TAPS
+from sse_proxy.tools.stack import proxy_stack
+from sse_proxy.tools.testclient import Case, HarnessOptions, run_test_client
+from sse_proxy.tools.testclient.browser.page import PageReads
+from sse_proxy.tools.testclient.commands import rerun_line
+
+CLIENTS = Path(__file__).parent / "clients" / "browser"
+BROWSERS = ("chromium", "firefox")
+
+
+def _run(
+    tmp_path: Path, script: str, *args: str, **options: Any
+) -> tuple[int, dict[str, Any], str]:
+    report = tmp_path / "report.json"
+    out = tmp_path / "out.txt"
+    opts = HarnessOptions(
+        command=(),
+        report=str(report),
+        script=str(CLIENTS / script),
+        jobs=2,
+        **options,
+    )
+    with out.open("w", encoding="utf-8") as stream:
+        code = run_test_client(opts, out=stream)
+    return code, json.loads(report.read_text("utf-8")), out.read_text("utf-8")
+
+
+def _cases(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["cases"]}
+
+
+@pytest.mark.parametrize("browser", BROWSERS)
+def test_a_fetch_client_in_the_browser(tmp_path: Path, browser: str) -> None:
+    code, report, text = _run(
+        tmp_path,
+        "by_case.mjs",
+        browser=browser,
+        only=("utf8", "tokens:chars", "tokens:midword"),
+        seeds=3,
+        timeout=6.0,
+    )
+    cases = _cases(report)
+    assert code == 1, text
+    for seed in (1, 2):  # a fresh TextDecoder per read: U+FFFD, every cut read apart
+        case = cases[f"utf8 seed={seed}"]
+        assert case["outcome"] == "wrong", text
+        assert case["diagnosis"]["family"] == "character boundary", text
+        assert "\ufffd" in case["output"]
+        got = case["delivery"]
+        assert got["cuts"] > 50
+        assert got["read_apart"] == got["cuts"], case
+    correct = cases["utf8 seed=3"]
+    assert correct["outcome"] == "pass", text
+    assert cases["tokens:chars"]["outcome"] == "crash"
+    tail = cases["tokens:chars"]["stderr_tail"]
+    assert "TypeError: the client gave up on purpose" in tail, tail
+    assert 'console.log: about to fail {"on":"tokens:chars"}' in tail, tail
+    assert str(CLIENTS / "by_case.mjs") in tail  # the page's URLs as the files they are
+    assert cases["tokens:midword"]["outcome"] == "hang"
+    assert "--browser" in text
+    repro = cases["utf8 seed=1"]["reproduce"]
+    assert repro.endswith(
+        f"--only utf8 --seed 1 --timeout 6 --browser {browser} --script {CLIENTS / 'by_case.mjs'}"
+    )
+    assert cases["utf8 seed=1"]["by_hand"] is None
+    assert "fix (javascript)" in text
+
+
+@pytest.mark.parametrize("browser", BROWSERS)
+def test_the_browsers_own_event_source(tmp_path: Path, browser: str) -> None:
+    code, report, text = _run(
+        tmp_path,
+        "event_source.mjs",
+        browser=browser,
+        dialect="text",
+        only=("utf8",),
+        seeds=1,
+    )
+    assert code == 0, text
+    for case in report["cases"]:
+        assert case["outcome"] == "pass", text
+        assert case["delivery"]["read_apart"] == case["delivery"]["cuts"] > 0
+
+
+def test_the_repro_line_reruns_the_browser_case(capsys: pytest.CaptureFixture[str]) -> None:
+    """The reproduce line of a browser case, run as printed, runs that case in the browser."""
+    options = HarnessOptions(
+        command=(), browser="chromium", script=str(CLIENTS / "decoder_per_read.mjs")
+    )
+    line = shlex.split(rerun_line(options, Case("utf8", "utf8", 2)))
+    assert line[:2] == ["sse-proxy", "test-client"]
+    assert line[-4:] == ["--browser", "chromium", "--script", str(CLIENTS / "decoder_per_read.mjs")]
+    code = main(line[1:])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "first failing case: utf8 seed=2" in out
+    assert "character boundary" in out
+    assert "1 cases, 0 passed, 1 failed" in out
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"browser": "chromium"}, "--browser needs --script"),
+        ({"script": "x.mjs"}, "--script needs --browser"),
+        ({"browser": "chromium", "script": "/nonexistent.mjs"}, "no such file"),
+        ({"browser": "safari", "script": str(CLIENTS / "event_source.mjs")}, "must be one of"),
+        (
+            {
+                "browser": "chromium",
+                "script": str(CLIENTS / "event_source.mjs"),
+                "command": ("true",),
+            },
+            "either -- CMD or --browser",
+        ),
+    ],
+)
+def test_usage_errors(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        run_test_client(HarnessOptions(**{"command": (), **options}))
+
+
+async def _stream(url: str, reads: PageReads, *, honest: bool) -> None:
+    """A client that reads the whole stream, telling ``reads`` what it took (or nothing)."""
+    async with aiohttp.ClientSession() as session:
+        reads.tell({"fetch": "start"})
+        async with session.post(f"{url}/v1/text", json={"stream": True}) as resp:
+            ident = resp.headers["X-SSE-Proxy-Stream-Id"]
+            reads.tell({"fetch": "open", "id": ident})
+            taken = 0
+            async for chunk in resp.content.iter_any():
+                taken += len(chunk)
+                if honest:
+                    reads.tell({"id": ident, "taken": taken})
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_cuts_wait_on_what_the_client_reports(honest: bool) -> None:
+    """The kernel sees a client that reads at once; a cut still waits until the client's
+    code says it took the bytes before it. One that never says so has none read apart."""
+    ex = asyncio.run(_through_proxy(honest))
+    got = ex.delivery
+    assert got.cuts > 50
+    if honest:
+        assert got.read_apart == got.cuts
+    else:
+        assert got.read_apart == 0
+
+
+async def _through_proxy(honest: bool) -> Any:
+    reads = PageReads()
+    async with proxy_stack(mode="chaos", chaos="utf8", seed=1, log_level="warning") as stack:
+        deliveries: list[Any] = []
+
+        def tap(ex: Any) -> Any:
+            deliveries.append(ex)
+            return reads.tap(ex)
+
+        assert stack._proxy is not None
+        stack._proxy.app[STREAM_TAPS].append(tap)
+        await asyncio.wait_for(_stream(stack.url, reads, honest=honest), 30)
+    (ex,) = deliveries
+    return ex
