@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The JavaScript recipes' own dependencies (docs/javascript: vitest, pinned in its
-# package.json and package-lock.json), installed from npm into that folder when missing.
-# Node itself comes from the machine (scripts/system-deps.sh installs it when missing).
+# The JavaScript dependencies, each folder pinned by its package.json and package-lock.json
+# and installed from npm into it when missing: docs/javascript (the recipes: vitest) and
+# conformance (the Node clients of the conformance matrix, two of which the CI subset in
+# tests/tools/test_conformance_subset.py runs). Node itself comes from the machine
+# (scripts/system-deps.sh installs it when missing).
 set -euo pipefail
-cd "$(dirname "$0")/../docs/javascript"
-if [ -x node_modules/.bin/vitest ]; then
-    exit 0
-fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
 command -v npm >/dev/null 2>&1 || { echo "js-deps: npm is missing" >&2; exit 1; }
-echo "js-deps: npm ci in docs/javascript" >&2
-npm ci --no-audit --no-fund --silent >&2
+if [ ! -x "$root/docs/javascript/node_modules/.bin/vitest" ]; then
+    echo "js-deps: npm ci in docs/javascript" >&2
+    (cd "$root/docs/javascript" && npm ci --no-audit --no-fund --silent >&2)
+fi
+stamp="$root/conformance/node_modules/.sse-proxy-lock"
+if [ ! -f "$stamp" ] || ! cmp -s "$stamp" "$root/conformance/package-lock.json"; then
+    echo "js-deps: npm ci in conformance" >&2
+    (cd "$root/conformance" && npm ci --no-audit --no-fund --silent >&2)
+    cp "$root/conformance/package-lock.json" "$stamp"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the test suite needs besides Python ones, installed when missing:
 # promtool (Debian's prometheus package) for the alerting rules' unit tests in deploy/,
-# Chromium and its driver for the browser tests in tests/inspect/, node and npm for the
+# Chromium and its driver for the browser tests in tests/inspect/ and for test-client
+# --browser chromium, Firefox ESR for test-client --browser firefox, node and npm for the
 # JavaScript clients and recipes, curl (a real client sending Expect: 100-continue in
 # tests/server/test_expect.py). A missing one is
 # installed with apt-get (as root, or with sudo); when that is impossible this fails
@@ -30,7 +31,10 @@ command -v curl >/dev/null 2>&1 || apt_install curl
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     apt_install chromium chromium-driver
 fi
+# Firefox ESR: test-client --browser firefox drives it over WebDriver BiDi (no geckodriver)
+command -v firefox-esr >/dev/null 2>&1 || command -v firefox >/dev/null 2>&1 || apt_install firefox-esr
 command -v promtool >/dev/null 2>&1 || { echo "system-deps: promtool still missing" >&2; exit 1; }
+command -v firefox-esr >/dev/null 2>&1 || command -v firefox >/dev/null 2>&1 || { echo "system-deps: firefox still missing" >&2; exit 1; }
 command -v chromedriver >/dev/null 2>&1 || { echo "system-deps: chromedriver still missing" >&2; exit 1; }
 command -v node >/dev/null 2>&1 || { echo "system-deps: node still missing" >&2; exit 1; }
 # the JavaScript recipes' own npm dependencies (vitest, pinned), into docs/javascript

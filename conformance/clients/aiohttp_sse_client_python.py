@@ -1,0 +1,30 @@
+# aiohttp-sse-client: its EventSource (POST), the OpenAI Chat stream, stop at [DONE].
+import asyncio
+import json
+import os
+import sys
+
+from aiohttp_sse_client import client as sse_client
+
+
+async def main() -> None:
+    parts = []
+    async with sse_client.EventSource(
+        os.environ["SSE_PROXY_STREAM_URL"],
+        option={"method": "POST"},
+        json=json.loads(os.environ["SSE_PROXY_STREAM_BODY"]),
+        reconnection_time=0,
+        max_connect_retry=0,
+    ) as source:
+        async for event in source:
+            if event.data == "[DONE]":
+                break
+            parts += [
+            c["delta"].get("content") or ""
+            for c in json.loads(event.data)["choices"]
+            if c["index"] == 0
+        ]
+    sys.stdout.write("".join(parts))
+
+
+asyncio.run(main())

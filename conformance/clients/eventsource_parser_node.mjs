@@ -1,0 +1,17 @@
+// eventsource-parser: fetch, one TextDecoder (stream: true), the parser, the OpenAI stream.
+import { createParser } from "eventsource-parser";
+
+let text = "";
+const parser = createParser({
+  onEvent: (event) => {
+    if (event.data !== "[DONE]") text += JSON.parse(event.data).choices.find((c) => c.index === 0)?.delta?.content ?? "";
+  },
+});
+const res = await fetch(process.env.SSE_PROXY_STREAM_URL, {
+  method: "POST", headers: { "content-type": "application/json" }, body: process.env.SSE_PROXY_STREAM_BODY,
+});
+const decoder = new TextDecoder();
+for await (const chunk of res.body) parser.feed(decoder.decode(chunk, { stream: true }));
+parser.feed(decoder.decode());
+parser.reset({ consume: true });
+process.stdout.write(text);

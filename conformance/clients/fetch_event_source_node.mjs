@@ -1,0 +1,16 @@
+// @microsoft/fetch-event-source in Node: fetchEventSource with openWhenHidden (no document).
+import { fetchEventSource } from "@microsoft/fetch-event-source";
+
+let text = "";
+let done = false;
+await fetchEventSource(process.env.SSE_PROXY_STREAM_URL, {
+  method: "POST", headers: { "content-type": "application/json" }, body: process.env.SSE_PROXY_STREAM_BODY,
+  openWhenHidden: true,
+  onmessage(event) {
+    if (event.data === "[DONE]") { done = true; return; }
+    text += JSON.parse(event.data).choices.find((c) => c.index === 0)?.delta?.content ?? "";
+  },
+  onclose() { if (!done) throw new Error("stream ended without [DONE]"); },
+  onerror(err) { throw err; },
+});
+process.stdout.write(text);

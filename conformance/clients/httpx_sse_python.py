@@ -1,0 +1,22 @@
+# httpx-sse: EventSource over httpx, the OpenAI Chat stream, stop at [DONE].
+import json
+import os
+import sys
+
+import httpx
+from httpx_sse import connect_sse
+
+body = json.loads(os.environ["SSE_PROXY_STREAM_BODY"])
+parts = []
+with httpx.Client(timeout=30) as client, connect_sse(
+    client, "POST", os.environ["SSE_PROXY_STREAM_URL"], json=body
+) as source:
+    for event in source.iter_sse():
+        if event.data == "[DONE]":
+            break
+        parts += [
+            c["delta"].get("content") or ""
+            for c in json.loads(event.data)["choices"]
+            if c["index"] == 0
+        ]
+sys.stdout.write("".join(parts))
