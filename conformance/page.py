@@ -100,12 +100,22 @@ def write_page(
             f"| {i} | [{c.title}](#{c.name}) | {c.runtime} | {versions.get(c.name, '?')} | "
             f"{c.dialect} | {passed} of {len(verdict)} | {', '.join(causes) or 'none'} |"
         )
-    out += ["", "## Every group", "", "| group | seen | " + " | ".join(str(i) for i in range(1, len(rows) + 1)) + " |"]
+    out += [
+        "",
+        "## Every group",
+        "",
+        "| group | seen | " + " | ".join(str(i) for i in range(1, len(rows) + 1)) + " |",
+    ]
     out.append("|---|---|" + "---|" * len(rows))
     severity: dict[str, str] = {}
     for c in rows:
         for case in reports[c.name]["cases"]:
-            severity.setdefault(case["group"] if case["group"] not in ("shapes", "tokens") else f"{case['group']}:{case['strategy']}", case["severity"])
+            severity.setdefault(
+                case["group"]
+                if case["group"] not in ("shapes", "tokens")
+                else f"{case['group']}:{case['strategy']}",
+                case["severity"],
+            )
     for group in groups:
         cells = " | ".join(_cell(table[c.name].get(group)) for c in rows)
         out.append(f"| `{group}` | {severity.get(group, '')} | {cells} |")
@@ -114,7 +124,9 @@ def write_page(
         report = reports[c.name]
         out += [f"### {c.name}", ""]
         where = f"`{c.script}` in {c.runtime}" if c.browser else f"`{' '.join(c.run)}`"
-        out.append(f"{i}. {c.title} {versions.get(c.name, '?')} ({c.runtime}), {where}, dialect `{c.dialect}`.")
+        out.append(
+            f"{i}. {c.title} {versions.get(c.name, '?')} ({c.runtime}), {where}, dialect `{c.dialect}`."
+        )
         bug = bugs / f"{c.name}.md"
         if bug.is_file():
             out.append(f"Upstream bug report, ready to file: [bugs/{bug.name}](bugs/{bug.name}).")
@@ -122,7 +134,11 @@ def write_page(
         failed: dict[str, dict[str, Any]] = {}
         for case in report["cases"]:
             if case["outcome"] != "pass":
-                key = case["group"] if case["group"] not in ("shapes", "tokens") else f"{case['group']}:{case['strategy']}"
+                key = (
+                    case["group"]
+                    if case["group"] not in ("shapes", "tokens")
+                    else f"{case['group']}:{case['strategy']}"
+                )
                 failed.setdefault(key, case)
         if not failed:
             out += ["Every group passed.", ""]
@@ -133,7 +149,11 @@ def write_page(
             if len(reason) > 400:
                 reason = reason[:400] + "..."
             site = d.get("crash_site")
-            at = f" (inside {site['package']} {site['version'] or ''}, {site['file']}:{site['line']})" if site else ""
+            at = (
+                f" (inside {site['package']} {site['version'] or ''}, {site['file']}:{site['line']})"
+                if site
+                else ""
+            )
             out.append(f"- `{group}`: **{case['outcome']}**, {d.get('family', '?')}{at}: {reason}")
             out.append(f"  - reproduce: `{_local(str(case.get('reproduce', '')), here)}`")
         out.append("")

@@ -16,7 +16,6 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -61,55 +60,111 @@ CLIENTS: tuple[Client, ...] = (
     Client("openai-python", "openai", "Python", "openai", "openai", _py("openai_python.py")),
     Client("openai-node", "openai", "Node", "openai", "openai", _node("openai_node.mjs")),
     Client(
-        "anthropic-python", "anthropic", "Python", "anthropic", "anthropic",
+        "anthropic-python",
+        "anthropic",
+        "Python",
+        "anthropic",
+        "anthropic",
         _py("anthropic_python.py"),
     ),
     Client(
-        "anthropic-node", "@anthropic-ai/sdk (TypeScript)", "Node", "@anthropic-ai/sdk",
-        "anthropic", _node("anthropic_node.mjs"),
+        "anthropic-node",
+        "@anthropic-ai/sdk (TypeScript)",
+        "Node",
+        "@anthropic-ai/sdk",
+        "anthropic",
+        _node("anthropic_node.mjs"),
     ),
     Client(
-        "google-genai-python", "google-genai", "Python", "google-genai", "gemini",
+        "google-genai-python",
+        "google-genai",
+        "Python",
+        "google-genai",
+        "gemini",
         _py("google_genai_python.py"),
     ),
     Client(
-        "google-genai-node", "@google/genai", "Node", "@google/genai", "gemini",
+        "google-genai-node",
+        "@google/genai",
+        "Node",
+        "@google/genai",
+        "gemini",
         _node("google_genai_node.mjs"),
     ),
     Client(
-        "httpx-sse", "httpx-sse", "Python", "httpx-sse", "openai", _py("httpx_sse_python.py"),
+        "httpx-sse",
+        "httpx-sse",
+        "Python",
+        "httpx-sse",
+        "openai",
+        _py("httpx_sse_python.py"),
         parser_only=True,
     ),
     Client(
-        "sseclient-py", "sseclient-py", "Python", "sseclient-py", "openai",
-        _py("sseclient_python.py"), parser_only=True,
+        "sseclient-py",
+        "sseclient-py",
+        "Python",
+        "sseclient-py",
+        "openai",
+        _py("sseclient_python.py"),
+        parser_only=True,
     ),
     Client(
-        "aiohttp-sse-client", "aiohttp-sse-client", "Python", "aiohttp-sse-client", "openai",
-        _py("aiohttp_sse_client_python.py"), parser_only=True,
+        "aiohttp-sse-client",
+        "aiohttp-sse-client",
+        "Python",
+        "aiohttp-sse-client",
+        "openai",
+        _py("aiohttp_sse_client_python.py"),
+        parser_only=True,
     ),
     Client(
-        "langchain-openai", "langchain-openai (ChatOpenAI)", "Python", "langchain-openai",
-        "openai", _py("langchain_openai_python.py"),
+        "langchain-openai",
+        "langchain-openai (ChatOpenAI)",
+        "Python",
+        "langchain-openai",
+        "openai",
+        _py("langchain_openai_python.py"),
     ),
     Client(
-        "langchain-anthropic", "langchain-anthropic (ChatAnthropic)", "Python",
-        "langchain-anthropic", "anthropic", _py("langchain_anthropic_python.py"),
+        "langchain-anthropic",
+        "langchain-anthropic (ChatAnthropic)",
+        "Python",
+        "langchain-anthropic",
+        "anthropic",
+        _py("langchain_anthropic_python.py"),
     ),
     Client(
-        "eventsource-parser", "eventsource-parser", "Node", "eventsource-parser", "openai",
-        _node("eventsource_parser_node.mjs"), parser_only=True,
+        "eventsource-parser",
+        "eventsource-parser",
+        "Node",
+        "eventsource-parser",
+        "openai",
+        _node("eventsource_parser_node.mjs"),
+        parser_only=True,
     ),
     Client(
-        "eventsource", "eventsource", "Node", "eventsource", "openai",
+        "eventsource",
+        "eventsource",
+        "Node",
+        "eventsource",
+        "openai",
         _node("eventsource_node.mjs"),
     ),
     Client(
-        "fetch-event-source", "@microsoft/fetch-event-source", "Node",
-        "@microsoft/fetch-event-source", "openai", _node("fetch_event_source_node.mjs"),
+        "fetch-event-source",
+        "@microsoft/fetch-event-source",
+        "Node",
+        "@microsoft/fetch-event-source",
+        "openai",
+        _node("fetch_event_source_node.mjs"),
     ),
     Client(
-        "vercel-ai", "ai + @ai-sdk/openai (streamText)", "Node", "ai", "openai",
+        "vercel-ai",
+        "ai + @ai-sdk/openai (streamText)",
+        "Node",
+        "ai",
+        "openai",
         _node("vercel_ai_node.mjs"),
     ),
     *(
@@ -126,7 +181,12 @@ CLIENTS: tuple[Client, ...] = (
         for browser in ("chromium", "firefox")
         for kind, title, dialect, script in (
             ("eventsource", "EventSource (the browser's own)", "text", "event_source.mjs"),
-            ("fetch", "fetch + getReader + TextDecoder (stream: true)", "openai", "fetch_reader.mjs"),
+            (
+                "fetch",
+                "fetch + getReader + TextDecoder (stream: true)",
+                "openai",
+                "fetch_reader.mjs",
+            ),
         )
     ),
 )
@@ -149,9 +209,7 @@ def install() -> None:
     lock = HERE / "package-lock.json"
     stamp = HERE / "node_modules" / ".sse-proxy-lock"  # as scripts/js-deps.sh leaves it
     if not stamp.is_file() or stamp.read_text() != lock.read_text():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=HERE, check=True
-        )
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=HERE, check=True)
         stamp.write_text(lock.read_text())
 
 
@@ -166,9 +224,14 @@ def version_of(client: Client) -> str:
     assert client.package is not None
     if client.runtime == "Python":
         got = subprocess.run(
-            [str(VENV / "bin" / "python"), "-c",
-             f"import importlib.metadata as m; print(m.version({client.package!r}))"],
-            capture_output=True, text=True, check=False,
+            [
+                str(VENV / "bin" / "python"),
+                "-c",
+                f"import importlib.metadata as m; print(m.version({client.package!r}))",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         return got.stdout.strip() or "?"
     meta = HERE / "node_modules" / client.package / "package.json"
@@ -196,7 +259,11 @@ def run_client(client: Client) -> dict[str, Any]:
     report.unlink(missing_ok=True)
     env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     ran = subprocess.run(
-        command_of(client, report), cwd=HERE, env=env, capture_output=True, text=True,
+        command_of(client, report),
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
         check=False,
     )
     if not report.is_file():
@@ -219,7 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true", help="use what is installed")
     parser.add_argument("--page", action="store_true", help="only write the page from out/")
     parser.add_argument(
-        "--check", nargs="*", metavar="NAME",
+        "--check",
+        nargs="*",
+        metavar="NAME",
         help="run these rows and exit 1 when a verdict differs from the published page",
     )
     args = parser.parse_args(argv)
@@ -248,8 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for c in CLIENTS
         if (OUT / f"{c.name}.json").is_file()
     }
-    write_page(PAGE, CLIENTS, reports, {c.name: version_of(c) for c in CLIENTS if c.name in reports},
-               datetime.date.today().isoformat(), BUGS)
+    write_page(
+        PAGE,
+        CLIENTS,
+        reports,
+        {c.name: version_of(c) for c in CLIENTS if c.name in reports},
+        datetime.date.today().isoformat(),
+        BUGS,
+    )
     print(f"wrote {PAGE.relative_to(ROOT)}", file=sys.stderr)
     return 0
 

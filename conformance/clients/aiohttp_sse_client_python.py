@@ -1,4 +1,6 @@
 # aiohttp-sse-client: its EventSource (POST), the OpenAI Chat stream, stop at [DONE].
+from __future__ import annotations
+
 import asyncio
 import json
 import os
@@ -20,10 +22,10 @@ async def main() -> None:
             if event.data == "[DONE]":
                 break
             parts += [
-            c["delta"].get("content") or ""
-            for c in json.loads(event.data)["choices"]
-            if c["index"] == 0
-        ]
+                c["delta"].get("content") or ""
+                for c in json.loads(event.data)["choices"]
+                if c["index"] == 0
+            ]
     sys.stdout.write("".join(parts))
 
 

@@ -1,4 +1,6 @@
 # anthropic (Python): messages.stream's text_stream; ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY.
+from __future__ import annotations
+
 import sys
 
 from anthropic import Anthropic

@@ -1,4 +1,6 @@
 # google-genai (Python): generate_content_stream; GOOGLE_GEMINI_BASE_URL from env.
+from __future__ import annotations
+
 import sys
 
 from google import genai

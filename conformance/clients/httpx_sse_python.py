@@ -1,4 +1,6 @@
 # httpx-sse: EventSource over httpx, the OpenAI Chat stream, stop at [DONE].
+from __future__ import annotations
+
 import json
 import os
 import sys
@@ -8,9 +10,10 @@ from httpx_sse import connect_sse
 
 body = json.loads(os.environ["SSE_PROXY_STREAM_BODY"])
 parts = []
-with httpx.Client(timeout=30) as client, connect_sse(
-    client, "POST", os.environ["SSE_PROXY_STREAM_URL"], json=body
-) as source:
+with (
+    httpx.Client(timeout=30) as client,
+    connect_sse(client, "POST", os.environ["SSE_PROXY_STREAM_URL"], json=body) as source,
+):
     for event in source.iter_sse():
         if event.data == "[DONE]":
             break

@@ -1,4 +1,6 @@
 # langchain-anthropic: ChatAnthropic.stream; ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY from env.
+from __future__ import annotations
+
 import os
 import sys
 

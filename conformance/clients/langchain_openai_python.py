@@ -1,4 +1,6 @@
 # langchain-openai: ChatOpenAI.stream; OPENAI_BASE_URL / OPENAI_API_KEY from env.
+from __future__ import annotations
+
 import sys
 
 from langchain_openai import ChatOpenAI

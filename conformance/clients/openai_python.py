@@ -1,4 +1,6 @@
 # openai (Python): chat.completions stream; OPENAI_BASE_URL and OPENAI_API_KEY from env.
+from __future__ import annotations
+
 import sys
 
 from openai import OpenAI

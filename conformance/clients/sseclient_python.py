@@ -1,4 +1,6 @@
 # sseclient-py: SSEClient over a streamed requests response, the OpenAI Chat stream.
+from __future__ import annotations
+
 import json
 import os
 import sys
