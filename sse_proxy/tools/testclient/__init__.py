@@ -96,8 +96,8 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--script needs --browser chromium|firefox")
     elif not command:
         raise UsageError(
-            "test-client needs a client to test: sse-proxy test-client -- CMD ..., "
-            "or --browser chromium|firefox --script FILE.js"
+            "test-client needs a command to test: sse-proxy test-client -- CMD ... "
+            "(or --browser chromium|firefox --script FILE.js)"
         )
     else:
         exe = command[0]

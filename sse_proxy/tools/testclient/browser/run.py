@@ -26,17 +26,17 @@ _POLL = 0.25
 
 
 def request_headers(dialect: str) -> dict[str, str]:
-    """The headers a browser client of ``dialect`` sends (dummy keys: nothing leaves
-    loopback)."""
-    headers = {"content-type": "application/json"}
-    if dialect in ("openai", "responses"):
-        headers["authorization"] = f"Bearer {DUMMY_KEYS['OPENAI_API_KEY']}"
-    elif dialect == "anthropic":
-        headers["x-api-key"] = DUMMY_KEYS["ANTHROPIC_API_KEY"]
-        headers["anthropic-version"] = "2023-06-01"
-    elif dialect == "gemini":
-        headers["x-goog-api-key"] = "sse-proxy-test-not-a-real-key"
-    return headers
+    """The headers a browser client sends: the JSON content type and every provider's key
+    header with a dummy key (OpenAI's bearer, Anthropic's, Gemini's), whatever ``dialect``
+    (the mock reads none of them; nothing leaves loopback)."""
+    del dialect  # the same for every dialect: a client sends its provider's, ignores others
+    return {
+        "content-type": "application/json",
+        "authorization": f"Bearer {DUMMY_KEYS['OPENAI_API_KEY']}",
+        "x-api-key": DUMMY_KEYS["ANTHROPIC_API_KEY"],
+        "anthropic-version": "2023-06-01",
+        "x-goog-api-key": "sse-proxy-test-not-a-real-key",
+    }
 
 
 class BrowserRun:
