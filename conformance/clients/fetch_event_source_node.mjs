@@ -1,6 +1,12 @@
 // @microsoft/fetch-event-source in Node: fetchEventSource with openWhenHidden (no document).
 import { fetchEventSource } from "@microsoft/fetch-event-source";
 
+// a browser library: it calls window.setTimeout/clearTimeout and, when a stream ends,
+// document.removeEventListener, so Node needs these stand-ins (without them every stream
+// ends in "ReferenceError: window is not defined" or "document is not defined")
+globalThis.window ??= globalThis;
+globalThis.document ??= { hidden: false, addEventListener() {}, removeEventListener() {} };
+
 let text = "";
 let done = false;
 await fetchEventSource(process.env.SSE_PROXY_STREAM_URL, {

@@ -1,8 +1,5 @@
 """The published conformance matrix (docs/conformance.md) still holds for a small subset.
 
-Not collected yet (it lives outside tests/): it needs the generated page. Once
-`python conformance/run.py` has written docs/conformance.md, move it to tests/tools/.
-
 Five rows of the matrix (one browser client under Chromium, two Python and two Node
 clients), a few groups each, run as conformance/run.py runs them; a verdict that differs
 from the page's fails the test: regenerate the page (`python conformance/run.py`) or fix
