@@ -129,7 +129,9 @@ def write_page(
         )
         bug = bugs / f"{c.name}.md"
         if bug.is_file():
-            out.append(f"Upstream bug report, ready to file: [bugs/{bug.name}](bugs/{bug.name}).")
+            out.append(
+                f"For upstream (a report ready to file, or why there is none): [bugs/{bug.name}](bugs/{bug.name})."
+            )
         out.append("")
         failed: dict[str, dict[str, Any]] = {}
         for case in report["cases"]:

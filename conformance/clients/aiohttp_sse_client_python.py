@@ -5,6 +5,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import timedelta
 
 from aiohttp_sse_client import client as sse_client
 
@@ -15,14 +16,14 @@ async def main() -> None:
         os.environ["SSE_PROXY_STREAM_URL"],
         option={"method": "POST"},
         json=json.loads(os.environ["SSE_PROXY_STREAM_BODY"]),
-        reconnection_time=0,
+        reconnection_time=timedelta(0),
         max_connect_retry=0,
     ) as source:
         async for event in source:
             if event.data == "[DONE]":
                 break
             parts += [
-                c["delta"].get("content") or ""
+                (c.get("delta") or {}).get("content") or ""
                 for c in json.loads(event.data)["choices"]
                 if c["index"] == 0
             ]

@@ -18,7 +18,7 @@ with (
         if event.data == "[DONE]":
             break
         parts += [
-            c["delta"].get("content") or ""
+            (c.get("delta") or {}).get("content") or ""
             for c in json.loads(event.data)["choices"]
             if c["index"] == 0
         ]

@@ -19,7 +19,7 @@ for event in sseclient.SSEClient(response).events():
     if event.data == "[DONE]":
         break
     parts += [
-        c["delta"].get("content") or ""
+        (c.get("delta") or {}).get("content") or ""
         for c in json.loads(event.data)["choices"]
         if c["index"] == 0
     ]
