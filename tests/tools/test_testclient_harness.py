@@ -73,7 +73,7 @@ def test_children_left_holding_stdout_neither_hang_the_case_nor_survive_it(
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout
     assert [c["outcome"] for c in report["cases"]] == ["pass", "pass"]
-    assert took < 30, took  # the timeout is 20 s per case: no case waited for it
+    assert took < 150, took  # a harness waiting on the children would take their 300 s
     left = [int(p) for p in pids.read_text().split()]
     assert len(left) == 2
     assert not [p for p in left if _alive(p)], "a child of the command is still running"
