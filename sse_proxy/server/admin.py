@@ -14,7 +14,7 @@ from aiohttp import web
 from sse_proxy.config import Config
 from sse_proxy.inspect.registry import Registry
 from sse_proxy.inspect.web import REGISTRY, add_ui_routes
-from sse_proxy.server.admission import front_door, json_error, refuse_connect
+from sse_proxy.server.admission import front_door, json_error
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS, WorkerCounts
 
 __all__ = ["add_admin_routes", "make_admin_app", "reserve_admin_prefix"]
@@ -42,6 +42,7 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
+    request.app[STATE].backlog.flush()  # the streams that ended count, whatever waits
     body, content_type = request.app[METRICS].render_for(request.headers.get("Accept"))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
@@ -91,7 +92,7 @@ def make_admin_app(proxy: web.Application) -> web.Application:
     app = web.Application(
         # the front door here too: health lists the upstreams, metrics and the inspector
         # what the streams were (its listen address is the admin listener's own)
-        middlewares=[refuse_connect, front_door(config, listen=config.admin_listen_host)],
+        middlewares=[front_door(config, listen=config.admin_listen_host)],
         handler_args={
             "max_field_size": config.max_request_header_bytes,
             "max_line_size": config.max_request_header_bytes,

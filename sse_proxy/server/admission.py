@@ -89,6 +89,9 @@ def front_door(cfg: Config, *, listen: str | None = None) -> Any:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        not_served = refuse_connect(request)
+        if not_served is not None:
+            return not_served
         headers = request.headers
         host = door.check_host(headers.getall("Host", []), request.version <= HttpVersion10)
         if isinstance(host, Refusal):
@@ -174,18 +177,17 @@ async def defer_continue(request: web.Request) -> None:
     request[_EXPECTS_CONTINUE] = True
 
 
-@web.middleware
-async def refuse_connect(request: web.Request, handler: Any) -> web.StreamResponse:
+def refuse_connect(request: web.Request) -> web.Response | None:
     """Not an open proxy, whatever the Host says: CONNECT (it never matches a route, its
-    target has no path) and targets that are not a path, refused before the front door."""
+    target has no path) and targets that are not a path, refused before the front door
+    (which calls this first: one middleware layer less for every request to resume through)."""
     if request.method == "CONNECT":
         return json_error(
             405, "method_not_allowed", "CONNECT is refused: not an open proxy", new_stream_id()
         )
     if not request.raw_path.startswith("/"):
         return _absolute_form(new_stream_id())
-    response: web.StreamResponse = await handler(request)
-    return response
+    return None
 
 
 def _absolute_form(stream_id: str) -> web.Response:
@@ -250,13 +252,11 @@ def admit(request: web.Request) -> Exchange | web.Response:
         )
     route, rest = matched
     upstream_url = route.url_for(route.strip_auth_query(rest))
-    log = get_logger(stream_id=stream_id, method=request.method, path=request.path)
     return Exchange(
         request=request,
         cfg=cfg,
         metrics=app[METRICS],
         stream_id=stream_id,
-        log=log,
         route=route,
         url=URL(upstream_url, encoded=True),
         spec=spec,

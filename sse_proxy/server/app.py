@@ -19,7 +19,6 @@ from sse_proxy.server.admission import (
     admit,
     defer_continue,
     front_door,
-    refuse_connect,
     response_starts,
 )
 from sse_proxy.server.keys import (
@@ -48,11 +47,15 @@ async def _proxy(request: web.Request) -> web.StreamResponse:
     return await forward(exchange)
 
 
+async def _flush(state: ProxyState) -> None:
+    state.backlog.flush()
+
+
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
     """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
     app = web.Application(
-        # CONNECT first (405 whatever its Host), then the front door before any route
-        middlewares=[refuse_connect, front_door(config)],
+        # the front door before any route (CONNECT first: 405 whatever its Host)
+        middlewares=[front_door(config)],
         client_max_size=config.max_request_body_bytes,
         handler_args={
             "max_field_size": config.max_request_header_bytes,
@@ -66,8 +69,9 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
         models=config.metrics_models, max_models=config.metrics_max_models
     )
     app[TRACING] = Tracing.for_config(config)
+    app[STATE] = state = ProxyState()
+    app.on_cleanup.append(lambda _app: _flush(state))  # before the spans are exported
     app.on_cleanup.append(app[TRACING].close)
-    app[STATE] = ProxyState()
     app[ROUTES] = RouteTable.from_config(config)
     app[NETWORK] = Network(config)
     app[STREAM_TAPS] = []

@@ -15,9 +15,11 @@ from aiohttp import web
 from yarl import URL
 
 from sse_proxy.config import Config
+from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
+from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.routes import Route
@@ -34,9 +36,6 @@ class Exchange:
     cfg: Config
     metrics: Metrics
     stream_id: str
-    log: Any
-    """Bound once with ``stream_id``, ``method`` and ``path``: every line of the request
-    starts from it (a stream's lines add what the response says)."""
     route: Route
     url: URL
     """The upstream URL: the route's upstream joined with the request's path and query."""
@@ -45,12 +44,49 @@ class Exchange:
     ctx: RequestContext
     upstream_context: bool = False
     """Whether the ``upstream.*`` lines carry the request's context (HTTP: yes)."""
+    _log: Any = None
     _upstream_log: Any = None
     span: RequestSpan | None = None
     delivery: Delivery | None = None
     """Chaos mode: how the stream's cuts reach the client (set when its relay starts)."""
     started: float = 0.0
     """When the upstream request was opened (the monotonic clock): durations and TTFB."""
+    backlog: Backlog | None = None
+    """The app's backlog, told when this request's first byte is out
+    (:meth:`first_byte_sent`)."""
+    owes_first_byte: bool = False
+
+    def owe_first_byte(self, backlog: Backlog) -> None:
+        self.backlog = backlog
+        self.owes_first_byte = True
+        backlog.request_started()
+
+    def first_byte_sent(self) -> None:
+        """The client has its first byte, or will get none: once per exchange."""
+        if self.owes_first_byte:
+            self.owes_first_byte = False
+            assert self.backlog is not None
+            self.backlog.first_byte_sent()
+
+    @property
+    def log(self) -> Any:
+        """The request's logger, with ``stream_id``, ``method`` and ``path``: every line of
+        the request starts from it. Bound when first asked for (most requests log no line
+        of their own; a stream binds it once with more, :meth:`stream_log`)."""
+        log = self._log
+        if log is None:
+            log = self._log = get_logger(**self._log_fields())
+        return log
+
+    def stream_log(self, **more: Any) -> Any:
+        """:attr:`log` with ``more`` fields (the response's), in one bind."""
+        if self._log is not None:
+            return self._log.bind(**more)
+        return get_logger(**self._log_fields(), **more)
+
+    def _log_fields(self) -> dict[str, Any]:
+        request = self.request
+        return {"stream_id": self.stream_id, "method": request.method, "path": request.path}
 
     @property
     def upstream_log(self) -> Any:

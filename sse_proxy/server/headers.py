@@ -32,22 +32,46 @@ _HOP_BY_HOP = HOP_BY_HOP | {"host", "expect"}
 _DROPPED_PREFIXES = ("proxy-", OWN_PREFIX)
 
 
+_KEEP, _DROP, _CONNECTION = 0, 1, 2
+_FATE: dict[str, int] = {}
+"""Each header name as written, what happens to it: names repeat from request to request,
+so most are looked up, not lowered and matched again (bounded: see :func:`_fate_of`)."""
+_MAX_NAMES = 4096
+
+
+def _fate_of(key: str) -> int:
+    low = key.lower()
+    if low == "connection":
+        fate = _CONNECTION
+    elif low in _HOP_BY_HOP or low.startswith(_DROPPED_PREFIXES):
+        fate = _DROP
+    else:
+        fate = _KEEP
+    if len(_FATE) < _MAX_NAMES:  # a client inventing names gets them matched each time
+        _FATE[key] = fate
+    return fate
+
+
 def _without_hop_by_hop(headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
     """``headers`` minus hop-by-hop ones, those a ``Connection`` header names, ``Proxy-*``
-    and the proxy's own: one pass, each name lowered once (twice per request, per header)."""
-    kept: list[tuple[str, str, str]] = []
-    named: set[str] | None = None
+    and the proxy's own: one pass (twice per request, per header)."""
+    fates = _FATE
+    kept: list[tuple[str, str]] = []
+    connection: list[str] = []
     for key, value in headers:
-        low = key.lower()
-        if low in _HOP_BY_HOP or low.startswith(_DROPPED_PREFIXES):
-            if low == "connection":
-                tokens = {tok.strip().lower() for tok in value.split(",")} - {""}
-                named = tokens if named is None else named | tokens
-            continue
-        kept.append((low, key, value))
-    if named:
-        return CIMultiDict([(key, value) for low, key, value in kept if low not in named])
-    return CIMultiDict([(key, value) for _low, key, value in kept])
+        fate = fates.get(key)
+        if fate is None:
+            fate = _fate_of(key)
+        if fate == _KEEP:
+            kept.append((key, value))
+        elif fate == _CONNECTION:
+            connection.append(value)
+    out = CIMultiDict(kept)
+    for value in connection:
+        for token in value.split(","):
+            if token := token.strip():
+                out.popall(token, None)
+    return out
 
 
 def request_headers_for_upstream(

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from sse_proxy.config import Config
 from sse_proxy.obs.metrics import Metrics
+from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.network import Network
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.taps import TapFactory
@@ -42,6 +43,8 @@ class ProxyState:
 
     shutting_down: bool = False
     active: set[asyncio.Task[Any]] = field(default_factory=set)
+    backlog: Backlog = field(default_factory=Backlog)
+    """Streams' bookkeeping that waits while other requests wait for a first byte."""
 
 
 CONFIG = web.AppKey("config", Config)

@@ -61,7 +61,7 @@ async def relay_plain(
     ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse
 ) -> web.StreamResponse:
     request = ex.request
-    log = ex.log.bind(**ex.ctx.fields())
+    log = ex.stream_log(**ex.ctx.fields())
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"

@@ -75,6 +75,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
             headers=loggable_headers(upstream.headers),
         )
     if not sse:
+        ex.first_byte_sent()  # its head is next; nothing of it is put off (it is rare)
         return await relay_plain(ex, resp, upstream)
 
     resp.headers["X-Accel-Buffering"] = "no"
@@ -87,7 +88,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     if ex.cfg.strict_end:
         # chunked toward the client, so that a body ended without its last chunk is broken
         resp.headers.popall("Content-Length", None)
-    log = ex.log.bind(
+    log = ex.stream_log(
         upstream_status=upstream.status,
         upstream_request_id=upstream_request_id,
         mode=ex.mode,
@@ -110,6 +111,7 @@ _WAITED = 0.001
 _BUSY = 0.02
 # A read larger than this is observed in slices, yielding between them.
 _SLICE = 16 << 10
+_NO_TIMEOUT = contextlib.nullcontext()
 
 
 class _SseRelay:
@@ -196,6 +198,12 @@ class _SseRelay:
             )
         )
         self.on_observed = self.taps.observed
+        self.ex = ex
+        # Passthrough reads observed later (while other requests wait for a first byte):
+        # (chunk, when it arrived), in order; the backlog runs _catch_up.
+        self.backlog = self.request.app[STATE].backlog
+        self.pending: list[tuple[bytes, float]] = []
+        self.obs.catch_up = self._catch_up
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -212,9 +220,8 @@ class _SseRelay:
         try:
             await self.resp.prepare(self.request)
             client = self.client
-            async with contextlib.AsyncExitStack() as stack:
-                if self.cfg.total_timeout:
-                    await stack.enter_async_context(asyncio.timeout(self.cfg.total_timeout))
+            total = self.cfg.total_timeout
+            async with asyncio.timeout(total) if total else _NO_TIMEOUT:
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
@@ -233,6 +240,9 @@ class _SseRelay:
                 # work with no wait in between, it yields, so other streams get their turn.
                 busy_since = done = now()
                 readany = self.upstream.content.readany  # iter_any() is this, one layer up
+                backlog = self.backlog
+                pending = self.pending
+                owed = True  # the client's first byte (others' bookkeeping waits for it)
                 while chunk := await readany():
                     watch.last = at = now()
                     if at - done > _WAITED:  # the read was waited for: the loop ran others
@@ -246,13 +256,21 @@ class _SseRelay:
                         await self._forward(chunk, ())
                         await self._observe_decoded(self.decode, chunk, at)
                     elif len(chunk) > _SLICE:
+                        self._catch_up()
                         await self._forward(chunk, await self._observe_slices(chunk, at))
                     elif planner is None:  # the client's bytes first: no latency added
                         try:
                             if not send(chunk):
                                 await write(chunk)
                         finally:  # a read the client missed is still observed
-                            if feed is None:
+                            if owed:
+                                owed = False
+                                self.ex.first_byte_sent()
+                            if pending or backlog.busy:  # others wait for a first byte
+                                if not pending:
+                                    backlog.defer(self._catch_up)
+                                pending.append((chunk, at))
+                            elif feed is None:
                                 observe(chunk, at)
                             else:
                                 out = feed(chunk)
@@ -261,6 +279,9 @@ class _SseRelay:
                                     obs.emit(out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
+                    if owed:
+                        owed = False
+                        self.ex.first_byte_sent()
                     done = now()
                     if done - busy_since > _BUSY:
                         await asyncio.sleep(0)
@@ -299,6 +320,13 @@ class _SseRelay:
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
+        if ended_by == "upstream_eof" and not self.cfg.strict_end and self.backlog.busy:
+            # the summary needs nothing from how the body ends: the client's end goes first
+            end = time.monotonic()
+            with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
+                await self.resp.write_eof()
+            self.backlog.defer(lambda: self._finish(ended_by, received, first_byte, end))
+            return self.resp
         strict = self._finish(ended_by, received, first_byte)
         if ended_by != "upstream_eof" or strict is not None:
             cut_off(self.request)  # never a fake completion
@@ -306,6 +334,23 @@ class _SseRelay:
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
             await self.resp.write_eof()
         return self.resp
+
+    def _catch_up(self) -> None:
+        """Observe the reads put off while other requests waited for a first byte."""
+        pending = self.pending
+        if not pending:
+            return
+        feed = self.reassembler.feed if self.observing and self.on_observed is None else None
+        obs = self.obs
+        for chunk, at in pending:
+            if feed is None:
+                self._observe(chunk, at)
+            else:
+                out = feed(chunk)
+                obs.tick(at)
+                if out.alerts:
+                    obs.emit(out.alerts)
+        pending.clear()
 
     def _observe(self, chunk: bytes, now: float | None) -> tuple[int, ...]:
         """Feed the observer; ``now``: when the read arrived (None: a piece of one whose
@@ -381,9 +426,13 @@ class _SseRelay:
             if wrote is not None:
                 wrote(w.data)
 
-    def _finish(self, ended_by: str, received: int, first_byte: float | None) -> str | None:
+    def _finish(
+        self, ended_by: str, received: int, first_byte: float | None, end: float | None = None
+    ) -> str | None:
         """Close the reassembler, sum the stream up once, and tell every tap; return why
-        ``--strict-end`` ends the client's body as broken (None: it ends normally)."""
+        ``--strict-end`` ends the client's body as broken (None: it ends normally).
+        ``end``: when the stream ended, if this runs later (from the backlog)."""
+        self._catch_up()
         reassembler = self.reassembler
         obs = self.obs
         closing: tuple[Alert, ...] = ()
@@ -395,7 +444,7 @@ class _SseRelay:
             )
             closing = obs.closing_alerts(out.alerts)
             obs.emit(closing)
-        now = time.monotonic()
+        now = time.monotonic() if end is None else end
         started = self.started
         summary = reassembler.summary()
         summary.pop("alerts", None)

@@ -12,6 +12,7 @@ sent once.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -122,21 +123,27 @@ def join_upstream(base: str, target: str) -> str:
     doubled (the longest such overlap is sent once); everything else is appended as is.
     """
     path, sep, query = target.partition("?")
-    parts = urlsplit(base)
-    base_path = parts.path.rstrip("/")
-    base_segs = base_path.strip("/").split("/") if base_path.strip("/") else []
+    origin, base_path, base_segs = _base_parts(base)
     segs = path[1:].split("/") if path.startswith("/") else ([path] if path else [])
     overlap = 0
     for k in range(min(len(base_segs), len(segs)), 0, -1):
-        if base_segs[-k:] == segs[:k] and all(segs[:k]):
+        if base_segs[-k:] == tuple(segs[:k]) and all(segs[:k]):
             overlap = k
             break
     rest = segs[overlap:]
     joined = base_path + ("/" + "/".join(rest) if rest else "")
     if not joined:
         joined = "/"
-    origin = f"{parts.scheme}://{parts.netloc}"
     return origin + joined + (sep + query if sep else "")
+
+
+@functools.lru_cache(maxsize=256)
+def _base_parts(base: str) -> tuple[str, str, tuple[str, ...]]:
+    """A route's upstream split once, not per request: origin, path, path segments."""
+    parts = urlsplit(base)
+    base_path = parts.path.rstrip("/")
+    segs = tuple(base_path.strip("/").split("/")) if base_path.strip("/") else ()
+    return f"{parts.scheme}://{parts.netloc}", base_path, segs
 
 
 def resolve_value(

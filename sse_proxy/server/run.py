@@ -187,6 +187,7 @@ async def stop_proxy(runner: web.AppRunner) -> None:
         pre_shutdown()  # keep-alive connections take no new request
     in_flight: set[asyncio.Task[Any]] = runner.app.get(_IN_FLIGHT, set())
     await _close_streams(state, in_flight, runner.app[CONFIG].shutdown_grace)
+    state.backlog.flush()  # every stream's summary before the totals
     await runner.cleanup()
     admin = runner.app[_LISTENERS].admin_runner
     if admin is not None:

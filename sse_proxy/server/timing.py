@@ -133,6 +133,8 @@ class StreamObserver:
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.timeout_kind: str | None = None
+        self.catch_up: Callable[[], None] | None = None
+        """Observes reads put off (:mod:`..backlog`) before the stall timer looks."""
 
     # -- hot path ----------------------------------------------------------------------
 
@@ -201,6 +203,8 @@ class StreamObserver:
         report the stall (once), then look again a threshold later."""
         loop = self._loop
         assert loop is not None  # set by start(), which set this timer
+        if self.catch_up is not None:
+            self.catch_up()
         left = self.last_event + self.threshold - self.now()
         if left > 0:
             self._timer = loop.call_later(left, self._watch)

@@ -19,7 +19,7 @@ from sse_proxy.obs.redact import redact_url
 from sse_proxy.server.admission import RequestTooLarge, json_error, request_body, too_large
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
-from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, TRACING, UPSTREAM_TIMEOUT
+from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, STATE, TRACING, UPSTREAM_TIMEOUT
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
@@ -31,10 +31,12 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     """Open the upstream request of an admitted exchange and relay its response; a failure
     to open it is answered here, once, for HTTP and WebSocket alike."""
     request = ex.request
+    ex.owe_first_byte(request.app[STATE].backlog)
     ex.metrics.child(ex.metrics.route_requests, route=ex.route.name).inc()
     headers = ex.route.upstream_headers(request_headers_for_upstream(request.headers))
     try:
         if is_websocket_upgrade(request):
+            ex.first_byte_sent()  # a session, not a response: nothing to put first
             return await _websocket(ex, headers)
         return await _http(ex, headers)
     except RequestTooLarge:
@@ -42,6 +44,7 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     except UpstreamError as err:
         return upstream_failed(ex, err)
     finally:
+        ex.first_byte_sent()
         if ex.span is not None:
             ex.span.end()
 
@@ -77,10 +80,45 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
             trace_request_ctx={"exchange": ex},
         )
-        async with contextlib.AsyncExitStack() as stack:
-            async with asyncio.timeout(cfg.idle_timeout or None):
-                upstream = await stack.enter_async_context(upstream_cm)
+        # the wait for the response's head has the idle timeout too (the body: an IdleWatch)
+        deadline = _HeadDeadline(cfg.idle_timeout) if cfg.idle_timeout else None
+        try:
+            upstream = await upstream_cm
+        except asyncio.CancelledError:
+            if deadline is not None and deadline.expired():
+                raise TimeoutError("no response head within the idle timeout") from None
+            raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+        async with upstream:  # released (or closed, if the relay broke off) at the end
             return await respond(ex, upstream)
+
+
+class _HeadDeadline:
+    """``asyncio.timeout`` for one await, at a third of its cost (one timer handle, no
+    context manager): a request's start is the proxy's per-request cost (issue 23)."""
+
+    __slots__ = ("_cancelling", "_fired", "_handle", "_task")
+
+    def __init__(self, seconds: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # a handler runs in a task
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._fired = False
+        self._handle = asyncio.get_running_loop().call_later(seconds, self._fire)
+
+    def _fire(self) -> None:
+        self._fired = True
+        self._task.cancel()
+
+    def expired(self) -> bool:
+        """Whether the cancellation being handled is this deadline's (and only its)."""
+        return self._fired and self._task.uncancel() <= self._cancelling
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
