@@ -88,21 +88,19 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     if ex.cfg.strict_end:
         # chunked toward the client, so that a body ended without its last chunk is broken
         resp.headers.popall("Content-Length", None)
-    log = ex.stream_log(
-        upstream_status=upstream.status,
-        upstream_request_id=upstream_request_id,
-        mode=ex.mode,
+    log_fields = {
+        "upstream_status": upstream.status,
+        "upstream_request_id": upstream_request_id,
+        "mode": ex.mode,
         **({"chaos": spec.header_value()} if spec is not None else {}),
         **ex.ctx.fields(),
-    )
-    relay = _SseRelay(ex, resp, upstream, log)
-    # A task of its own: each upstream read resumes the waiting task through every
-    # coroutine it is nested in, and the handler's nesting (aiohttp's request handling,
-    # the middlewares, the handler, forward, _http, this function) is more than the
-    # relay's own.
-    # A handler that is cancelled cancels the task it awaits, so a client that leaves
-    # still ends it.
-    return await asyncio.get_running_loop().create_task(relay.run())
+    }
+    relay = _SseRelay(ex, resp, upstream, log_fields)
+    # In the handler's task, not one of its own: a task's first step waits a turn of the
+    # loop behind everything else ready, which is where fifty streams that start together
+    # lost their first bytes (issue 23); resuming through the handler's nesting at each
+    # read costs well under a microsecond more.
+    return await relay.run()
 
 
 # A read that arrived this long after the previous one's work ended was waited for; work
@@ -115,49 +113,52 @@ _NO_TIMEOUT = contextlib.nullcontext()
 
 
 class _SseRelay:
-    """One SSE stream: forward bytes per the planner, feed the observer, log the outcome."""
+    """One SSE stream: forward bytes per the planner, feed the observer, log the outcome.
+
+    In passthrough (no planner, nothing to decompress, no tap that sees reads), what
+    observes the stream (the reassembler, the alert sink, the observer, the taps) is built
+    after the client has its first byte, by the first :meth:`_catch_up`: fifty streams
+    that start together do not each build it before the next one's first byte.
+    """
 
     def __init__(
-        self, ex: Exchange, resp: web.StreamResponse, upstream: aiohttp.ClientResponse, log: Any
+        self,
+        ex: Exchange,
+        resp: web.StreamResponse,
+        upstream: aiohttp.ClientResponse,
+        log_fields: dict[str, Any],
     ) -> None:
         cfg = ex.cfg
+        self.ex = ex
         self.request = request = ex.request
         self.resp = resp
         self.upstream = upstream
         self.cfg = cfg
         self.metrics = ex.metrics
-        self.log = log
-        self.sink = AlertSink(log, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text)
+        self._log_fields = log_fields
+        self._log: Any = None
         self.started = ex.started
+        self.opened = time.monotonic()
         self.mode = mode = ex.mode
-        self.reassembler = StreamReassembler(
-            normalize_dialect(ex.route.dialect),
-            hint=dialect_for_path(ex.url.raw_path) or dialect_for_path(request.path),
-            limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
-            emit_events=False,
-            frame_ends=mode != "passthrough",  # only planners cut at frame ends
-            keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
-            tool_schemas=ex.ctx.tool_schemas,  # the request's, for its tool calls
-        )
         self.decode: ObserverDecoder | None = None
+        self.observing = True
         encoding = upstream.headers.get("Content-Encoding")
-        try:
-            self.decode = make_observer_decoder(
-                encoding,
-                max_ratio=cfg.max_decompressed_ratio,
-                max_bytes=cfg.max_decompressed_bytes,
-            )
-        except DecodeFailed as exc:
-            self.observing = False
-            log.warning("stream.not_observed", reason=exc.reason, **exc.details)
-        else:
-            self.observing = True
+        if encoding:
+            try:
+                self.decode = make_observer_decoder(
+                    encoding,
+                    max_ratio=cfg.max_decompressed_ratio,
+                    max_bytes=cfg.max_decompressed_bytes,
+                )
+            except DecodeFailed as exc:
+                self.observing = False
+                self.log.warning("stream.not_observed", reason=exc.reason, **exc.details)
         self.planner: Planner | None = None
         if mode != "passthrough":
             if self.decode is not None or not self.observing:
                 # Write boundaries are planned on the bytes the client gets; compressed
                 # bytes have no frames to cut at, so such a stream is passed through.
-                log.info(
+                self.log.info(
                     "stream.mode_fallback", requested=mode, used="passthrough", reason=encoding
                 )
                 self.mode = "passthrough"
@@ -172,38 +173,87 @@ class _SseRelay:
         self.delivery = ex.delivery = (
             Delivery(request.transport) if self.mode == "chaos" and self.planner else None
         )
+        self.client = ClientWriter(resp, request)  # takes over after the first write
+        self.recorder = (
+            Recorder.for_config(
+                cfg.record_dir, ex.stream_id, request, upstream, self.log, ex.started
+            )
+            if cfg.record_dir
+            else None
+        )
+        self.record = open_stream(request, upstream, ex.stream_id, self.mode, ex.started)
+        # Passthrough reads observed later (while other requests wait for a first byte):
+        # (chunk, when it arrived), in order; _catch_up observes them.
+        self.backlog = request.app[STATE].backlog
+        self.pending: list[tuple[bytes, float]] = []
+        self.built = False  # the observers below (_build)
+        self.obs: StreamObserver
+        self.taps: Taps
+        self.sink: AlertSink
+        self.reassembler: StreamReassembler
+        self.on_observed: Any = None
+        self.timeout_kind: str | None = None
+        lazy = (
+            self.planner is None
+            and self.decode is None
+            and self.recorder is None
+            and not request.app[STREAM_TAPS]
+        )
+        if not lazy:
+            self._build()
+
+    @property
+    def log(self) -> Any:
+        """The stream's logger (bound when first used: most streams log their summary only)."""
+        if self._log is None:
+            self._log = self.ex.stream_log(**self._log_fields)
+        return self._log
+
+    def _build(self) -> StreamObserver:
+        """The stream's observers: built once, at the start or after the first byte."""
+        ex, cfg, request = self.ex, self.cfg, self.request
+        self.sink = AlertSink(
+            self.log, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text
+        )
+        self.reassembler = StreamReassembler(
+            normalize_dialect(ex.route.dialect),
+            hint=dialect_for_path(ex.url.raw_path) or dialect_for_path(request.path),
+            limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
+            emit_events=False,
+            frame_ends=self.mode != "passthrough",  # only planners cut at frame ends
+            keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
+            tool_schemas=ex.ctx.tool_schemas,  # the request's, for its tool calls
+        )
         span = ex.span
-        self.obs = StreamObserver(
+        self.obs = obs = StreamObserver(
             self.reassembler,
             self.sink,
             ex.ctx,
             stall_threshold=cfg.stall_threshold,
             now=time.monotonic,
             on_alert=span.alert if span is not None else None,
+            opened=self.opened,
         )
-        self.client = ClientWriter(resp, request)  # takes over after the first write
-        recorder = Recorder.for_config(
-            cfg.record_dir, ex.stream_id, request, upstream, log, ex.started
-        )
-        record = open_stream(request, upstream, ex.stream_id, self.mode, ex.started)
+        obs.catch_up = self._catch_up
         # The observers of the stream, in the order they are told its end; built once.
-        self.taps = Taps(
+        self.taps = taps = Taps(
             (
                 SummaryLine(self.sink),
                 None if span is None else SpanTap(span),
-                None if record is None else InspectorTap(record),
-                recorder,
+                None if self.record is None else InspectorTap(self.record),
+                self.recorder,
                 MetricsTap(ex.metrics, ex.route.name),
                 *(make(ex) for make in request.app[STREAM_TAPS]),
             )
         )
-        self.on_observed = self.taps.observed
-        self.ex = ex
-        # Passthrough reads observed later (while other requests wait for a first byte):
-        # (chunk, when it arrived), in order; the backlog runs _catch_up.
-        self.backlog = self.request.app[STATE].backlog
-        self.pending: list[tuple[bytes, float]] = []
-        self.obs.catch_up = self._catch_up
+        self.on_observed = taps.observed
+        self.built = True
+        if not self.ended:
+            obs.start()
+        return obs
+
+    ended = False
+    """Whether the relay's read loop is over (an observer built later starts no timer)."""
 
     async def run(self) -> web.StreamResponse:
         state = self.request.app[STATE]
@@ -215,8 +265,7 @@ class _SseRelay:
         first_byte: float | None = None
         received = 0
         watch = IdleWatch(self.upstream, self.cfg.idle_timeout)
-        obs = self.obs
-        obs.start()
+        obs = self.obs if self.built else None  # (in passthrough: after the first byte)
         try:
             await self.resp.prepare(self.request)
             client = self.client
@@ -226,14 +275,13 @@ class _SseRelay:
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
                 # _observe's work, in the loop, for a passthrough read no tap observes
-                feed = (
-                    self.reassembler.feed if self.observing and self.on_observed is None else None
-                )
-                tick = obs.tick
+                feed = tick = None
+                if obs is not None:
+                    feed, tick = self._fast_feed(), obs.tick
                 send = client.send
                 write = client.write
                 planner = self.planner
-                on_read = self.taps.read  # a tap that sees every read as it came
+                on_read = self.taps.read if self.built else None  # sees reads as they come
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
                 # could keep this task on the loop read after read. Past _BUSY seconds of
@@ -266,13 +314,20 @@ class _SseRelay:
                             if owed:
                                 owed = False
                                 self.ex.first_byte_sent()
-                            if pending or backlog.busy:  # others wait for a first byte
-                                if not pending:
-                                    backlog.defer(self._catch_up)
+                            if obs is None or pending or backlog.busy:
                                 pending.append((chunk, at))
+                                if backlog.busy:  # others wait for a first byte: later
+                                    if len(pending) == 1:
+                                        backlog.defer(self._catch_up)
+                                else:
+                                    self._catch_up()
+                                    if obs is None:  # built just now: the loop's names
+                                        obs = self.obs
+                                        feed, tick = self._fast_feed(), obs.tick
                             elif feed is None:
                                 observe(chunk, at)
                             else:
+                                assert tick is not None
                                 out = feed(chunk)
                                 tick(at)
                                 if out.alerts:
@@ -292,11 +347,11 @@ class _SseRelay:
             ended_by = "client_disconnect"
         except TimeoutError:
             ended_by = "timeout"
-            obs.timeout_kind = Truncated.TOTAL_TIMEOUT
+            self.timeout_kind = Truncated.TOTAL_TIMEOUT
         except (aiohttp.ClientError, OSError) as exc:
             if watch.expired:
                 ended_by = "timeout"
-                obs.timeout_kind = Truncated.IDLE_TIMEOUT
+                self.timeout_kind = Truncated.IDLE_TIMEOUT
             else:
                 ended_by = "upstream_error"
                 self.log.warning(
@@ -315,8 +370,10 @@ class _SseRelay:
             self._finish(ended_by, received, first_byte)
             raise
         finally:
+            self.ended = True
             watch.stop()
-            obs.stop()
+            if self.built:
+                self.obs.stop()
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
@@ -335,13 +392,18 @@ class _SseRelay:
             await self.resp.write_eof()
         return self.resp
 
+    def _fast_feed(self) -> Any:
+        """The reassembler's feed, where _observe's work can be done inline (a passthrough
+        read no tap observes); None where it cannot."""
+        return self.reassembler.feed if self.observing and self.on_observed is None else None
+
     def _catch_up(self) -> None:
-        """Observe the reads put off while other requests waited for a first byte."""
+        """Observe the reads put off (built the observers first, if not yet)."""
+        obs = self.obs if self.built else self._build()
         pending = self.pending
         if not pending:
             return
-        feed = self.reassembler.feed if self.observing and self.on_observed is None else None
-        obs = self.obs
+        feed = self._fast_feed()
         for chunk, at in pending:
             if feed is None:
                 self._observe(chunk, at)
@@ -435,6 +497,9 @@ class _SseRelay:
         self._catch_up()
         reassembler = self.reassembler
         obs = self.obs
+        obs.stop()  # (built after the read loop ended, it set no timer)
+        if self.timeout_kind is not None:
+            obs.timeout_kind = self.timeout_kind
         closing: tuple[Alert, ...] = ()
         if not reassembler.closed:
             out = reassembler.close(

@@ -109,6 +109,7 @@ class StreamObserver:
         stall_threshold: float,
         now: Callable[[], float],
         on_alert: Callable[[Alert], None] | None = None,
+        opened: float | None = None,
     ) -> None:
         self.reassembler = reassembler
         self.sink = sink
@@ -117,7 +118,7 @@ class StreamObserver:
         self.threshold = stall_threshold
         self.now = now
         self.on_alert = on_alert
-        self.opened = now()
+        self.opened = now() if opened is None else opened  # (built late: when it opened)
         self.events = 0
         self.last_event = self.opened
         self.first_event: float | None = None
