@@ -15,46 +15,45 @@ from aiohttp import web
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.server.client_writer import ClientGone
 from sse_proxy.server.exchange import Exchange
+from sse_proxy.server.watchdog import Watchdog
 
 __all__ = ["IdleWatch", "cut_off", "relay_plain"]
 
 
 class IdleWatch:
-    """The idle timeout between upstream chunks, without a timer per chunk.
+    """The idle timeout between upstream chunks, without a timer per chunk or per stream.
 
-    A read only stamps the time (``last``); one timer callback per stream (not a task:
-    a task, its coroutine and its sleeps cost a stream more memory and calls than the
-    check) looks at the stamp when the deadline it was set for comes, sets itself again
-    for the moved deadline, and once the gap passes the limit closes the upstream
-    response, which wakes the pending read with an error that the relay then reports as
-    ``timeout``.
+    A read only stamps the time (``last``); the loop's :class:`~.watchdog.Watchdog` looks
+    at the stamp when the deadline it was set for comes, sets it again for the moved
+    deadline, and once the gap passes the limit closes the upstream response, which wakes
+    the pending read with an error that the relay then reports as ``timeout``.
     """
 
-    __slots__ = ("_handle", "_idle", "_loop", "_upstream", "expired", "last", "now")
+    __slots__ = ("_idle", "_upstream", "_watch", "expired", "last", "now")
 
     def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
         self._upstream = upstream
         self._idle = idle
-        self._loop = loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self.now = loop.time
         self.last = self.now()
         self.expired = False
-        self._handle = loop.call_later(idle, self._check) if idle else None
+        self._watch = Watchdog.of(loop).watch(idle, self._check) if idle else None
 
-    def _check(self) -> None:
-        # The deadline moves with every read; a handle re-armed per read would cost more.
+    def _check(self) -> float | None:
+        # The deadline moves with every read; a deadline re-armed per read would cost more.
         left = self.last + self._idle - self.now()
         if left > 0:
-            self._handle = self._loop.call_later(left, self._check)
-            return
-        self._handle = None
+            return left
+        self._watch = None
         self.expired = True
         self._upstream.close()
+        return None
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
 
 
 async def relay_plain(

@@ -7,7 +7,6 @@ end of the stream.
 
 from __future__ import annotations
 
-import asyncio
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from sse_proxy.core.verdict import verdict
 from sse_proxy.obs.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.server.context import RequestContext
+from sse_proxy.server.watchdog import Watch, Watchdog
 
 __all__ = ["GAP_BOUNDS", "PROM_GAP_BUCKETS", "StreamObserver"]
 
@@ -131,8 +131,7 @@ class StreamObserver:
         self.stalled_since: float | None = None
         self.stalls = 0
         self._bound: tuple[str | None, str | None] = (None, None)
-        self._timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watch: Watch | None = None
         self.timeout_kind: str | None = None
         self.catch_up: Callable[[], None] | None = None
         """Observes reads put off (:mod:`..backlog`) before the stall timer looks."""
@@ -191,26 +190,21 @@ class StreamObserver:
 
     def start(self) -> None:
         if self.threshold > 0:
-            self._loop = asyncio.get_running_loop()
-            self._timer = self._loop.call_later(self.threshold, self._watch)
+            self._watch = Watchdog.of().watch(self.threshold, self._check)
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
 
-    def _watch(self) -> None:
-        """At the deadline the timer was set for: set it again for the moved one, or
-        report the stall (once), then look again a threshold later."""
-        loop = self._loop
-        assert loop is not None  # set by start(), which set this timer
+    def _check(self) -> float:
+        """At the deadline the watch was set for: the time to the moved one, or report the
+        stall (once) and look again a threshold later."""
         if self.catch_up is not None:
             self.catch_up()
         left = self.last_event + self.threshold - self.now()
         if left > 0:
-            self._timer = loop.call_later(left, self._watch)
-            return
-        self._timer = loop.call_later(self.threshold, self._watch)
+            return left
         if self.stalled_since is None:
             self.stalled_since = self.last_event
             self.stalls += 1
@@ -224,6 +218,7 @@ class StreamObserver:
                     ),
                 )
             )
+        return self.threshold
 
     def _stall_end(self, now: float) -> None:
         since = self.stalled_since

@@ -22,6 +22,7 @@ from sse_proxy.server.headers import loggable_headers, request_headers_for_upstr
 from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, STATE, TRACING, UPSTREAM_TIMEOUT
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
+from sse_proxy.server.watchdog import Watchdog
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
 __all__ = ["forward", "map_upstream_errors", "session_ctx", "upstream_failed"]
@@ -96,10 +97,10 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
 
 
 class _HeadDeadline:
-    """``asyncio.timeout`` for one await, at a third of its cost (one timer handle, no
-    context manager): a request's start is the proxy's per-request cost (issue 23)."""
+    """``asyncio.timeout`` for one await, without its timer and context manager (a
+    request's start is the proxy's per-request cost, issue 23): a watchdog deadline."""
 
-    __slots__ = ("_cancelling", "_fired", "_handle", "_task")
+    __slots__ = ("_cancelling", "_fired", "_task", "_watch")
 
     def __init__(self, seconds: float) -> None:
         task = asyncio.current_task()
@@ -107,7 +108,7 @@ class _HeadDeadline:
         self._task = task
         self._cancelling = task.cancelling()
         self._fired = False
-        self._handle = asyncio.get_running_loop().call_later(seconds, self._fire)
+        self._watch = Watchdog.of().watch(seconds, self._fire)
 
     def _fire(self) -> None:
         self._fired = True
@@ -118,7 +119,7 @@ class _HeadDeadline:
         return self._fired and self._task.uncancel() <= self._cancelling
 
     def cancel(self) -> None:
-        self._handle.cancel()
+        self._watch.cancel()
 
 
 async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
