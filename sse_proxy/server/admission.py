@@ -37,6 +37,7 @@ __all__ = [
     "request_body",
     "response_starts",
     "too_large",
+    "whole_body",
 ]
 
 
@@ -274,6 +275,21 @@ def _left_route(
         if found is not None and low < found[0].depth:
             return found[0].prefix
     return "/" if low < 0 else None
+
+
+WHOLE_BODY_BYTES: Final = 64 << 10
+"""A body declared by a length up to this is read whole and sent on with that length."""
+
+
+async def whole_body(request: web.Request) -> bytes | None:
+    """A small body whose length the client declared, read whole (it came with the head,
+    as an LLM request's JSON does): the upstream gets it in one write with its length,
+    where a streamed one costs both sides a generator and chunked framing. None: stream it
+    (:func:`request_body`): no length, a large one, or a ``100-continue`` to meet first."""
+    length = request.content_length
+    if length is None or length > WHOLE_BODY_BYTES or request.get(_EXPECTS_CONTINUE):
+        return None
+    return await request.read()
 
 
 async def request_body(request: web.Request, limit: int) -> AsyncIterator[bytes]:

@@ -90,10 +90,16 @@ class RequestContext:
                     kept.append(chunk)
             yield chunk
         if kept:
-            try:
-                obj = orjson.loads(b"".join(kept))
-            except orjson.JSONDecodeError:
-                return
-            if type(obj) is dict:
-                self.request_model = short_str(obj.get("model"))
-                self.tool_schemas = ToolSchemas.from_request(obj)
+            self.read_body(b"".join(kept))
+
+    def read_body(self, body: bytes) -> None:
+        """The ``model`` of a JSON request body, and the JSON Schemas of its tools."""
+        if len(body) > MODEL_BODY_LIMIT:
+            return
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+        if type(obj) is dict:
+            self.request_model = short_str(obj.get("model"))
+            self.tool_schemas = ToolSchemas.from_request(obj)

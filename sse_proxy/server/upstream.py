@@ -16,7 +16,13 @@ from multidict import CIMultiDict
 from sse_proxy.errors import UpstreamError, UpstreamTimeout
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.redact import redact_url
-from sse_proxy.server.admission import RequestTooLarge, json_error, request_body, too_large
+from sse_proxy.server.admission import (
+    RequestTooLarge,
+    json_error,
+    request_body,
+    too_large,
+    whole_body,
+)
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
 from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, STATE, TRACING, UPSTREAM_TIMEOUT
@@ -54,9 +60,18 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
     request = ex.request
     cfg = ex.cfg
     ctx = ex.ctx
-    data = request_body(request, cfg.max_request_body_bytes) if request.body_exists else None
-    if data is not None and "json" in request.headers.get("Content-Type", ""):
-        data = ctx.peek(data)
+    data: bytes | AsyncIterator[bytes] | None = None
+    if request.body_exists:
+        json_body = "json" in request.headers.get("Content-Type", "")
+        whole = await whole_body(request)
+        if whole is not None:
+            data = whole
+            if json_body:
+                ctx.read_body(whole)
+        else:
+            data = request_body(request, cfg.max_request_body_bytes)
+            if json_body:
+                data = ctx.peek(data)
     app = request.app
     ex.span = app[TRACING].start(request, ctx, ex.stream_id)
     ex.upstream_context = True

@@ -13,6 +13,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from sse_proxy.server.admission import WHOLE_BODY_BYTES
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries
 from tests.support.net import STREAM_ID, raw_exchange
@@ -112,11 +113,14 @@ async def test_large_streamed_post_body_forwarded_exactly(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("repeat", [1000, 40_000], ids=["read-whole", "streamed"])
 async def test_post_body_with_length_forwarded_exactly(
-    proxy_url: str, session: aiohttp.ClientSession
+    proxy_url: str, session: aiohttp.ClientSession, repeat: int
 ) -> None:
-    """A fixed-length body keeps its bytes, its Content-Length and its Content-Type."""
-    data = b"\x00\xff" + "日本語".encode() + b"\r\n" * 1000
+    """A fixed-length body keeps its bytes, its Content-Length and its Content-Type, and is
+    not re-framed as chunked: read whole when small, streamed past WHOLE_BODY_BYTES."""
+    data = b"\x00\xff" + "日本語".encode() + b"\r\n" * repeat
+    assert (len(data) <= WHOLE_BODY_BYTES) == (repeat == 1000)
     echo = await _echo(
         session,
         "PUT",
@@ -127,6 +131,7 @@ async def test_post_body_with_length_forwarded_exactly(
     assert echo["body_len"] == len(data)
     assert echo["body_sha256"] == hashlib.sha256(data).hexdigest()
     assert echo["headers"]["content-length"] == str(len(data))
+    assert "transfer-encoding" not in echo["headers"]
     assert echo["headers"]["content-type"] == "application/x-odd; charset=latin-1"
 
 
