@@ -546,4 +546,5 @@ class _SseRelay:
                 gaps=obs.gaps,
             )
         )
+        obs.catch_up = None  # the observer's way back to this relay: no cycle to collect
         return strict
