@@ -21,6 +21,7 @@ from aiohttp.http_writer import StreamWriter
 __all__ = ["ClientGone", "ClientWriter"]
 
 _DRAIN_EVERY = 0x10000  # StreamWriter.write's own LIMIT
+_COPY_UP_TO = 2048  # a token's read is framed in one small copy; a larger one by parts
 _GONE = (ConnectionError, aiohttp.ClientConnectionError, RuntimeError)
 
 
@@ -50,6 +51,9 @@ class ClientWriter:
         if transport.is_closing():
             raise ClientGone("the client's connection is closing")
         if data:  # an empty chunk would end the body; the rest is _put, inlined (per token)
+            if len(data) > _COPY_UP_TO:
+                self._put(writer, data)
+                return True
             framed = b"%x\r\n%b\r\n" % (len(data), data)
             transport.write(framed)
             writer.output_size += len(framed)
@@ -80,10 +84,17 @@ class ClientWriter:
         assert transport is not None
         if transport.is_closing():
             raise ClientGone("the client's connection is closing")
-        framed = b"%x\r\n%b\r\n" % (len(data), data)
-        transport.write(framed)
-        writer.output_size += len(framed)
-        writer.buffer_size += len(framed)
+        size = len(data)
+        if size > _COPY_UP_TO:  # framed without copying the data (a 256 KiB copy: 0.6 ms)
+            head = b"%x\r\n" % size
+            transport.writelines((head, data, b"\r\n"))
+            size += len(head) + 2
+        else:
+            framed = b"%x\r\n%b\r\n" % (size, data)
+            transport.write(framed)
+            size = len(framed)
+        writer.output_size += size
+        writer.buffer_size += size
 
     def _take_over(self) -> None:
         writer = self._request.writer

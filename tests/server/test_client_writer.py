@@ -48,19 +48,24 @@ def _post(version: str) -> bytes:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("pause_every", [7, 400], ids=["small-reads", "large-reads"])
 async def test_many_small_events_arrive_exact_in_strict_chunked_framing(
-    start_app: StartApp, start: StartProxy, logs: LogEntries
+    start_app: StartApp, start: StartProxy, logs: LogEntries, pause_every: int
 ) -> None:
     """Past several drain points (64 KiB each) of one-event writes, every byte is there and
-    the body ends with the terminating chunk: a real end, not a cut."""
+    the body ends with the terminating chunk: a real end, not a cut. Small reads are framed
+    in one copy, large ones (30 KiB between the upstream's pauses) by parts."""
     frames = _events(3000)  # ~230 KiB
-    url = await start(await start_app(_sse_app(frames, pause_every=7)))
+    url = await start(await start_app(_sse_app(frames, pause_every=pause_every)))
     raw = await raw_exchange(url, _post("1.1"), limit_s=60)  # strict chunk parsing
     assert raw.status == 200
     assert raw.header("Transfer-Encoding") == "chunked"
     assert raw.complete  # the terminating chunk came
     assert raw.body == b"".join(frames)
-    assert len(raw.chunks) > 100  # relayed read by read, not buffered whole
+    if pause_every == 7:
+        assert len(raw.chunks) > 100  # relayed read by read, not buffered whole
+    else:
+        assert max(map(len, raw.chunks)) > 2048  # the framing by parts was taken
     summary = await wait_for(logs, "stream.summary")
     assert summary["ended_by"] == "upstream_eof"
     assert summary["verdict"] == "ok"
