@@ -109,6 +109,7 @@ _WAITED = 0.001
 _BUSY = 0.02
 # A read larger than this is observed in slices, yielding between them.
 _SLICE = 16 << 10
+_SLICES_FOR = 0.005  # and the loop is let in after this long of them
 _NO_TIMEOUT = contextlib.nullcontext()
 
 
@@ -305,7 +306,11 @@ class _SseRelay:
                         await self._observe_decoded(self.decode, chunk, at)
                     elif len(chunk) > _SLICE:
                         self._catch_up()
-                        await self._forward(chunk, await self._observe_slices(chunk, at))
+                        if planner is None:  # the client's bytes first here too
+                            await self._forward(chunk, ())
+                            await self._observe_slices(chunk, at)
+                        else:
+                            await self._forward(chunk, await self._observe_slices(chunk, at))
                     elif planner is None:  # the client's bytes first: no latency added
                         try:
                             if not send(chunk):
@@ -441,9 +446,12 @@ class _SseRelay:
             return ()
         ends: list[int] = []
         alerts: list[Alert] = []
+        clock = time.perf_counter
+        until = clock() + _SLICES_FOR
         for start in range(0, len(chunk), _SLICE):
-            if start:
+            if start and clock() > until:  # (a slice is tens of microseconds)
                 await asyncio.sleep(0)
+                until = clock() + _SLICES_FOR
             last = start + _SLICE >= len(chunk)
             out = self._feed(chunk[start : start + _SLICE], now if last else None)
             ends += out.frame_ends
