@@ -109,7 +109,7 @@ _WAITED = 0.001
 _BUSY = 0.02
 # A read larger than this is observed in slices, yielding between them.
 _SLICE = 16 << 10
-_SLICES_FOR = 0.005  # and the loop is let in after this long of them
+_SLICES_FOR = 0.002  # and the loop is let in after this long of them
 _NO_TIMEOUT = contextlib.nullcontext()
 
 
