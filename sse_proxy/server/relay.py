@@ -96,10 +96,6 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
         **ex.ctx.fields(),
     }
     relay = _SseRelay(ex, resp, upstream, log_fields)
-    # In the handler's task, not one of its own: a task's first step waits a turn of the
-    # loop behind everything else ready, which is where fifty streams that start together
-    # lost their first bytes (issue 23); resuming through the handler's nesting at each
-    # read costs well under a microsecond more.
     return await relay.run()
 
 
@@ -257,21 +253,62 @@ class _SseRelay:
     """Whether the relay's read loop is over (an observer built later starts no timer)."""
 
     async def run(self) -> web.StreamResponse:
+        """The response's head and, in passthrough, the first read, here in the handler's
+        task; the rest in a task of its own (:meth:`_relay`).
+
+        The first byte goes out before any task is made: a new task's first step waits a
+        turn of the loop behind everything else ready, which is where fifty streams that
+        start together lost their first bytes (issue 23). The rest runs in its own task
+        because each read resumes the waiting task through every coroutine it is nested
+        in, and the handler's nesting (aiohttp, the middlewares, the handler, forward,
+        _http, respond) costs a few percent of a token's CPU more. Whatever fails here is
+        handed to the task, which ends the stream as it would have."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cfg.total_timeout if self.cfg.total_timeout else None
+        watch = IdleWatch(self.upstream, self.cfg.idle_timeout)
+        early: BaseException | None = None
+        carry: bytes | None = None  # a first read for the task to relay whole
+        sent: tuple[int, float] | None = None  # the first read's size and time, if sent here
+        try:
+            await self.resp.prepare(self.request)
+            if self.planner is None and self.decode is None:
+                carry = await self.upstream.content.readany()
+                if carry and len(carry) <= _SLICE:
+                    chunk, carry = carry, None
+                    watch.last = at = watch.now()
+                    sent = (len(chunk), at)
+                    self.pending.append((chunk, at))  # observed on the loop's next turn
+                    self.backlog.defer(self._catch_up)  # (or once no first byte is owed)
+                    client = self.client
+                    if not client.send(chunk):
+                        await client.write(chunk)
+                    self.ex.first_byte_sent()
+        except BaseException as exc:  # noqa: BLE001 - the task's except clauses sort it
+            early = exc
+        return await loop.create_task(self._relay(watch, deadline, early, carry, sent))
+
+    async def _relay(
+        self,
+        watch: IdleWatch,
+        deadline: float | None,
+        early: BaseException | None,
+        carry: bytes | None,
+        sent: tuple[int, float] | None,
+    ) -> web.StreamResponse:
         state = self.request.app[STATE]
         task = asyncio.current_task()
         if task is not None:
             state.active.add(task)
         self.metrics.active.inc()
         ended_by = "upstream_eof"
-        first_byte: float | None = None
-        received = 0
-        watch = IdleWatch(self.upstream, self.cfg.idle_timeout)
+        first_byte: float | None = None if sent is None else sent[1]
+        received = 0 if sent is None else sent[0]
         obs = self.obs if self.built else None  # (in passthrough: after the first byte)
         try:
-            await self.resp.prepare(self.request)
+            if early is not None:
+                raise early
             client = self.client
-            total = self.cfg.total_timeout
-            async with asyncio.timeout(total) if total else _NO_TIMEOUT:
+            async with asyncio.timeout_at(deadline) if deadline is not None else _NO_TIMEOUT:
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
@@ -291,8 +328,9 @@ class _SseRelay:
                 readany = self.upstream.content.readany  # iter_any() is this, one layer up
                 backlog = self.backlog
                 pending = self.pending
-                owed = True  # the client's first byte (others' bookkeeping waits for it)
-                while chunk := await readany():
+                owed = sent is None  # the client's first byte (others' bookkeeping waits)
+                chunk = carry if carry is not None else await readany()
+                while chunk:
                     watch.last = at = now()
                     if at - done > _WAITED:  # the read was waited for: the loop ran others
                         busy_since = at
@@ -346,6 +384,7 @@ class _SseRelay:
                     if done - busy_since > _BUSY:
                         await asyncio.sleep(0)
                         busy_since = done = now()
+                    chunk = await readany()
                 if self.planner is not None:
                     await self._send(self.planner.flush())
         except ClientGone:
