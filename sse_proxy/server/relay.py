@@ -277,6 +277,8 @@ class _SseRelay:
                     chunk, carry = carry, None
                     watch.last = at = watch.now()
                     sent = (len(chunk), at)
+                    if self.built and self.taps.read is not None:
+                        self.taps.read(chunk)  # a recording sees every read as it came
                     self.pending.append((chunk, at))  # observed on the loop's next turn
                     self.backlog.defer(self._catch_up)  # (or once no first byte is owed)
                     client = self.client
