@@ -1,0 +1,102 @@
+"""Bursts of stream starts, contenders taking turns: TTFB p50 and CPU per request.
+
+Hand-run (not a test); issue 23. ``bench_scale``'s TTFB@50 is one burst per contender, and
+on a shared machine one burst swings by a third. Here every contender gets ``--bursts``
+bursts of ``--streams`` streams started together (connections warm, On the Bench's
+stream shape cut to ``--events`` deltas) per round, the contenders take turns round after
+round, and the medians are printed with each round's ratio to the first sse-proxy row, so
+that two trees of sse-proxy (``NAME@TREE``, e.g. ``git archive`` of main) and the bare
+aiohttp proxy are compared in the same minutes::
+
+    .venv/bin/python -m bench.burst_pair                           # bare, sse-proxy; 3 rounds
+    .venv/bin/python -m bench.burst_pair --contenders bare-uvloop,sse-uvloop@/tmp/main,sse-uvloop
+
+CPU per request is the proxy process's (``/proc``), over the bursts only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import bench_proxy as bp
+from bench.bench_scale import ScaleLoad
+
+
+def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> tuple[float, float]:
+    """(CPU us per request, median TTFB p50 ms over the bursts) of a fresh contender."""
+    bp.PROXY_SRC = Path(src) if src else None
+    upstream = bp._start_upstream(workdir, "uvloop")
+    try:
+        svc = bp.start_contender(name, upstream, workdir)
+        assert svc is not None, "direct has no process to measure"
+        burst = {"streams": args.streams, "n": args.events}
+        phases = [{"name": "warm", **burst, "timeout_s": 60}]
+        phases += [{"name": f"b{i}", **burst} for i in range(args.bursts)]
+        load = ScaleLoad(svc.url, phases)
+        try:
+            load.run("warm", 60)
+            time.sleep(0.2)
+            cpu0 = bp.cpu_seconds(svc.pids)
+            ttfb = []
+            for i in range(args.bursts):
+                res = load.run(f"b{i}", 60)
+                if res["error_count"]:
+                    raise RuntimeError(f"{name}: {res['errors']}")
+                ttfb.append(res["ttfb_p50_ms"])
+            cpu = bp.cpu_seconds(svc.pids) - cpu0
+        finally:
+            load.stop()
+            svc.stop()
+    finally:
+        upstream.stop()
+    return 1e6 * cpu / (args.streams * args.bursts), statistics.median(ttfb)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.burst_pair", description=__doc__)
+    ap.add_argument("--contenders", default="bare-uvloop,sse-uvloop", help="NAME or NAME@TREE")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--bursts", type=int, default=8, help="bursts per contender per round")
+    ap.add_argument("--streams", type=int, default=50, help="streams started together")
+    ap.add_argument("--events", type=int, default=2, help="content deltas per stream")
+    args = ap.parse_args(argv)
+    names = [c for c in args.contenders.split(",") if c]
+    print(f"burst_pair: {args.rounds} rounds x {args.bursts} bursts of {args.streams} streams;")
+    print(f"load average at start {bp._loadavg()}", flush=True)
+    got: dict[str, list[tuple[float, float]]] = {c: [] for c in names}
+    with tempfile.TemporaryDirectory(prefix="burst-pair-") as tmp:
+        for rnd in range(args.rounds):
+            for c in names:
+                name, _, src = c.partition("@")
+                got[c].append(one_round(name, src, Path(tmp), args))
+                cpu, ttfb = got[c][-1]
+                print(f"   round {rnd + 1}: {c}: {cpu:.0f} us/request, TTFB p50 {ttfb:.1f} ms")
+    print(f"\n{'contender':40} {'CPU us/req':>10} {'TTFB p50 ms':>12}")
+    for c, rows in got.items():
+        cpu = statistics.median(r[0] for r in rows)
+        ttfb = statistics.median(r[1] for r in rows)
+        print(f"{c:40} {cpu:10.0f} {ttfb:12.1f}")
+    ref = next((c for c in names if c.startswith("sse-")), None)
+    for c in names:
+        if ref is None or c == ref:
+            continue
+        cpu_r = [a[0] / b[0] for a, b in zip(got[c], got[ref], strict=True)]
+        ttfb_d = [a[1] - b[1] for a, b in zip(got[c], got[ref], strict=True)]
+        print(
+            f"{c} vs {ref}, per round: CPU {statistics.median(cpu_r):.2f}x "
+            f"{[round(r, 2) for r in cpu_r]}, TTFB {statistics.median(ttfb_d):+.1f} ms "
+            f"{[round(d, 1) for d in ttfb_d]}"
+        )
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
