@@ -287,7 +287,10 @@ class _SseRelay:
                     self.ex.first_byte_sent()
         except BaseException as exc:  # noqa: BLE001 - the task's except clauses sort it
             early = exc
-        return await loop.create_task(self._relay(watch, deadline, early, carry, sent))
+        relay = self._relay(watch, deadline, early, carry, sent)
+        if early is None and self.upstream.content.is_eof():
+            return await relay  # the rest is here already: read without a wait, no task
+        return await loop.create_task(relay)
 
     async def _relay(
         self,
