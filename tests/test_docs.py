@@ -26,6 +26,9 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--minutes",
         "--peers",  # python -m bench.bench_proxy
         "--pin",
+        "--quick",  # python -m bench.bench_scale
+        "--modes",
+        "--contenders",
         "--previous",  # kubectl logs
         "--repeat",
         "--rm",  # docker run
