@@ -1,0 +1,153 @@
+"""The backlog: a stream's bookkeeping waits while another request owes its first byte,
+never longer than its bound, never lost, and in order.
+
+The unit tests drive a real event loop; the last one runs a real proxy: a stream ends
+while another request is still waiting for its upstream's head, and its summary line and
+its count in the metrics must still be there (the metrics scrape runs the queue first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from sse_proxy.server.backlog import Backlog
+from tests.support.logs import LogEntries, wait_for
+from tests.support.stack import StartApp, StartProxy
+
+
+@pytest.mark.asyncio
+async def test_jobs_wait_for_the_first_byte_owed_and_run_in_order() -> None:
+    backlog = Backlog(max_wait=30.0)
+    ran: list[int] = []
+    backlog.request_started()
+    assert backlog.busy
+    for i in range(3):
+        backlog.defer(lambda i=i: ran.append(i))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert ran == []  # a first byte is still owed, and the bound is far
+    backlog.first_byte_sent()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert ran == [0, 1, 2]
+    assert not backlog.busy
+
+
+@pytest.mark.asyncio
+async def test_a_quiet_backlog_runs_a_job_on_the_next_turn() -> None:
+    backlog = Backlog()
+    done = asyncio.Event()
+    assert not backlog.busy
+    backlog.defer(done.set)
+    async with asyncio.timeout(10):
+        await done.wait()
+
+
+@pytest.mark.asyncio
+async def test_no_job_waits_past_max_wait_even_with_a_first_byte_owed() -> None:
+    loop = asyncio.get_running_loop()
+    backlog = Backlog(max_wait=0.05)
+    backlog.request_started()  # and never sent: an upstream that takes seconds to answer
+    done = asyncio.Event()
+    queued = loop.time()
+    backlog.defer(done.set)
+    async with asyncio.timeout(10):
+        await done.wait()
+    assert loop.time() - queued >= 0.05 - 0.002  # it did wait for the first byte
+
+
+@pytest.mark.asyncio
+async def test_a_long_queue_runs_in_slices_and_lets_the_loop_in() -> None:
+    backlog = Backlog(max_wait=30.0, slice_s=0.001)
+    ran: list[int] = []
+    turns: list[int] = []
+
+    def slow(i: int) -> None:
+        ran.append(i)
+        deadline = asyncio.get_running_loop().time() + 0.0005
+        while asyncio.get_running_loop().time() < deadline:
+            pass
+
+    async def other() -> None:
+        while len(ran) < 40:
+            turns.append(len(ran))
+            await asyncio.sleep(0)
+
+    for i in range(40):
+        backlog.defer(lambda i=i: slow(i))
+    async with asyncio.timeout(30):
+        await other()
+    assert ran == list(range(40))
+    assert len(set(turns)) > 3  # the other task ran between slices, not after all 40
+
+
+@pytest.mark.asyncio
+async def test_flush_runs_everything_now_and_a_failing_job_costs_no_other() -> None:
+    backlog = Backlog(max_wait=30.0)
+    backlog.request_started()
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("a bug in one stream's summary")
+
+    backlog.defer(lambda: ran.append("a"))
+    backlog.defer(broken)
+    backlog.defer(lambda: ran.append("b"))
+    backlog.flush()
+    assert ran == ["a", "b"]
+    assert len(backlog) == 0
+
+
+def _slow_and_fast_upstream(release: asyncio.Event) -> web.Application:
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if body.get("model") == "slow":
+            await release.wait()  # its head comes only when the test says
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        delta = {"choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        await resp.write(b"data: " + json.dumps(delta).encode() + b"\n\ndata: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+@pytest.mark.asyncio
+async def test_a_stream_that_ends_while_another_waits_is_summed_up_and_counted(
+    start_app: StartApp, start: StartProxy, logs: LogEntries
+) -> None:
+    release = asyncio.Event()
+    url = await start(await start_app(_slow_and_fast_upstream(release)))
+    async with aiohttp.ClientSession() as session:
+        slow = asyncio.create_task(
+            session.post(url + "/v1/chat/completions", json={"model": "slow", "stream": True})
+        )
+        try:
+            async with session.post(
+                url + "/v1/chat/completions", json={"model": "fast", "stream": True}
+            ) as resp:
+                assert b"[DONE]" in await resp.read()
+            # the slow request still owes its first byte: the fast one's summary may wait,
+            # but a scrape counts it, and its line comes within the bound
+            async with session.get(url + "/_sse-proxy/metrics") as resp:
+                metrics = await resp.text()
+            assert any(
+                line.startswith("sse_proxy_streams_total{") and 'verdict="ok"' in line
+                for line in metrics.splitlines()
+            ), metrics
+            summary = await wait_for(logs, "stream.summary")
+            assert summary["request_model"] == "fast"
+            assert summary["verdict"] == "ok"
+        finally:
+            release.set()
+            resp2 = await slow
+            assert b"[DONE]" in await resp2.read()
+            resp2.release()
