@@ -9,6 +9,7 @@ its count in the metrics must still be there (the metrics scrape runs the queue 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 import aiohttp
@@ -27,7 +28,7 @@ async def test_jobs_wait_for_the_first_byte_owed_and_run_in_order() -> None:
     backlog.request_started()
     assert backlog.busy
     for i in range(3):
-        backlog.defer(lambda i=i: ran.append(i))
+        backlog.defer(functools.partial(ran.append, i))
     for _ in range(5):
         await asyncio.sleep(0)
     assert ran == []  # a first byte is still owed, and the bound is far
@@ -79,7 +80,7 @@ async def test_a_long_queue_runs_in_slices_and_lets_the_loop_in() -> None:
             await asyncio.sleep(0)
 
     for i in range(40):
-        backlog.defer(lambda i=i: slow(i))
+        backlog.defer(functools.partial(slow, i))
     async with asyncio.timeout(30):
         await other()
     assert ran == list(range(40))
