@@ -5,9 +5,10 @@ the stall watch. A loop timer each (uvloop's ``call_later`` is a libuv handle, m
 to set and to cancel) was a good part of what a stream start cost the proxy (issue 23);
 here a deadline is an entry in a bin, the bins' times in a heap, and the loop has one timer,
 for the earliest bin. A near deadline's bin is its 10 ms, rounded up (it is met at most
-that late); a far one's is its whole second, rounded down: it is looked at early, and a
-watch that is not due yet says how long it has left and goes into a finer bin. Cancelling
-is a set removal; a stream adds nothing that stays once it ends.
+that late); a far one's is its whole second, rounded down: the bin is looked at early,
+and a watch not due yet goes into the near bin it is due in (a check is never called
+before its time). Cancelling is a set removal; a stream adds nothing that stays once it
+ends.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ class Watch:
     """One deadline of one stream: ``check`` is called when it comes and returns the
     seconds until it should be called again (None: done)."""
 
-    __slots__ = ("_bin", "_check")
+    __slots__ = ("_at", "_bin", "_check")
 
     def __init__(self, check: Callable[[], float | None]) -> None:
         self._check: Callable[[], float | None] | None = check
         self._bin: set[Watch] | None = None
+        self._at = 0.0  # when it is due (the loop's clock): never called before
 
     def cancel(self) -> None:
         if self._bin is not None:
@@ -78,8 +80,9 @@ class Watchdog:
         return sum(map(len, self._bins.values()))
 
     def _put(self, watch: Watch, delay: float) -> None:
-        at = (self._loop.time() + delay) / FINE
-        # far: the whole second's bin, early; near: its 10 ms, at most that late
+        watch._at = due = self._loop.time() + delay
+        at = due / FINE
+        # far: the whole second's bin, looked at early; near: its 10 ms, at most that late
         key = math.floor(at / _COARSE_STEPS) * _COARSE_STEPS if delay >= _FAR else math.ceil(at)
         found = self._bins.get(key)
         if found is None:
@@ -99,7 +102,8 @@ class Watchdog:
     def _fire(self) -> None:
         self._handle = None
         self._armed = math.inf
-        now = self._loop.time() / FINE + 0.1  # a loop's clock in whole milliseconds
+        clock = self._loop.time()
+        now = clock / FINE + 0.1  # a loop's clock in whole milliseconds
         keys, bins = self._keys, self._bins
         due: list[Watch] = []
         while keys and keys[0] <= now:
@@ -111,6 +115,10 @@ class Watchdog:
                 watch._bin = None
                 check = watch._check
                 if check is None:
+                    continue
+                early = watch._at - clock
+                if early > 0.001:  # a far bin, looked at early: into the near bin it is due in
+                    self._put(watch, early)
                     continue
                 try:
                     left = check()

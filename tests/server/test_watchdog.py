@@ -146,6 +146,30 @@ async def _far_deadline_is_refined() -> None:
     assert d.at - 0.002 <= d.met_at <= d.at + LATE
 
 
+async def _far_one_shot() -> None:
+    """A one-shot check in a far bin (the head deadline's, 300 s by default) is not called
+    when its bin is looked at early: the watchdog holds it until its own time."""
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    calls: list[float] = []
+    due = loop.time() + 0.3
+
+    def one_shot() -> None:
+        calls.append(loop.time())
+        done.set()
+
+    Watchdog.of().watch(0.3, one_shot)
+    async with asyncio.timeout(30):
+        await done.wait()
+    assert len(calls) == 1
+    assert due - 0.002 <= calls[0] <= due + LATE, (due, calls)
+
+
+def test_a_far_one_shot_deadline_is_never_met_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watchdog, "_FAR", 0.1)  # 0.3 s counts as far: a whole-second bin
+    asyncio.run(_far_one_shot())
+
+
 def test_a_far_deadline_is_looked_at_early_and_met_on_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
