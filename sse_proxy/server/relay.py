@@ -251,6 +251,8 @@ class _SseRelay:
 
     ended = False
     """Whether the relay's read loop is over (an observer built later starts no timer)."""
+    relaying = False
+    """Whether :meth:`_relay` has begun (a task cancelled before its first step has not)."""
 
     async def run(self) -> web.StreamResponse:
         """The response's head and, in passthrough, the first read, here in the handler's
@@ -290,7 +292,17 @@ class _SseRelay:
         relay = self._relay(watch, deadline, early, carry, sent)
         if early is None and self.upstream.content.is_eof():
             return await relay  # the rest is here already: read without a wait, no task
-        return await loop.create_task(relay)
+        try:
+            return await loop.create_task(relay)
+        except asyncio.CancelledError:
+            if not self.relaying:  # cancelled before the task's first step: nothing ran
+                self.ended = True
+                watch.stop()
+                state = self.request.app[STATE]
+                by_shutdown = state.shutting_down and self.request.transport is not None
+                received, first = (0, None) if sent is None else sent
+                self._finish("shutdown" if by_shutdown else "client_disconnect", received, first)
+            raise
 
     async def _relay(
         self,
@@ -300,6 +312,7 @@ class _SseRelay:
         carry: bytes | None,
         sent: tuple[int, float] | None,
     ) -> web.StreamResponse:
+        self.relaying = True
         state = self.request.app[STATE]
         task = asyncio.current_task()
         if task is not None:
