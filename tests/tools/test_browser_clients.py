@@ -60,7 +60,7 @@ def test_a_fetch_client_in_the_browser(tmp_path: Path, browser: str) -> None:
         browser=browser,
         only=("utf8", "tokens:chars", "tokens:midword"),
         seeds=3,
-        timeout=6.0,
+        timeout=10.0,  # 120-odd cuts, each waiting for the page to report its read
     )
     cases = _cases(report)
     assert code == 1, text
@@ -83,7 +83,7 @@ def test_a_fetch_client_in_the_browser(tmp_path: Path, browser: str) -> None:
     assert "--browser" in text
     repro = cases["utf8 seed=1"]["reproduce"]
     assert repro.endswith(
-        f"--only utf8 --seed 1 --timeout 6 --browser {browser} --script {CLIENTS / 'by_case.mjs'}"
+        f"--only utf8 --seed 1 --timeout 10 --browser {browser} --script {CLIENTS / 'by_case.mjs'}"
     )
     assert cases["utf8 seed=1"]["by_hand"] is None
     assert "fix (javascript)" in text
