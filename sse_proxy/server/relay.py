@@ -461,19 +461,11 @@ class _SseRelay:
 
     def _catch_up(self) -> None:
         """Observe the reads put off (built the observers first, if not yet)."""
-        obs = self.obs if self.built else self._build()
+        if not self.built:
+            self._build()
         pending = self.pending
-        if not pending:
-            return
-        feed = self._fast_feed()
         for chunk, at in pending:
-            if feed is None:
-                self._observe(chunk, at)
-            else:
-                out = feed(chunk)
-                obs.tick(at)
-                if out.alerts:
-                    obs.emit(out.alerts)
+            self._observe(chunk, at)
         pending.clear()
 
     def _observe(self, chunk: bytes, now: float | None) -> tuple[int, ...]:
