@@ -119,6 +119,9 @@ class Browser:
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
+        # Firefox discards a tab it is creating while another user context is being
+        # removed: contexts are made and removed one at a time.
+        self._contexts = asyncio.Lock()
         self._driver_session: str | None = None
         self._driver_url = ""
 
@@ -255,30 +258,38 @@ class Browser:
         """A new user context (no cookies, storage or cache shared) with a tab showing
         ``url`` (a tab: a headless Firefox opens a window in about a second, a tab in a
         tenth); its id, for :meth:`close_context`. Does not wait for the page to load.
-        Firefox now and then discards a tab it is creating while another context closes
-        (``DiscardedBrowsingContextError``): that is tried again, twice."""
+        Firefox discards a tab it is creating while another context closes
+        (``DiscardedBrowsingContextError``), so contexts are made and removed under one
+        lock; a discard seen all the same is tried again, twice, a little later."""
         for attempt in range(3):
-            context = (await self.command("browser.createUserContext", {}))["userContext"]
-            try:
-                tab = await self.command(
-                    "browsingContext.create", {"type": "tab", "userContext": context}
-                )
-                await self.command(
-                    "browsingContext.navigate",
-                    {"context": tab["context"], "url": url, "wait": "none"},
-                )
-            except BrowserError as exc:
-                await self.close_context(context)
-                if attempt == 2 or "Discarded" not in str(exc):
-                    raise
-                continue
-            except BaseException:
-                await self.close_context(context)
-                raise
-            return str(context)
+            async with self._contexts:
+                context = (await self.command("browser.createUserContext", {}))["userContext"]
+                try:
+                    tab = await self.command(
+                        "browsingContext.create", {"type": "tab", "userContext": context}
+                    )
+                    await self.command(
+                        "browsingContext.navigate",
+                        {"context": tab["context"], "url": url, "wait": "none"},
+                    )
+                except BaseException as exc:
+                    await self._remove(context)
+                    if (
+                        not isinstance(exc, BrowserError)
+                        or attempt == 2
+                        or "Discarded" not in str(exc)
+                    ):
+                        raise
+                else:
+                    return str(context)
+            await asyncio.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close_context(self, context: str) -> None:
+        async with self._contexts:
+            await self._remove(context)
+
+    async def _remove(self, context: str) -> None:
         with contextlib.suppress(BrowserError):
             await self.command("browser.removeUserContext", {"userContext": context})
 
