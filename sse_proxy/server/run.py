@@ -25,7 +25,7 @@ from aiohttp import web
 
 from sse_proxy.config import Config, StartupNote
 from sse_proxy.core.dialects import DIALECTS, Provider, normalize_dialect
-from sse_proxy.errors import ChaosSpecError, ConfigError, UsageError
+from sse_proxy.errors import ChaosSpecError, ConfigError, ProxyError, UsageError
 from sse_proxy.inspect.web import close_feeds
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import redact_url
@@ -139,12 +139,39 @@ async def start_proxy(
             listeners.admin_url = await _listen(
                 admin, cfg.admin_listen_host, cfg.admin_port, reuse_port, "admin_port: "
             )
-    except UsageError:
+        _refuse_own_address(app[ROUTES].routes, cfg.host, listeners.url)
+    except ProxyError:
         if listeners.admin_runner is not None:
             await listeners.admin_runner.cleanup()
         await runner.cleanup()
         raise
     return runner, listeners.url
+
+
+def _addresses(name: str) -> set[str]:
+    name = name.lower().strip("[]")
+    return {"127.0.0.1", "::1"} if name == "localhost" else {name}
+
+
+def _refuse_own_address(routes: Sequence[Route], host: str, url: str) -> None:
+    """An upstream that is the proxy's own listener would send every request back to the
+    proxy, which forwards it again until the process runs out of sockets: refused at start
+    (a port 0 that the kernel handed out again is how a test meets it)."""
+    port = urlsplit(url).port
+    try:
+        wildcard = not host or ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        wildcard = False
+    for route in routes:
+        parts = urlsplit(route.upstream)
+        if parts.scheme != "http" or (parts.port or 80) != port:
+            continue
+        name = parts.hostname or ""
+        if (wildcard and _is_loopback(name.lower())) or _addresses(name) & _addresses(host):
+            raise ConfigError(
+                f"upstream: {redact_url(route.upstream)} is this proxy's own address ({url}): "
+                "every request would be forwarded back to it"
+            )
 
 
 async def _listen(
@@ -394,6 +421,9 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     _validate_chaos(cfg)
     loop_factory(cfg.loop)
     _prepare_record_dir(cfg)
-    RouteTable.from_config(cfg)  # a missing key or bad route fails here, not in each worker
+    # a missing key, a bad route or a route back to this proxy fails here, not in each worker
+    routes = RouteTable.from_config(cfg)
+    shown = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    _refuse_own_address(routes.routes, cfg.host, f"http://{shown}:{cfg.port}")
     Network(cfg)
     return supervise(cfg, notes, _worker)

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
 
+from sse_proxy.config import Config
+from sse_proxy.errors import ConfigError
+from sse_proxy.server.run import start_proxy, stop_proxy
+from tests.support.cli import run_cli
 from tests.support.logs import LogEntries, metric_sum, named
-from tests.support.net import free_port
+from tests.support.net import dead_port, free_port
 from tests.support.stack import StartProxy
 
 Failure = Callable[[pytest.MonkeyPatch], Awaitable[str]]
@@ -75,7 +80,7 @@ async def _both_ways(
 
 @pytest.mark.asyncio
 async def test_unreachable_upstream(start: StartProxy, logs: LogEntries) -> None:
-    proxy = await start(f"http://127.0.0.1:{free_port()}")
+    proxy = await start(f"http://127.0.0.1:{dead_port()}")
     async with aiohttp.ClientSession() as session:
         await _both_ways(session, proxy, logs, "upstream_unreachable", 502)
 
@@ -85,8 +90,8 @@ async def test_unreachable_forward_proxy(
     start: StartProxy, logs: LogEntries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _clear_proxy_env(monkeypatch)
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
-    proxy = await start(f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead_port()}")
+    proxy = await start(f"http://127.0.0.1:{dead_port()}")
     async with aiohttp.ClientSession() as session:
         await _both_ways(session, proxy, logs, "proxy_unreachable", 502)
 
@@ -99,6 +104,66 @@ async def test_forward_proxy_that_refuses_the_tunnel(
     _clear_proxy_env(monkeypatch)
     async with _refusing_proxy() as refusing:
         monkeypatch.setenv("HTTPS_PROXY", refusing)
-        proxy = await start(f"https://127.0.0.1:{free_port()}")
+        proxy = await start(f"https://127.0.0.1:{dead_port()}")
         async with aiohttp.ClientSession() as session:
             await _both_ways(session, proxy, logs, "proxy_refused", 502)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_an_upstream_that_is_the_proxy_itself_is_refused_at_start(host: str) -> None:
+    """Forwarding to its own listener would loop until the process had no sockets left: the
+    proxy refuses to start, says why, and leaves the port free; a neighbour on the same
+    port of another loopback address is not the proxy and is accepted."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = Config(upstream=f"http://{host}:{port}/v1", port=port)
+    with pytest.raises(ConfigError, match="this proxy's own address"):
+        await start_proxy(cfg)
+    runner, url = await start_proxy(Config(upstream=f"http://127.0.0.2:{port}", port=port))
+    try:
+        assert url == f"http://127.0.0.1:{port}"
+    finally:
+        await stop_proxy(runner)
+    with socket.socket() as again:  # the refused start let go of its listener
+        again.bind(("127.0.0.1", port))
+
+
+def test_serve_with_workers_refuses_its_own_address_before_any_worker_starts() -> None:
+    port = free_port()
+    done = run_cli(
+        *("serve", "--upstream", f"http://127.0.0.1:{port}", "--port", str(port)),
+        *("--workers", "2"),
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.decode()
+    assert "this proxy's own address" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("host", "upstream", "loops"),
+    [
+        ("0.0.0.0", "http://127.0.0.1:8080", True),  # every address: loopback is the proxy
+        ("::", "http://[::1]:8080/v1", True),
+        ("0.0.0.0", "http://localhost:8080", True),
+        ("127.0.0.1", "http://localhost:8080", True),
+        ("127.0.0.1", "http://127.0.0.1:8081", False),  # another port
+        ("127.0.0.1", "https://127.0.0.1:8080", False),  # TLS: not this plain listener
+        ("127.0.0.1", "http://10.0.0.5:8080", False),
+        ("::1", "http://127.0.0.1:8080", False),  # another address family's loopback
+    ],
+)
+def test_which_upstreams_are_the_proxys_own_address(host: str, upstream: str, loops: bool) -> None:
+    from sse_proxy.server.routes import RouteTable
+    from sse_proxy.server.run import _refuse_own_address
+
+    routes = RouteTable.from_config(Config(upstream=upstream)).routes
+    url = "http://[::1]:8080" if ":" in host else "http://127.0.0.1:8080"
+    if loops:
+        with pytest.raises(ConfigError, match="own address"):
+            _refuse_own_address(routes, host, url)
+    else:
+        _refuse_own_address(routes, host, url)
