@@ -17,7 +17,7 @@ import pytest
 
 from sse_proxy.server.keys import STATE
 from tests.support.logs import eventually, named, wait_for
-from tests.support.net import STREAM_ID, free_port
+from tests.support.net import STREAM_ID, dead_port
 from tests.support.timing import assert_fired_on_time
 from tests.support.upstreams import Behaviour, UpstreamConn
 
@@ -233,7 +233,7 @@ async def test_upstream_never_answers_is_504(where, raw_upstream, start, logs):
 async def test_upstream_port_closed_is_502(start, logs):
     """An upstream port with nothing listening gives a 502 at once: a refused connection,
     not a 504 after the connect timeout."""
-    url = await start(f"http://127.0.0.1:{free_port()}", connect_timeout=2.0)
+    url = await start(f"http://127.0.0.1:{dead_port()}", connect_timeout=2.0)
     async with (
         asyncio.timeout(HARD_TIMEOUT),
         aiohttp.ClientSession() as client,

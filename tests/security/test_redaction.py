@@ -27,7 +27,7 @@ from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import format_exception_redacted, redact_text
 from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.support.cli import ServeProcess
-from tests.support.net import free_port, raw_exchange, running_proxy
+from tests.support.net import dead_port, free_port, raw_exchange, running_proxy
 
 MARKER = "SECRET"
 WORD = "Zanzibarquux"  # a distinctive word of the streamed message text
@@ -191,7 +191,7 @@ async def test_log_text_flag_logs_message_text_but_still_no_secret() -> None:
 @pytest.mark.asyncio
 async def test_unreachable_upstream_error_lines_are_redacted() -> None:
     """An upstream that refuses connections: the error lines say so, without secrets."""
-    dead = free_port()
+    dead = dead_port()
     port = free_port()
     with ServeProcess("--upstream", f"http://127.0.0.1:{dead}", "--port", str(port)) as serve:
         await asyncio.to_thread(serve.wait_for, "proxy.started")

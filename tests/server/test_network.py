@@ -15,7 +15,7 @@ from sse_proxy.server.network import Hop, Network, no_proxy_matches
 from sse_proxy.server.run import start_proxy
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named
-from tests.support.net import free_port
+from tests.support.net import dead_port
 from tests.support.peers import forward_proxy, private_ca, tls_mock_upstream
 from tests.support.stack import StartApp, StartProxy
 
@@ -148,7 +148,7 @@ async def test_unreachable_forward_proxy_is_named(
     session: aiohttp.ClientSession,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("HTTP_PROXY", f"http://user:pw@127.0.0.1:{free_port()}")
+    monkeypatch.setenv("HTTP_PROXY", f"http://user:pw@127.0.0.1:{dead_port()}")
     proxy = await start(mock_url)
     async with session.post(f"{proxy}/v1/chat/completions", json=CHAT) as resp:
         assert resp.status == 502

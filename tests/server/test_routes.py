@@ -193,9 +193,9 @@ async def test_two_routes_to_two_upstreams_stream_exactly(
 async def test_upstream_error_names_route_and_full_redacted_url(
     start: StartProxy, logs: LogEntries, session: aiohttp.ClientSession
 ) -> None:
-    from tests.support.net import free_port
+    from tests.support.net import dead_port
 
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+    dead = f"http://127.0.0.1:{dead_port()}/v1"
     proxy = await start(dead, log_level="debug")
     async with session.post(f"{proxy}/v1/chat/completions?api_key=SECRETQ&x=1", json=CHAT) as r:
         assert r.status == 502

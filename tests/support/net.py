@@ -23,6 +23,7 @@ from sse_proxy.server.run import start_proxy, stop_proxy
 __all__ = [
     "STREAM_ID",
     "RawResponse",
+    "dead_port",
     "free_port",
     "port_of",
     "raw_exchange",
@@ -41,6 +42,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_HELD: list[socket.socket] = []
+
+
+def dead_port() -> int:
+    """A port on 127.0.0.1 that refuses connections for as long as this process runs: bound
+    and never listened on, so no server started later (a proxy on port 0 among them) can be
+    given it. ``free_port()`` as an unreachable upstream once came back as the proxy's own
+    port, and the proxy forwarded to itself until it ran out of sockets."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _HELD.append(sock)
+    return int(sock.getsockname()[1])
 
 
 def port_of(url: str) -> int:
