@@ -93,8 +93,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
         "upstream_request_id": upstream_request_id,
         "mode": ex.mode,
         **({"chaos": spec.header_value()} if spec is not None else {}),
-        **ex.ctx.fields(),
-    }
+    }  # and the request's context (ctx.fields()), once the logger is bound
     relay = _SseRelay(ex, resp, upstream, log_fields)
     return await relay.run()
 
@@ -203,7 +202,8 @@ class _SseRelay:
     def log(self) -> Any:
         """The stream's logger (bound when first used: most streams log their summary only)."""
         if self._log is None:
-            self._log = self.ex.stream_log(**self._log_fields)
+            ex = self.ex
+            self._log = ex.stream_log(**self._log_fields, **ex.ctx.fields())
         return self._log
 
     def _build(self) -> StreamObserver:

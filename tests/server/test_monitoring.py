@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.core.streammeta import META_FIELDS
+from sse_proxy.server.context import RequestContext
 from tests.core.test_streammeta import ANTHROPIC, EXPECTED, GEMINI, OPENAI, RESPONSES
 from tests.support.logs import LogEntries, metric_sum, named, wait_for
 from tests.support.net import STREAM_ID
@@ -421,7 +422,6 @@ def test_gap_histogram_counts_every_gap_of_a_long_stream_exactly() -> None:
 
     from sse_proxy.core import StreamReassembler
     from sse_proxy.obs.sink import AlertSink
-    from sse_proxy.server.context import RequestContext
     from sse_proxy.server.timing import GAP_BOUNDS, StreamObserver
 
     seed = 20261201
@@ -447,3 +447,37 @@ def test_gap_histogram_counts_every_gap_of_a_long_stream_exactly() -> None:
     assert obs.gaps.counts == by_bucket, seed
     p50_bound = min(b for b in GAP_BOUNDS if b >= sorted(gaps)[349])  # its bucket's top
     assert fields["gap_p50_ms"] == pytest.approx(1000 * p50_bound, abs=1e-3), seed
+
+
+def test_a_request_body_is_parsed_once_and_only_when_its_model_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The body's JSON is read after the upstream request went out, by whoever first needs
+    it (the stream's logger, its observers), not on the way up (issue 23)."""
+    import sse_proxy.server.context as context
+
+    parsed: list[bytes] = []
+    real = context.orjson.loads
+
+    def counting(data: bytes) -> Any:
+        parsed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(context.orjson, "loads", counting)
+    body = (
+        b'{"model": "gpt-4o", "tools": [{"type": "function", "function": '
+        b'{"name": "f", "parameters": {"type": "object"}}}]}'
+    )
+    ctx = RequestContext(route="t")
+    ctx.read_body(body)
+    assert parsed == []
+    assert ctx.fields()["request_model"] == "gpt-4o"
+    assert ctx.tool_schemas is not None
+    assert ctx.request_model == "gpt-4o"
+    assert parsed == [body]
+    broken = RequestContext(route="t")
+    broken.read_body(b'{"model": ')
+    assert (broken.request_model, broken.tool_schemas) == (None, None)
+    big = RequestContext(route="t")
+    big.read_body(b'{"model": "m", "x": "' + b"y" * context.MODEL_BODY_LIMIT + b'"}')
+    assert big.request_model is None  # over the limit: never kept
