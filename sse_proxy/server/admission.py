@@ -289,6 +289,9 @@ async def whole_body(request: web.Request) -> bytes | None:
     length = request.content_length
     if length is None or length > WHOLE_BODY_BYTES or request.get(_EXPECTS_CONTINUE):
         return None
+    content = request.content
+    if content.is_eof():  # all of it came with the head: taken as it is, no read loop
+        return content.read_nowait()
     return await request.read()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -133,6 +134,33 @@ async def test_post_body_with_length_forwarded_exactly(
     assert echo["headers"]["content-length"] == str(len(data))
     assert "transfer-encoding" not in echo["headers"]
     assert echo["headers"]["content-type"] == "application/x-odd; charset=latin-1"
+
+
+@pytest.mark.asyncio
+async def test_a_small_body_that_comes_after_its_head_is_waited_for_whole(proxy_url: str) -> None:
+    """A body with a length that was not there with the head (it came in two later
+    writes) is read to its end, not taken as far as it had arrived."""
+    port = int(proxy_url.rsplit(":", 1)[1])
+    body = json.dumps({"model": "late", "pad": "é" * 3000}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            b"POST /echo/late HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        await writer.drain()
+        for piece in (body[:1000], body[1000:]):
+            await asyncio.sleep(0.05)  # not a timing check: the pieces arrive apart
+            writer.write(piece)
+            await writer.drain()
+        reply = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    echo = json.loads(payload)
+    assert echo["body_len"] == len(body)
+    assert echo["body_sha256"] == hashlib.sha256(body).hexdigest()
 
 
 @pytest.mark.asyncio
