@@ -454,16 +454,18 @@ def test_a_request_body_is_parsed_once_and_only_when_its_model_is_asked_for(
 ) -> None:
     """The body's JSON is read after the upstream request went out, by whoever first needs
     it (the stream's logger, its observers), not on the way up (issue 23)."""
-    import sse_proxy.server.context as context
+    import orjson
+
+    from sse_proxy.server.context import MODEL_BODY_LIMIT
 
     parsed: list[bytes] = []
-    real = context.orjson.loads
+    real = orjson.loads
 
     def counting(data: bytes) -> Any:
         parsed.append(data)
         return real(data)
 
-    monkeypatch.setattr(context.orjson, "loads", counting)
+    monkeypatch.setattr(orjson, "loads", counting)  # the module the context parses with
     body = (
         b'{"model": "gpt-4o", "tools": [{"type": "function", "function": '
         b'{"name": "f", "parameters": {"type": "object"}}}]}'
@@ -479,5 +481,5 @@ def test_a_request_body_is_parsed_once_and_only_when_its_model_is_asked_for(
     broken.read_body(b'{"model": ')
     assert (broken.request_model, broken.tool_schemas) == (None, None)
     big = RequestContext(route="t")
-    big.read_body(b'{"model": "m", "x": "' + b"y" * context.MODEL_BODY_LIMIT + b'"}')
+    big.read_body(b'{"model": "m", "x": "' + b"y" * MODEL_BODY_LIMIT + b'"}')
     assert big.request_model is None  # over the limit: never kept
