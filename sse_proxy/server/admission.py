@@ -6,6 +6,7 @@ and every error the proxy answers itself has the one shape :func:`json_error` bu
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from itertools import chain
 from typing import Any, Final
@@ -83,9 +84,14 @@ _EXPOSED = ", ".join((STREAM_ID_HEADER, SEED_HEADER))
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def front_door(cfg: Config, *, listen: str | None = None) -> Any:
+def front_door(
+    cfg: Config, *, listen: str | None = None, in_flight: set[asyncio.Task[Any]] | None = None
+) -> Any:
     """The middleware in front of every route: a Host the proxy serves, no foreign origin
-    (``listen``: the listener's address, when not ``cfg.host``: the admin listener's)."""
+    (``listen``: the listener's address, when not ``cfg.host``: the admin listener's).
+    ``in_flight``: where the handler tasks of the requests let in are kept while they run
+    (a shutdown waits for them): here, not in a middleware of its own, which every request
+    would enter and every resumption of its handler pass through."""
     door = FrontDoor(listen or cfg.host, cfg.allowed_hosts, cfg.allow_origins)
 
     @web.middleware
@@ -106,7 +112,15 @@ def front_door(cfg: Config, *, listen: str | None = None) -> Any:
             request[_CORS_ORIGIN] = origin
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in headers:
                 return _preflight(request, origin)
-        return await handler(request)
+        if in_flight is None:
+            return await handler(request)
+        task = asyncio.current_task()
+        assert task is not None  # a handler runs in a task
+        in_flight.add(task)
+        try:
+            return await handler(request)
+        finally:
+            in_flight.discard(task)
 
     return middleware
 

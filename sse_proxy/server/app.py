@@ -53,9 +53,10 @@ async def _flush(state: ProxyState) -> None:
 
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
     """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
+    state = ProxyState()
     app = web.Application(
         # the front door before any route (CONNECT first: 405 whatever its Host)
-        middlewares=[front_door(config)],
+        middlewares=[front_door(config, in_flight=state.in_flight)],
         client_max_size=config.max_request_body_bytes,
         handler_args={
             "max_field_size": config.max_request_header_bytes,
@@ -69,7 +70,7 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
         models=config.metrics_models, max_models=config.metrics_max_models
     )
     app[TRACING] = Tracing.for_config(config)
-    app[STATE] = state = ProxyState()
+    app[STATE] = state
     app.on_cleanup.append(lambda _app: _flush(state))  # before the spans are exported
     app.on_cleanup.append(app[TRACING].close)
     app[ROUTES] = RouteTable.from_config(config)

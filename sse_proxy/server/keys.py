@@ -43,6 +43,9 @@ class ProxyState:
 
     shutting_down: bool = False
     active: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The SSE relays' tasks."""
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The handlers' tasks of the requests past the front door (a shutdown waits for them)."""
     backlog: Backlog = field(default_factory=Backlog)
     """Streams' bookkeeping that waits while other requests wait for a first byte."""
 

@@ -60,7 +60,6 @@ __all__ = [
 
 # Every request being handled (SSE streams and the rest), so that a shutdown can give each
 # the grace and then cancel it.
-_IN_FLIGHT = web.AppKey("in_flight", set)
 
 
 @dataclass(slots=True)
@@ -118,9 +117,7 @@ async def start_proxy(
     app = make_app(cfg)
     app[WORKERS] = workers = workers or WorkerCounts.single()
     app[METRICS].worker_counts = workers.fields
-    app[_IN_FLIGHT] = set()
     app[_LISTENERS] = listeners = Listeners()
-    app.middlewares.append(_track_in_flight)
     runner = ProxyAppRunner(
         app,
         handler_cancellation=True,
@@ -212,27 +209,13 @@ async def stop_proxy(runner: web.AppRunner) -> None:
     pre_shutdown = getattr(runner.server, "pre_shutdown", None)  # aiohttp >= 3.10
     if pre_shutdown is not None:
         pre_shutdown()  # keep-alive connections take no new request
-    in_flight: set[asyncio.Task[Any]] = runner.app.get(_IN_FLIGHT, set())
-    await _close_streams(state, in_flight, runner.app[CONFIG].shutdown_grace)
+    await _close_streams(state, state.in_flight, runner.app[CONFIG].shutdown_grace)
     state.backlog.flush()  # every stream's summary before the totals
     await runner.cleanup()
     admin = runner.app[_LISTENERS].admin_runner
     if admin is not None:
         close_feeds(runner.app)  # and any opened during the drain
         await admin.cleanup()
-
-
-@web.middleware
-async def _track_in_flight(request: web.Request, handler: Any) -> web.StreamResponse:
-    tasks = request.app[_IN_FLIGHT]
-    task = asyncio.current_task()
-    if task is not None:
-        tasks.add(task)
-    try:
-        response: web.StreamResponse = await handler(request)
-        return response
-    finally:
-        tasks.discard(task)
 
 
 async def _close_streams(
