@@ -298,10 +298,8 @@ class _SseRelay:
             if not self.relaying:  # cancelled before the task's first step: nothing ran
                 self.ended = True
                 watch.stop()
-                state = self.request.app[STATE]
-                by_shutdown = state.shutting_down and self.request.transport is not None
                 received, first = (0, None) if sent is None else sent
-                self._finish("shutdown" if by_shutdown else "client_disconnect", received, first)
+                self._finish(self._cancelled_by(), received, first)
             raise
 
     async def _relay(
@@ -425,11 +423,7 @@ class _SseRelay:
                 self.metrics.upstream_errors.labels(kind="stream_read_failed").inc()
                 self.metrics.count_total("upstream_errors")
         except asyncio.CancelledError:
-            # aiohttp cancels the handler once the client's connection is lost; a shutdown
-            # cancels it with the connection still there (a client may leave mid-drain too).
-            by_shutdown = state.shutting_down and self.request.transport is not None
-            ended_by = "shutdown" if by_shutdown else "client_disconnect"
-            self._finish(ended_by, received, first_byte)
+            self._finish(self._cancelled_by(), received, first_byte)
             raise
         finally:
             self.ended = True
@@ -453,6 +447,13 @@ class _SseRelay:
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
             await self.resp.write_eof()
         return self.resp
+
+    def _cancelled_by(self) -> str:
+        """How a cancelled relay ended: aiohttp cancels the handler once the client's
+        connection is lost; a shutdown cancels it with the connection still there (a client
+        may leave mid-drain too)."""
+        shutdown = self.request.app[STATE].shutting_down and self.request.transport is not None
+        return "shutdown" if shutdown else "client_disconnect"
 
     def _fast_feed(self) -> Any:
         """The reassembler's feed, where _observe's work can be done inline (a passthrough

@@ -58,9 +58,6 @@ __all__ = [
     "stop_proxy",
 ]
 
-# Every request being handled (SSE streams and the rest), so that a shutdown can give each
-# the grace and then cancel it.
-
 
 @dataclass(slots=True)
 class Listeners:
@@ -136,7 +133,7 @@ async def start_proxy(
             listeners.admin_url = await _listen(
                 admin, cfg.admin_listen_host, cfg.admin_port, reuse_port, "admin_port: "
             )
-        _refuse_own_address(app[ROUTES].routes, cfg.host, listeners.url)
+        _refuse_own_address(app[ROUTES].routes, cfg.host, urlsplit(listeners.url).port)
     except ProxyError:
         if listeners.admin_runner is not None:
             await listeners.admin_runner.cleanup()
@@ -150,11 +147,10 @@ def _addresses(name: str) -> set[str]:
     return {"127.0.0.1", "::1"} if name == "localhost" else {name}
 
 
-def _refuse_own_address(routes: Sequence[Route], host: str, url: str) -> None:
-    """An upstream that is the proxy's own listener would send every request back to the
-    proxy, which forwards it again until the process runs out of sockets: refused at start
-    (a port 0 that the kernel handed out again is how a test meets it)."""
-    port = urlsplit(url).port
+def _refuse_own_address(routes: Sequence[Route], host: str, port: int | None) -> None:
+    """An upstream that is the proxy's own listener (``host:port``) would send every request
+    back to the proxy, which forwards it again until the process runs out of sockets:
+    refused at start (a port 0 that the kernel handed out again is how a test meets it)."""
     try:
         wildcard = not host or ipaddress.ip_address(host).is_unspecified
     except ValueError:
@@ -166,8 +162,9 @@ def _refuse_own_address(routes: Sequence[Route], host: str, url: str) -> None:
         name = parts.hostname or ""
         if (wildcard and _is_loopback(name.lower())) or _addresses(name) & _addresses(host):
             raise ConfigError(
-                f"upstream: {redact_url(route.upstream)} is this proxy's own address ({url}): "
-                "every request would be forwarded back to it"
+                f"upstream: {redact_url(route.upstream)} is this proxy's own address "
+                f"(port {port} on {host or 'every address'}): every request would be "
+                "forwarded back to it"
             )
 
 
@@ -405,8 +402,6 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     loop_factory(cfg.loop)
     _prepare_record_dir(cfg)
     # a missing key, a bad route or a route back to this proxy fails here, not in each worker
-    routes = RouteTable.from_config(cfg)
-    shown = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-    _refuse_own_address(routes.routes, cfg.host, f"http://{shown}:{cfg.port}")
+    _refuse_own_address(RouteTable.from_config(cfg).routes, cfg.host, cfg.port)
     Network(cfg)
     return supervise(cfg, notes, _worker)
