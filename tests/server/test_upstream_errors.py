@@ -115,9 +115,7 @@ async def test_an_upstream_that_is_the_proxy_itself_is_refused_at_start(host: st
     """Forwarding to its own listener would loop until the process had no sockets left: the
     proxy refuses to start, says why, and leaves the port free; a neighbour on the same
     port of another loopback address is not the proxy and is accepted."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     cfg = Config(upstream=f"http://{host}:{port}/v1", port=port)
     with pytest.raises(ConfigError, match="this proxy's own address"):
         await start_proxy(cfg)
