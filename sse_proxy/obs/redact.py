@@ -192,9 +192,20 @@ def scrub_held(text: str) -> str:
     return HELD.scrub(text) if HELD else text
 
 
+_MAX_NAMES = 4096
+"""Names classified once and kept (header names repeat, log fields are the code's own);
+past this many, a client inventing names gets them classified each time."""
+_SECRET_NAMES: dict[str, bool] = {}
+
+
 def is_secret_header(name: str) -> bool:
-    low = name.lower()
-    return low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
+    secret = _SECRET_NAMES.get(name)
+    if secret is None:
+        low = name.lower()
+        secret = low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
+        if len(_SECRET_NAMES) < _MAX_NAMES:
+            _SECRET_NAMES[name] = secret
+    return secret
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -292,25 +303,60 @@ def format_exception_redacted(
 
 # Fields that carry exception messages, which may quote raw bytes from either side.
 _FREE_TEXT_FIELDS = frozenset({"error", "reason", "message", "exception"})
+# The pipeline's own fields, never a secret and never scrubbed.
+_OWN_FIELDS = frozenset({"event", "level", "timestamp", "stream_id", "event_index"})
+
+# What a log field's name alone says it needs (the value's type decides the rest).
+_OWN, _PLAIN, _SECRET, _FREE_TEXT = 0, 1, 2, 3
+_FIELD_FATES: dict[str, tuple[bool, int]] = {}
+"""Each field name: (a headers mapping goes through :func:`redact_headers`, its kind).
+A summary line has some forty fields; matching each name against the secret patterns
+again on every line was most of what logging it cost (issue 23)."""
+
+
+def _field_fate(key: str) -> tuple[bool, int]:
+    if key in _OWN_FIELDS:
+        fate = (False, _OWN)
+    else:
+        if key not in _NOT_SECRET and is_secret_header(key):
+            kind = _SECRET
+        elif key in _FREE_TEXT_FIELDS:
+            kind = _FREE_TEXT
+        else:
+            kind = _PLAIN
+        fate = (key.endswith("headers"), kind)
+    if len(_FIELD_FATES) < _MAX_NAMES:
+        _FIELD_FATES[key] = fate
+    return fate
 
 
 def redact_processor(
     _logger: Any, _name: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     """Last line of defence: no secret-named field or header value leaves the process."""
-    for key, value in list(event_dict.items()):
-        if key in ("event", "level", "timestamp", "stream_id", "event_index"):
+    fates = _FIELD_FATES
+    held = bool(HELD)
+    for key, value in event_dict.items():  # values replaced in place: the keys stay
+        fate = fates.get(key)
+        if fate is None:
+            fate = _field_fate(key)
+        headers, kind = fate
+        if kind == _OWN:
             continue
-        if isinstance(value, Mapping) and key.endswith("headers"):
-            event_dict[key] = redact_headers(value)
-        elif key not in _NOT_SECRET and is_secret_header(key):
-            event_dict[key] = REDACTED
-        elif isinstance(value, str) and key in _FREE_TEXT_FIELDS:
-            event_dict[key] = redact_text(value)
-        elif isinstance(value, str) and "://" in value:
-            event_dict[key] = redact_url(value)
-        if HELD:  # whatever the field and whatever was redacted above: held values go
-            event_dict[key] = _scrub_nested(event_dict[key])
+        shown = value
+        if headers and isinstance(value, Mapping):
+            shown = redact_headers(value)
+        elif kind == _SECRET:
+            shown = REDACTED
+        elif isinstance(value, str):
+            if kind == _FREE_TEXT:
+                shown = redact_text(value)
+            elif "://" in value:
+                shown = redact_url(value)
+        if held:  # whatever the field and whatever was redacted above: held values go
+            shown = _scrub_nested(shown)
+        if shown is not value:
+            event_dict[key] = shown
     return event_dict
 
 

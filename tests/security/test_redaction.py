@@ -20,6 +20,8 @@ from typing import Any
 import aiohttp
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
@@ -383,3 +385,145 @@ def test_format_exception_redacted_withholds_parser_messages() -> None:
         out = format_exception_redacted((type(exc), exc, exc.__traceback__))
     assert MARKER not in out
     assert "LineTooLong: 400" in out
+
+
+# -- the log sink's field rules, against a reference written from them ------------------------
+# redact_processor classifies each field name once and keeps the class (issue 23: matching
+# every name of a summary line against the secret patterns was most of its cost). The
+# reference below applies the rules to every field afresh, as the module docstring states
+# them; over generated lines, with and without a held value, the two must agree exactly.
+
+_REF_SECRET_EXACT = {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
+_REF_SECRET_EXACT |= {"set-cookie"}
+_REF_SECRET_PARTS = ("key", "token", "secret", "password", "auth", "session")
+_REF_NOT_SECRET = {"tool_call", "input_tokens", "output_tokens", "cached_tokens"}
+_REF_NOT_SECRET |= {"reasoning_tokens", "output_tokens_per_s"}
+
+
+def _ref_secret_name(name: str) -> bool:
+    low = name.lower()
+    return low in _REF_SECRET_EXACT or any(p in low for p in _REF_SECRET_PARTS)
+
+
+def _ref_scrub(value: Any, held: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        for secret in held:
+            value = value.replace(secret, "[redacted]")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_ref_scrub(v, held) for v in value]
+    if isinstance(value, dict):
+        return {k: _ref_scrub(v, held) for k, v in value.items()}
+    return value
+
+
+def _ref_redact(fields: dict[str, Any], held: tuple[str, ...]) -> dict[str, Any]:
+    from sse_proxy.obs.redact import redact_url
+
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        shown = value
+        if key in ("event", "level", "timestamp", "stream_id", "event_index"):
+            out[key] = value
+            continue
+        if isinstance(value, dict) and key.endswith("headers"):
+            shown = {k: "[redacted]" if _ref_secret_name(k) else v for k, v in value.items()}
+        elif key not in _REF_NOT_SECRET and _ref_secret_name(key):
+            shown = "[redacted]"
+        elif isinstance(value, str) and key in ("error", "reason", "message", "exception"):
+            shown = redact_text(value)
+        elif isinstance(value, str) and "://" in value:
+            shown = redact_url(value)
+        out[key] = _ref_scrub(shown, held) if held else shown
+    return out
+
+
+_HELD_VALUE = "HeLdVaLuE-q9"
+_NAMES = st.sampled_from(
+    [
+        "event",
+        "stream_id",
+        "route",
+        "ttfb_ms",
+        "input_tokens",
+        "tool_call",
+        "api_key",
+        "x_session_id",
+        "Authorization",
+        "headers",
+        "upstream_headers",
+        "auth_headers",
+        "error",
+        "reason",
+        "message",
+        "upstream_url",
+        "text",
+        "verdict",
+        "Set-Cookie",
+        "output_tokens_per_s",
+        "client_secret",
+        "passwordless",
+        "level",
+    ]
+) | st.text(st.characters(codec="ascii", categories=["L", "N", "Pd", "Pc"]), max_size=12)
+_TEXT = st.sampled_from(
+    ["plain", "http://u:pw@h/p?token=t&x=1", "Bearer abc", f"x{_HELD_VALUE}y", "a://b"]
+) | st.text(max_size=20)
+_VALUES = st.recursive(
+    st.none() | st.integers() | st.floats(allow_nan=False) | st.booleans() | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_NAMES, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@pytest.fixture
+def held_value() -> Iterator[str]:
+    from sse_proxy.obs.redact import HELD
+
+    saved = HELD._values
+    HELD.hold(_HELD_VALUE)
+    try:
+        yield _HELD_VALUE
+    finally:
+        HELD._values = saved
+
+
+@settings(max_examples=400, deadline=None)
+@given(fields=st.dictionaries(_NAMES, _VALUES, max_size=12))
+def test_field_rules_match_the_reference(fields: dict[str, Any]) -> None:
+    from sse_proxy.obs.redact import HELD, redact_processor
+
+    expected = _ref_redact(fields, HELD.values())
+    assert redact_processor(None, "info", dict(fields)) == expected, fields
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(fields=st.dictionaries(_NAMES, _VALUES, max_size=12))
+def test_field_rules_match_the_reference_with_a_held_value(
+    held_value: str, fields: dict[str, Any]
+) -> None:
+    from sse_proxy.obs.redact import HELD, redact_processor
+
+    expected = _ref_redact(fields, HELD.values())
+    got = redact_processor(None, "info", dict(fields))
+    assert got == expected, fields
+    own = ("event", "level", "timestamp", "stream_id", "event_index")  # the pipeline's own
+    shown = {k: v for k, v in got.items() if k not in own}
+    assert held_value not in json.dumps(shown, default=str)
+
+
+def test_names_past_the_cache_bound_are_still_classified() -> None:
+    from sse_proxy.obs import redact
+
+    for i in range(redact._MAX_NAMES + 10):  # fill both caches past their bound
+        redact.redact_processor(None, "info", {f"field_{i}": 1})
+        redact.is_secret_header(f"X-Header-{i}")
+    fresh = {"brand_new_api_key": "SECRET-x", "brand_new_count": 3}
+    assert redact.redact_processor(None, "info", fresh) == {
+        "brand_new_api_key": "[redacted]",
+        "brand_new_count": 3,
+    }
+    assert redact.is_secret_header("X-Brand-New-Token")
+    assert not redact.is_secret_header("X-Brand-New-Accept")
