@@ -240,6 +240,7 @@ async def _phase(session: Any, url: str, spec: dict[str, Any]) -> dict[str, Any]
         "wall_s": wall,
         "events_per_s": acc.content_frames / wall if wall > 0 else 0.0,
         "ttfb_p50_ms": _pct(acc.ttfb, 50),
+        "ttfb_max_ms": _pct(acc.ttfb, 100),
         "ttft_p50_ms": _pct(acc.ttft, 50),
         "gap_p50_ms": _pct(acc.gaps, 50),
         "gap_p99_ms": _pct(acc.gaps, 99),

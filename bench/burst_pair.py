@@ -29,34 +29,46 @@ from bench import bench_proxy as bp
 from bench.bench_scale import ScaleLoad
 
 
-def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> tuple[float, float]:
-    """(CPU us per request, median TTFB p50 ms over the bursts) of a fresh contender."""
+def one_round(
+    name: str, src: str, workdir: Path, args: argparse.Namespace
+) -> tuple[float, float, float]:
+    """(CPU us per request, median TTFB p50 ms, median last first byte ms over the bursts)
+    of a fresh contender."""
     bp.PROXY_SRC = Path(src) if src else None
     upstream = bp._start_upstream(workdir, "uvloop")
     try:
         svc = bp.start_contender(name, upstream, workdir)
         assert svc is not None, "direct has no process to measure"
-        burst = {"streams": args.streams, "n": args.events}
+        burst = {"streams": args.streams, "n": args.events, "spread_ms": args.spread_ms}
         phases = [{"name": "warm", **burst, "timeout_s": 60}]
         phases += [{"name": f"b{i}", **burst} for i in range(args.bursts)]
         load = ScaleLoad(svc.url, phases)
+        bp.pin(svc.pids, "proxy")
+        bp.pin([*upstream.pids, load.proc.pid], "load")
         try:
             load.run("warm", 60)
             time.sleep(0.2)
             cpu0 = bp.cpu_seconds(svc.pids)
-            ttfb = []
+            ttfb, last = [], []
             for i in range(args.bursts):
+                if args.gap_ms:
+                    time.sleep(args.gap_ms / 1000)  # the last burst's bookkeeping done
                 res = load.run(f"b{i}", 60)
                 if res["error_count"]:
                     raise RuntimeError(f"{name}: {res['errors']}")
                 ttfb.append(res["ttfb_p50_ms"])
+                last.append(res["ttfb_max_ms"])
             cpu = bp.cpu_seconds(svc.pids) - cpu0
         finally:
             load.stop()
             svc.stop()
     finally:
         upstream.stop()
-    return 1e6 * cpu / (args.streams * args.bursts), statistics.median(ttfb)
+    return (
+        1e6 * cpu / (args.streams * args.bursts),
+        statistics.median(ttfb),
+        statistics.median(last),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,33 +78,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bursts", type=int, default=8, help="bursts per contender per round")
     ap.add_argument("--streams", type=int, default=50, help="streams started together")
     ap.add_argument("--events", type=int, default=2, help="content deltas per stream")
+    ap.add_argument("--spread-ms", type=float, default=0.0, help="the starts spread over this")
+    ap.add_argument("--gap-ms", type=float, default=0.0, help="idle time before each burst")
+    ap.add_argument("--pin", action="store_true", help="the proxy on a CPU of its own")
     args = ap.parse_args(argv)
+    bp.PIN = args.pin
     names = [c for c in args.contenders.split(",") if c]
-    print(f"burst_pair: {args.rounds} rounds x {args.bursts} bursts of {args.streams} streams;")
+    print(
+        f"burst_pair: {args.rounds} rounds x {args.bursts} bursts of {args.streams} streams"
+        f" (started within {args.spread_ms:g} ms{', pinned' if args.pin else ''});"
+    )
     print(f"load average at start {bp._loadavg()}", flush=True)
-    got: dict[str, list[tuple[float, float]]] = {c: [] for c in names}
+    got: dict[str, list[tuple[float, float, float]]] = {c: [] for c in names}
     with tempfile.TemporaryDirectory(prefix="burst-pair-") as tmp:
         for rnd in range(args.rounds):
             for c in names:
                 name, _, src = c.partition("@")
                 got[c].append(one_round(name, src, Path(tmp), args))
-                cpu, ttfb = got[c][-1]
-                print(f"   round {rnd + 1}: {c}: {cpu:.0f} us/request, TTFB p50 {ttfb:.1f} ms")
-    print(f"\n{'contender':40} {'CPU us/req':>10} {'TTFB p50 ms':>12}")
+                cpu, ttfb, last = got[c][-1]
+                print(
+                    f"   round {rnd + 1}: {c}: {cpu:.0f} us/request, TTFB p50 {ttfb:.1f} ms, "
+                    f"last first byte {last:.1f} ms"
+                )
+    print(f"\n{'contender':40} {'CPU us/req':>10} {'TTFB p50 ms':>12} {'last ms':>8}")
     for c, rows in got.items():
         cpu = statistics.median(r[0] for r in rows)
         ttfb = statistics.median(r[1] for r in rows)
-        print(f"{c:40} {cpu:10.0f} {ttfb:12.1f}")
+        last = statistics.median(r[2] for r in rows)
+        print(f"{c:40} {cpu:10.0f} {ttfb:12.1f} {last:8.1f}")
     ref = next((c for c in names if c.startswith("sse-")), None)
     for c in names:
         if ref is None or c == ref:
             continue
         cpu_r = [a[0] / b[0] for a, b in zip(got[c], got[ref], strict=True)]
         ttfb_d = [a[1] - b[1] for a, b in zip(got[c], got[ref], strict=True)]
+        last_d = [a[2] - b[2] for a, b in zip(got[c], got[ref], strict=True)]
         print(
             f"{c} vs {ref}, per round: CPU {statistics.median(cpu_r):.2f}x "
             f"{[round(r, 2) for r in cpu_r]}, TTFB {statistics.median(ttfb_d):+.1f} ms "
-            f"{[round(d, 1) for d in ttfb_d]}"
+            f"{[round(d, 1) for d in ttfb_d]}, last first byte "
+            f"{statistics.median(last_d):+.1f} ms {[round(d, 1) for d in last_d]}"
         )
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     return 0
