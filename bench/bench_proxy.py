@@ -937,6 +937,7 @@ def pin(pids: Sequence[int], role: str) -> None:
                     os.sched_setaffinity(int(tid), want)
 
 
+SSE_LOG_LEVEL = "warning"  # sse-proxy's --log-level here (its default, info, logs each stream)
 PROXY_SRC: Path | None = None  # --proxy-src: run sse-proxy from this source tree instead
 BASELINE_SRC: Path | None = None  # --baseline-src: the sse-baseline contender's source tree
 
@@ -1011,7 +1012,7 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         if BASELINE_SRC is None:
             raise RuntimeError("sse-baseline needs --baseline-src DIR")
         argv = [*_sse_proxy_argv(BASELINE_SRC), "serve", "--upstream", upstream.url]
-        argv += ["--port", str(port), "--mode", "passthrough", "--log-level", "warning"]
+        argv += ["--port", str(port), "--mode", "passthrough", "--log-level", SSE_LOG_LEVEL]
         env = {**os.environ, "PYTHONPATH": str(BASELINE_SRC)}
         return Service(name, argv, port, log=log, cwd=BASELINE_SRC, env=env)
     mode = name.removeprefix("sse-")
@@ -1019,7 +1020,7 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
     if mode in LOOPS:  # sse-asyncio / sse-uvloop: passthrough on that loop
         mode, sse_loop = "passthrough", mode
     argv = [*_sse_proxy_argv(), "serve", "--upstream", upstream.url, "--port", str(port)]
-    argv += ["--mode", mode, "--log-level", "warning"]
+    argv += ["--mode", mode, "--log-level", SSE_LOG_LEVEL]
     if sse_loop is not None and sse_proxy_has_loop_flag():
         argv += ["--loop", sse_loop]  # without the flag, sse-proxy runs on asyncio
     if PROXY_SRC is None:

@@ -39,7 +39,12 @@ def one_round(
     try:
         svc = bp.start_contender(name, upstream, workdir)
         assert svc is not None, "direct has no process to measure"
-        burst = {"streams": args.streams, "n": args.events, "spread_ms": args.spread_ms}
+        burst = {
+            "streams": args.streams,
+            "n": args.events,
+            "spread_ms": args.spread_ms,
+            "pace_ms": args.pace_ms,
+        }
         phases = [{"name": "warm", **burst, "timeout_s": 60}]
         phases += [{"name": f"b{i}", **burst} for i in range(args.bursts)]
         load = ScaleLoad(svc.url, phases)
@@ -79,10 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=50, help="streams started together")
     ap.add_argument("--events", type=int, default=2, help="content deltas per stream")
     ap.add_argument("--spread-ms", type=float, default=0.0, help="the starts spread over this")
+    ap.add_argument("--pace-ms", type=float, default=0.0, help="between a stream's events")
     ap.add_argument("--gap-ms", type=float, default=0.0, help="idle time before each burst")
+    ap.add_argument(
+        "--sse-log-level", default="warning", help="sse-proxy's (info: a summary line a stream)"
+    )
     ap.add_argument("--pin", action="store_true", help="the proxy on a CPU of its own")
     args = ap.parse_args(argv)
     bp.PIN = args.pin
+    bp.SSE_LOG_LEVEL = args.sse_log_level
     names = [c for c in args.contenders.split(",") if c]
     print(
         f"burst_pair: {args.rounds} rounds x {args.bursts} bursts of {args.streams} streams"

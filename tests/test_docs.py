@@ -31,6 +31,11 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--contenders",
         "--previous",  # kubectl logs
         "--repeat",
+        "--spread-ms",  # python -m bench.burst_pair
+        "--pace-ms",
+        "--gap-ms",
+        "--events",
+        "--sse-log-level",
         "--rm",  # docker run
         "--stop-timeout",
         "--test",  # node --test, in docs/javascript.md
