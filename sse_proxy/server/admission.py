@@ -244,36 +244,40 @@ def admit(request: web.Request) -> Exchange | web.Response:
     length = request.content_length
     if length is not None and length > cfg.max_request_body_bytes:
         return too_large(cfg, stream_id)
-    try:
-        target, low = resolve_dot_segments(raw_target)
-    except PathRefused as exc:
-        return json_error(400, "path_refused", str(exc), stream_id)
-    path = target.partition("?")[0]
-    if path == cfg.admin_prefix or path.startswith(cfg.admin_prefix + "/"):
-        return json_error(404, "not_found", "reserved sse-proxy path", None)
     routes = app[ROUTES]
-    matched = routes.match(target)
-    if low is not None and (left := _left_route(routes, raw_target, matched, low)):
-        return json_error(
-            400,
-            "path_leaves_route",
-            f"the path climbs out of its route ({left}) with '..'",
-            stream_id,
-        )
-    if matched is None:
-        prefixes = ", ".join(r.prefix for r in routes.routes)
-        return json_error(
-            404, "no_route", f"no route for this path (routes: {prefixes})", stream_id
-        )
-    route, rest = matched
-    upstream_url = route.url_for(route.strip_auth_query(rest))
+    routed = routes.admitted.get(raw_target)  # a target admitted before: the same outcome
+    if routed is None:
+        try:
+            target, low = resolve_dot_segments(raw_target)
+        except PathRefused as exc:
+            return json_error(400, "path_refused", str(exc), stream_id)
+        path = target.partition("?")[0]
+        if path == cfg.admin_prefix or path.startswith(cfg.admin_prefix + "/"):
+            return json_error(404, "not_found", "reserved sse-proxy path", None)
+        matched = routes.match(target)
+        if low is not None and (left := _left_route(routes, raw_target, matched, low)):
+            return json_error(
+                400,
+                "path_leaves_route",
+                f"the path climbs out of its route ({left}) with '..'",
+                stream_id,
+            )
+        if matched is None:
+            prefixes = ", ".join(r.prefix for r in routes.routes)
+            return json_error(
+                404, "no_route", f"no route for this path (routes: {prefixes})", stream_id
+            )
+        route, rest = matched
+        routed = (route, URL(route.url_for(route.strip_auth_query(rest)), encoded=True))
+        routes.remember(raw_target, routed)
+    route, url = routed
     return Exchange(
         request=request,
         cfg=cfg,
         metrics=app[METRICS],
         stream_id=stream_id,
         route=route,
-        url=URL(upstream_url, encoded=True),
+        url=url,
         spec=spec,
         ctx=RequestContext.from_headers(request.headers, route.name),
     )

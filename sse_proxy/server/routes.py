@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote_plus, urlsplit
 
 from multidict import CIMultiDict
+from yarl import URL
 
 from sse_proxy.config import Config, RouteSpec
 from sse_proxy.errors import ConfigError
@@ -259,11 +260,27 @@ def _example_for(route: Route) -> str:
     return DIALECT_PATHS["openai"]
 
 
+MAX_ADMITTED_TARGETS = 1024
+"""Request targets whose route and upstream URL are kept (see :attr:`RouteTable.admitted`)."""
+
+
 class RouteTable:
     """Routes by path prefix: the longest prefix that matches whole segments wins."""
 
     def __init__(self, routes: list[Route]) -> None:
         self.routes = sorted(routes, key=lambda r: len(r.prefix.rstrip("/")), reverse=True)
+        self.admitted: dict[str, tuple[Route, URL]] = {}
+        """Raw request targets admitted before, with their route and upstream URL: a client
+        sends the same target request after request, and resolving its dot segments,
+        matching a route and joining and parsing the URL again is a tenth of what
+        admission costs (issue 23). A pure function of the target and this table, so a
+        hit is the outcome the checks would reach; bounded: past
+        :data:`MAX_ADMITTED_TARGETS` targets (a client inventing paths), new ones are
+        resolved each time."""
+
+    def remember(self, target: str, routed: tuple[Route, URL]) -> None:
+        if len(self.admitted) < MAX_ADMITTED_TARGETS:
+            self.admitted[target] = routed
 
     @classmethod
     def from_config(cls, cfg: Config, env: Mapping[str, str] | None = None) -> RouteTable:

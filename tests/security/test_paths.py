@@ -121,3 +121,85 @@ async def test_a_dot_path_into_the_admin_prefix_is_not_forwarded() -> None:
             if reply.status == 200:  # routed to the proxy's own health endpoint
                 assert reply.json()["status"] == "ok"
         assert seen == []
+
+
+# A target admitted once is routed from RouteTable.admitted after that (issue 23); every
+# repetition must reach the outcome the first did: the same status, the same raw path and
+# the same held headers at the upstream.
+REPEATED = [
+    "/openai/chat/completions",
+    "/openai/x/../chat/completions",
+    "/openai/chat/%2e/completions?q=../x",
+    "/openai/../anthropic/messages",
+    "/openai/..%2fadmin",
+    "/anthropic/v1/messages?key=abc&beta=1",
+    "/anthropic/v1/messages?KEY=abc",
+    "/nowhere/at/all",
+    "/_sse-proxy/nothing",
+    "/v1/../_sse-proxy/x",
+]
+
+
+@pytest.mark.asyncio
+async def test_a_repeated_target_is_routed_as_it_was_the_first_time() -> None:
+    seen: list[Seen] = []
+    async with (
+        running_app(recording_app(seen)) as upstream,
+        running_proxy(
+            "",
+            routes=(
+                RouteSpec(
+                    prefix="/openai",
+                    upstream=upstream + "/v1",
+                    headers=(("Authorization", "Bearer sk-held-for-openai-only"),),
+                ),
+                RouteSpec(
+                    prefix="/anthropic",
+                    upstream=upstream + "/anthropic-base",
+                    drop_client_auth=True,
+                ),
+            ),
+        ) as proxy,
+    ):
+        first: dict[str, tuple[int, tuple[str, str | None] | None]] = {}
+        for round_ in range(3):
+            for target in REPEATED:
+                before = len(seen)
+                reply = await raw_exchange(port_of(proxy), _get(target))
+                forwarded = None
+                if len(seen) > before:
+                    (got,) = seen[before:]
+                    held = {k.lower(): v for k, v in got.headers}.get("authorization")
+                    forwarded = (got.raw_path, held)
+                outcome = (reply.status, forwarded)
+                if round_ == 0:
+                    first[target] = outcome
+                else:
+                    assert outcome == first[target], (target, round_)
+    statuses = {t: s for t, (s, _) in first.items()}
+    assert statuses["/openai/chat/completions"] == 200
+    assert statuses["/nowhere/at/all"] == 404
+    assert statuses["/openai/..%2fadmin"] in (400, 200)
+    assert first["/anthropic/v1/messages?KEY=abc"][1] == ("/anthropic-base/v1/messages", None)
+    assert first["/anthropic/v1/messages?key=abc&beta=1"][1] == (
+        "/anthropic-base/v1/messages?beta=1",
+        None,
+    )
+    assert first["/openai/x/../chat/completions"][1] == (
+        "/v1/chat/completions",
+        "Bearer sk-held-for-openai-only",
+    )
+
+
+def test_the_kept_targets_are_bounded() -> None:
+    from yarl import URL
+
+    from sse_proxy.server.routes import MAX_ADMITTED_TARGETS, Route, RouteTable
+
+    route = Route("r", "/", "http://127.0.0.1:9", "auto", (), False)
+    table = RouteTable([route])
+    for i in range(MAX_ADMITTED_TARGETS + 50):
+        table.remember(f"/p{i}", (route, URL(f"http://127.0.0.1:9/p{i}")))
+    assert len(table.admitted) == MAX_ADMITTED_TARGETS
+    assert "/p0" in table.admitted
+    assert f"/p{MAX_ADMITTED_TARGETS}" not in table.admitted
