@@ -28,6 +28,20 @@ def _has_dot_segment(path: str) -> bool:
     return any(p.split(";", 1)[0] in (".", "..") for p in pieces)
 
 
+def _two_routes(upstream: str) -> tuple[RouteSpec, ...]:
+    """/openai with a held key; /anthropic, which drops the client's own (and ``?key=``)."""
+    return (
+        RouteSpec(
+            prefix="/openai",
+            upstream=upstream + "/v1",
+            headers=(("Authorization", "Bearer sk-held-for-openai-only"),),
+        ),
+        RouteSpec(
+            prefix="/anthropic", upstream=upstream + "/anthropic-base", drop_client_auth=True
+        ),
+    )
+
+
 ESCAPES = [
     "/openai/../anthropic/messages",
     "/openai/%2e%2e/anthropic/messages",
@@ -57,17 +71,7 @@ async def test_dot_segment_shapes_never_leave_the_route(target: str) -> None:
     seen: list[Seen] = []
     async with (
         running_app(recording_app(seen)) as upstream,
-        running_proxy(
-            "",
-            routes=(
-                RouteSpec(
-                    prefix="/openai",
-                    upstream=upstream + "/v1",
-                    headers=(("Authorization", "Bearer sk-held-for-openai-only"),),
-                ),
-                RouteSpec(prefix="/anthropic", upstream=upstream + "/anthropic-base"),
-            ),
-        ) as proxy,
+        running_proxy("", routes=_two_routes(upstream)) as proxy,
     ):
         reply = await raw_exchange(port_of(proxy), _get(target))
         assert reply.status in (200, 400), reply
@@ -145,21 +149,7 @@ async def test_a_repeated_target_is_routed_as_it_was_the_first_time() -> None:
     seen: list[Seen] = []
     async with (
         running_app(recording_app(seen)) as upstream,
-        running_proxy(
-            "",
-            routes=(
-                RouteSpec(
-                    prefix="/openai",
-                    upstream=upstream + "/v1",
-                    headers=(("Authorization", "Bearer sk-held-for-openai-only"),),
-                ),
-                RouteSpec(
-                    prefix="/anthropic",
-                    upstream=upstream + "/anthropic-base",
-                    drop_client_auth=True,
-                ),
-            ),
-        ) as proxy,
+        running_proxy("", routes=_two_routes(upstream)) as proxy,
     ):
         first: dict[str, tuple[int, tuple[str, str | None] | None]] = {}
         for round_ in range(3):
