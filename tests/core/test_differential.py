@@ -415,6 +415,18 @@ OPENAI_BODIES: tuple[bytes, ...] = (
     b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}',
     b'{"choices":[{"index":0,"delta":{"content":"%s"}},{"index":1,"delta":{}}]}',
     b'{"choices":[{"index":0,"delta":{"content":null}}]}',
+    # the common chunk's edges, which its typed decode must send the general way
+    b'{"choices":[{"index":0,"delta":{"content":"%s"}}],"usage":{"completion_tokens":3}}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s","reasoning":"r"}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s","reasoning_content":"r"}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":"length"}]}',
+    b'{"choices":[{"index":0,"delta":null}]}',
+    b'{"choices":[{"index":0.0,"delta":{"content":"%s"}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":5}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s","tool_calls":null,"role":"assistant"}}]}',
+    b'{"choices":[{"delta":{"content":"%s","reasoning_content":null},"finish_reason":null}],'
+    b'"usage":null}',
+    b'{"choices":[{"index":0,"delta":{"content":"%s"}}],"choices":[]}',
     b'{"choices":"%s"}',
     b'{"choices":[{"delta":{"content":"%s"',
     b"%s",
@@ -437,14 +449,83 @@ def token_frames(draw: st.DrawFn) -> list[bytes]:
     return [f + b"\n\n" for f in frames]
 
 
+@pytest.mark.parametrize("body", OPENAI_BODIES, ids=lambda b: b[:60].decode("latin-1"))
+def test_each_chunk_shape_between_common_chunks_agrees_with_the_oracle(body: bytes) -> None:
+    """Every shape above between common chunks, after the role chunk: the fast paths (one
+    chunk per read, and a run of them in one read) must hand it to the general path
+    exactly when the oracle reads it differently from a plain content delta."""
+    role, plain = OPENAI_BODIES[0], OPENAI_BODIES[2].replace(b"%s", b"a")
+    bodies = (role, plain, body.replace(b"%s", b"x"), plain, plain)
+    frames = [b"data: " + b + b"\n\n" for b in bodies]
+    stream = b"".join(frames)
+    reasons, output_tokens, extras = _openai_meta(bodies)
+    for pieces in (frames, [stream], [stream[:-1], stream[-1:]]):
+        for quiet in (False, True):
+            diff = compare(stream, pieces, "openai", quiet=quiet)
+            assert diff is None, diff
+        core = StreamReassembler("openai")
+        for piece in pieces:
+            core.feed(piece)
+        core.close(upstream_error=False, abandoned=False)
+        meta = core.stream_meta()  # what the text and alerts do not show: a chunk's meta
+        assert (meta.finish_reasons, meta.output_tokens) == (reasons, output_tokens), body
+        got = {
+            c["index"]: (c["reasoning_content"], bool(c["tool_calls"]))
+            for c in core.details()["choices"]
+        }
+        assert {i: got.get(i, ("", False)) for i in extras} == extras, body
+
+
+def _openai_meta(
+    bodies: Sequence[bytes],
+) -> tuple[list[str], int | None, dict[int, tuple[str, bool]]]:
+    """From the spec's JSON: each choice's last finish reason (by index), the last usage's
+    completion tokens, and each choice's reasoning text and whether it has tool calls."""
+    last: dict[int, str] = {}
+    extras: dict[int, tuple[str, bool]] = {}
+    tokens = None
+    for body in bodies:
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            continue
+        if type(obj) is not dict:
+            continue
+        usage = obj.get("usage")
+        if type(usage) is dict and type(usage.get("completion_tokens")) is int:
+            tokens = usage["completion_tokens"]
+        choices = obj.get("choices")
+        for ch in choices if type(choices) is list else ():
+            if type(ch) is not dict:
+                continue
+            index = ch.get("index", 0)
+            index = index if type(index) is int else 0
+            if type(ch.get("finish_reason")) is str and ch["finish_reason"]:
+                last[index] = ch["finish_reason"]
+            delta = ch.get("delta")
+            if type(delta) is dict:
+                reasoning, calls = extras.get(index, ("", False))
+                for key in ("reasoning_content", "reasoning"):
+                    if type(delta.get(key)) is str:
+                        reasoning += delta[key]
+                calls = calls or (
+                    type(delta.get("tool_calls")) is list and bool(delta["tool_calls"])
+                )
+                extras[index] = (reasoning, calls)
+    return [last[i] for i in sorted(last)], tokens, extras
+
+
 @DIFF
 @given(frames=token_frames(), dialect=dialects)
 def test_one_frame_per_read_agrees_with_the_oracle(frames: list[bytes], dialect: str) -> None:
     """The per-read fast path (a read that is exactly one frame) against the oracle, with
-    and without events and frame ends; a stray CR must send the read the general way."""
+    and without events and frame ends; a stray CR must send the read the general way. And
+    the same frames in one read: the batch path's run of common chunks."""
     stream = b"".join(frames)
     for quiet in (False, True):
         diff = compare(stream, frames, dialect, quiet=quiet)
+        assert diff is None, diff
+        diff = compare(stream, [stream], dialect, quiet=quiet)
         assert diff is None, diff
 
 
