@@ -143,11 +143,10 @@ class OpenAIChatAccumulator(JsonAccumulator):
         """The common run: one choice, index 0, a delta holding only ``content``.
 
         The framer has checked the bytes (valid UTF-8, no U+FFFD). Each chunk goes
-        straight into the typed structs above with
-        msgspec, twice as fast as dicts (bench/bench_core.py), and decodes only if it is
-        the common chunk. At the first chunk of any
-        other shape (``[DONE]``, broken JSON, another field set, a finish reason) the run
-        is declined untouched and comes back one event at a time.
+        straight into the typed structs above with msgspec, twice as fast as dicts
+        (bench/bench_core.py), and decodes only if it is the common chunk. At the first
+        chunk of any other shape (``[DONE]``, broken JSON, another field set, a finish
+        reason) the run is declined untouched and comes back one event at a time.
         """
         try:
             text = "".join([_decode_chunk(p).choices[0].delta.content for p in payloads])
