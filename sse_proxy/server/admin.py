@@ -71,7 +71,11 @@ def reserve_admin_prefix(app: web.Application, config: Config, *, moved: bool = 
     """Every path under the admin prefix not routed yet: 404, never forwarded (``moved``:
     the traffic port of a proxy with an admin listener, whose 404 says where they went)."""
     handler = _elsewhere if moved else _not_found
-    app.router.add_route("*", config.admin_prefix + "{tail:(/.*)?}", handler)
+    # Two routes, not one pattern that starts inside the prefix's last segment: aiohttp
+    # indexes a route by the whole segments before its first variable, so this way the
+    # catch-all sits under the prefix and no forwarded request is matched against it.
+    app.router.add_route("*", config.admin_prefix, handler)
+    app.router.add_route("*", config.admin_prefix + "/{tail:.*}", handler)
 
 
 def add_admin_routes(app: web.Application, config: Config, registry: Registry | None) -> None:
