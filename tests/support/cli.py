@@ -86,11 +86,17 @@ class ServeProcess:
         return self._log.read().decode("utf-8", "replace")
 
     def lines(self) -> list[dict[str, Any]]:
-        """The JSON log lines so far (asserting that every line is JSON)."""
+        """The JSON log lines so far (asserting that every whole line is JSON)."""
         out = []
-        for line in self.log_text().splitlines():
+        text = self.log_text()
+        if not self._log.closed and not text.endswith("\n"):
+            text = text[: text.rfind("\n") + 1]  # a line still being written: not yet
+        for line in text.splitlines():
             if line.strip():
-                out.append(json.loads(line))
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    raise AssertionError(f"a log line that is not JSON: {line!r}") from None
         return out
 
     def wait_for(self, event: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
