@@ -10,6 +10,10 @@ aiohttp proxy are compared in the same minutes::
 
     .venv/bin/python -m bench.burst_pair                           # bare, sse-proxy; 3 rounds
     .venv/bin/python -m bench.burst_pair --contenders bare-uvloop,sse-uvloop@/tmp/main,sse-uvloop
+    # the outside harness's burst: starts spread over 20 ms, On the Bench's paced shape,
+    # sse-proxy at its default log level, an idle moment before each burst
+    .venv/bin/python -m bench.burst_pair --spread-ms 20 --pace-ms 20 --events 64 \
+        --gap-ms 200 --sse-log-level info
 
 CPU per request is the proxy process's (``/proc``), over the bursts only.
 """
