@@ -198,11 +198,15 @@ past this many, a client inventing names gets them classified each time."""
 _SECRET_NAMES: dict[str, bool] = {}
 
 
+def _looks_secret(name: str) -> bool:
+    low = name.lower()
+    return low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
+
+
 def is_secret_header(name: str) -> bool:
     secret = _SECRET_NAMES.get(name)
     if secret is None:
-        low = name.lower()
-        secret = low in _SECRET_EXACT or any(part in low for part in _SECRET_PART)
+        secret = _looks_secret(name)
         if len(_SECRET_NAMES) < _MAX_NAMES:
             _SECRET_NAMES[name] = secret
     return secret
@@ -318,7 +322,7 @@ def _field_fate(key: str) -> tuple[bool, int]:
     if key in _OWN_FIELDS:
         fate = (False, _OWN)
     else:
-        if key not in _NOT_SECRET and is_secret_header(key):
+        if key not in _NOT_SECRET and _looks_secret(key):  # kept here, not with the headers
             kind = _SECRET
         elif key in _FREE_TEXT_FIELDS:
             kind = _FREE_TEXT
