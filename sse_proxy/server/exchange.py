@@ -24,6 +24,7 @@ from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.routes import Route
 from sse_proxy.server.tracing import RequestSpan
+from sse_proxy.server.watchdog import Watch
 
 __all__ = ["Exchange", "RequestContext"]
 
@@ -55,6 +56,8 @@ class Exchange:
     """The app's backlog, told when this request's first byte is out
     (:meth:`first_byte_sent`)."""
     owes_first_byte: bool = False
+    idle_watch: Watch | None = None
+    """The wait for the response head's deadline, which the body's idle watch takes over."""
 
     def owe_first_byte(self, backlog: Backlog) -> None:
         self.backlog = backlog

@@ -15,7 +15,7 @@ from aiohttp import web
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.server.client_writer import ClientGone
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.watchdog import Watchdog
+from sse_proxy.server.watchdog import Watch, Watchdog
 
 __all__ = ["IdleWatch", "cut_off", "relay_plain"]
 
@@ -31,14 +31,23 @@ class IdleWatch:
 
     __slots__ = ("_idle", "_upstream", "_watch", "expired", "last", "now")
 
-    def __init__(self, upstream: aiohttp.ClientResponse, idle: float) -> None:
+    def __init__(
+        self, upstream: aiohttp.ClientResponse, idle: float, take_over: Watch | None = None
+    ) -> None:
+        """``take_over``: the deadline of the wait for the head, due no later than this
+        one (it only ever checks early, never late), which becomes this watch."""
         self._upstream = upstream
         self._idle = idle
         loop = asyncio.get_running_loop()
         self.now = loop.time
         self.last = self.now()
         self.expired = False
-        self._watch = Watchdog.of(loop).watch(idle, self._check) if idle else None
+        self._watch: Watch | None = None
+        if take_over is not None and idle:
+            take_over.retarget(self._check)
+            self._watch = take_over
+        elif idle:
+            self._watch = Watchdog.of(loop).watch(idle, self._check)
 
     def _check(self) -> float | None:
         # The deadline moves with every read; a deadline re-armed per read would cost more.
@@ -64,7 +73,7 @@ async def relay_plain(
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
-    watch = IdleWatch(upstream, ex.cfg.idle_timeout)
+    watch = IdleWatch(upstream, ex.cfg.idle_timeout, ex.idle_watch)
     try:
         async for chunk in upstream.content.iter_any():
             watch.last = watch.now()

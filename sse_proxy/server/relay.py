@@ -267,7 +267,7 @@ class _SseRelay:
         handed to the task, which ends the stream as it would have."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cfg.total_timeout if self.cfg.total_timeout else None
-        watch = IdleWatch(self.upstream, self.cfg.idle_timeout)
+        watch = IdleWatch(self.upstream, self.cfg.idle_timeout, self.ex.idle_watch)
         early: BaseException | None = None
         carry: bytes | None = None  # a first read for the task to relay whole
         sent: tuple[int, float] | None = None  # the first read's size and time, if sent here

@@ -4,9 +4,8 @@ that can fail it to :class:`~sse_proxy.errors.UpstreamError`, and one reply to t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import aiohttp
@@ -28,7 +27,7 @@ from sse_proxy.server.headers import loggable_headers, request_headers_for_upstr
 from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, STATE, TRACING, UPSTREAM_TIMEOUT
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
-from sse_proxy.server.watchdog import Watchdog
+from sse_proxy.server.watchdog import FINE, Watch, Watchdog
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
 __all__ = ["forward", "map_upstream_errors", "session_ctx", "upstream_failed"]
@@ -100,15 +99,20 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
         deadline = _HeadDeadline(cfg.idle_timeout) if cfg.idle_timeout else None
         try:
             upstream = await upstream_cm
-        except asyncio.CancelledError:
-            if deadline is not None and deadline.expired():
-                raise TimeoutError("no response head within the idle timeout") from None
-            raise
-        finally:
+        except BaseException as exc:
             if deadline is not None:
                 deadline.cancel()
-        async with upstream:  # released (or closed, if the relay broke off) at the end
-            return await respond(ex, upstream)
+                if isinstance(exc, asyncio.CancelledError) and deadline.expired():
+                    raise TimeoutError("no response head within the idle timeout") from None
+            raise
+        # the head's deadline goes on as the body's idle watch: one deadline, not two
+        ex.idle_watch = None if deadline is None else deadline.hand_over()
+        try:
+            async with upstream:  # released (or closed, if the relay broke off) at the end
+                return await respond(ex, upstream)
+        finally:
+            if ex.idle_watch is not None:  # (a relay that took it over has cancelled it)
+                ex.idle_watch.cancel()
 
 
 class _HeadDeadline:
@@ -135,6 +139,16 @@ class _HeadDeadline:
 
     def cancel(self) -> None:
         self._watch.cancel()
+
+    def hand_over(self) -> Watch:
+        """The head is here: the deadline's watch, for the body's :class:`IdleWatch` to
+        take over (until it does, it only waits)."""
+        self._watch.retarget(_until_taken_over)
+        return self._watch
+
+
+def _until_taken_over() -> float:
+    return FINE
 
 
 async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
@@ -167,16 +181,26 @@ _UPSTREAM_ERRORS: Final[tuple[tuple[tuple[type[BaseException], ...], str], ...]]
 )
 
 
-@contextlib.contextmanager
-def map_upstream_errors() -> Iterator[None]:
-    """aiohttp's and the OS's errors inside as one :class:`UpstreamError`.
+class _MapUpstreamErrors:
+    """``with map_upstream_errors():`` aiohttp's and the OS's errors inside as one
+    :class:`UpstreamError`. A class, not a generator context manager: every request opens
+    its upstream inside one, and the generator's set-up was a few microseconds of it.
 
     A body that outgrew the limit inside aiohttp's body writer comes out as aiohttp's
     error caused by :class:`RequestTooLarge`: that is re-raised as what it is.
     """
-    try:
-        yield
-    except (aiohttp.ClientError, OSError) as exc:
+
+    __slots__ = ()
+
+    def __call__(self) -> _MapUpstreamErrors:
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        if not isinstance(exc, (aiohttp.ClientError, OSError)):
+            return
         if isinstance(exc.__cause__, RequestTooLarge):
             raise exc.__cause__ from None
         message = str(exc) or type(exc).__name__
@@ -186,7 +210,10 @@ def map_upstream_errors() -> Iterator[None]:
                     raise UpstreamTimeout(kind, message) from exc
                 reason = tls_reason(exc) if kind == "upstream_tls_error" else None
                 raise UpstreamError(kind, message, reason=reason) from exc
-        raise  # pragma: no cover - the last row matches whatever the except clause caught
+        # (the last row matches any error that gets here: nothing else is let through)
+
+
+map_upstream_errors: Final = _MapUpstreamErrors()
 
 
 def upstream_failed(ex: Exchange, err: UpstreamError) -> web.Response:

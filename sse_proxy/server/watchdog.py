@@ -45,6 +45,12 @@ class Watch:
             self._bin = None
         self._check = None  # and nothing of the stream is held
 
+    def retarget(self, check: Callable[[], float | None]) -> None:
+        """The same deadline, decided by ``check`` from now on (a cancelled one stays so).
+        A stream's head deadline becomes its idle watch this way: one entry, not two."""
+        if self._check is not None:
+            self._check = check
+
 
 _DOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watchdog] = weakref.WeakKeyDictionary()
 
