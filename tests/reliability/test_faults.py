@@ -182,6 +182,38 @@ async def test_upstream_stalls_after_headers(raw_upstream, start, logs):
     assert named(logs, "sse.truncated", stream_id)
 
 
+async def _slow_head_then_slow_events(conn: UpstreamConn) -> None:
+    """The head late (but within the idle timeout), then three events as late, then the end."""
+    for i in range(4):
+        await asyncio.sleep(_SLOW)
+        if i == 0:
+            await conn.send_head()
+        else:
+            await conn.send_event(i)
+    await conn.send(b"0\r\n\r\n")
+    await conn.until_closed()
+
+
+_IDLE = 1.5
+_SLOW = 0.8  # each wait under the idle timeout; head and body together well past it
+
+
+async def test_a_slow_head_then_slow_reads_are_never_cut(raw_upstream, start, logs):
+    """The wait for the head and the reads after it have one idle deadline between them,
+    moving with each: a head late by most of it, then reads as late, is never a timeout."""
+    upstream = await raw_upstream(_slow_head_then_slow_events)
+    url = await start(upstream.url, idle_timeout=_IDLE)
+    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+        async with client.get(url + PATH) as resp:
+            assert resp.status == 200
+            stream_id = resp.headers[STREAM_ID]
+            body = await resp.read()
+        summary = await wait_for(logs, "stream.summary", stream_id)
+    assert body.count(b"data:") == 3
+    assert summary["ended_by"] == "upstream_eof"
+    assert summary["events"] == 3
+
+
 async def test_total_timeout_cuts_an_endless_stream(raw_upstream, start, logs):
     """A stream that never ends is closed at total_timeout with ended_by=timeout."""
     upstream = await raw_upstream(_forever_slowly)
