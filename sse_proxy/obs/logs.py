@@ -192,6 +192,18 @@ def get_logger(**bind: Any) -> Any:
     ).bind(**bind)
 
 
+_ID_BATCH = 256
+_ids: list[str] = []
+os.register_at_fork(after_in_child=_ids.clear)  # a worker draws its own, never its parent's
+
+
 def new_stream_id() -> str:
-    """16 random hex digits (as ``uuid4().hex[:16]`` was, without building a UUID)."""
-    return os.urandom(8).hex()
+    """16 random hex digits (as ``uuid4().hex[:16]`` was, without building a UUID), from
+    one ``os.urandom`` call per 256 ids: a system call per request is a cost every stream
+    start pays, and on a busy machine not a small one (issue 23)."""
+    while True:
+        try:
+            return _ids.pop()
+        except IndexError:
+            raw = os.urandom(8 * _ID_BATCH).hex()
+            _ids.extend([raw[i : i + 16] for i in range(0, len(raw), 16)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +20,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from sse_proxy.core import Alert, CrlfFraming, InvalidJson, OversizedFrame, ReplacementChar
+from sse_proxy.obs.logs import new_stream_id
 from sse_proxy.obs.redact import REDACTED, redact_headers, redact_url
 from sse_proxy.obs.sink import AlertSink
 from tests.support.logs import configured_logging
@@ -287,3 +289,28 @@ def test_check_flood_of_100k_invalid_bytes_logs_a_few_lines_and_the_exact_count(
     assert summary["alerts"] == {FFFD_NAME: n}
     assert summary["alerts_suppressed"] == {FFFD_NAME: n - len(fffd_lines)}
     assert len(logs) == len(fffd_lines) + 1
+
+
+def test_stream_ids_are_sixteen_hex_digits_and_never_repeat() -> None:
+    # more than one batch of the pool the ids are drawn from
+    ids = [new_stream_id() for _ in range(3000)]
+    assert all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+    assert len(set(ids)) == len(ids)
+
+
+def test_a_forked_worker_never_draws_an_id_its_parent_will() -> None:
+    new_stream_id()  # the parent holds a batch drawn before the fork
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: its ids, to the parent, then out without cleanup
+        try:
+            os.write(write, ",".join(new_stream_id() for _ in range(100)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split(","))
+    os.waitpid(pid, 0)
+    parent = {new_stream_id() for _ in range(300)}
+    assert len(child) == 100
+    assert not child & parent, "a worker drew the ids its parent's batch still held"
