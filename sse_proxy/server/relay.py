@@ -64,8 +64,8 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     resp = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     resp.headers.extend(response_headers_for_client(upstream.headers))
     resp.headers[STREAM_ID_HEADER] = ex.stream_id
-    metrics = ex.metrics
-    metrics.child(metrics.requests, kind="sse" if sse else "other").inc()
+    if not sse:  # (a stream is counted when its observers are built: after its first byte)
+        ex.metrics.child(ex.metrics.requests, kind="other").inc()
     upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
     if ex.cfg.log_level == "debug":
         ex.upstream_log.debug(
@@ -209,6 +209,8 @@ class _SseRelay:
     def _build(self) -> StreamObserver:
         """The stream's observers: built once, at the start or after the first byte."""
         ex, cfg, request = self.ex, self.cfg, self.request
+        metrics = ex.metrics
+        metrics.child(metrics.requests, kind="sse").inc()
         self.sink = AlertSink(
             self.log, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text
         )
