@@ -435,8 +435,10 @@ class _SseRelay:
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
-        if ended_by == "upstream_eof" and not self.cfg.strict_end and self.backlog.busy:
+        if ended_by == "upstream_eof" and not self.cfg.strict_end and self.backlog.waiting:
             # the summary needs nothing from how the body ends: the client's end goes first
+            # while others wait for a first byte (otherwise the stream is summed up, its
+            # reads put off observed, before its client sees the end, as on a quiet proxy)
             end = time.monotonic()
             with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
                 await self.resp.write_eof()

@@ -23,7 +23,7 @@ from tests.support.stack import StartApp, StartProxy
 
 @pytest.mark.asyncio
 async def test_jobs_wait_for_the_first_byte_owed_and_run_in_order() -> None:
-    backlog = Backlog(max_wait=30.0)
+    backlog = Backlog(max_wait=30.0, quiet_s=0.0)
     ran: list[int] = []
     backlog.request_started()
     assert backlog.busy
@@ -37,6 +37,66 @@ async def test_jobs_wait_for_the_first_byte_owed_and_run_in_order() -> None:
         await asyncio.sleep(0)
     assert ran == [0, 1, 2]
     assert not backlog.busy
+
+
+async def _starts_every(backlog: Backlog, gap: float, until: asyncio.Event) -> list[float]:
+    """Requests that start (and get their first byte at once) every ``gap`` seconds."""
+    loop = asyncio.get_running_loop()
+    starts: list[float] = []
+    while not until.is_set():
+        backlog.request_started()
+        starts.append(loop.time())
+        backlog.first_byte_sent()
+        await asyncio.sleep(gap)
+    return starts
+
+
+@pytest.mark.asyncio
+async def test_jobs_wait_while_requests_keep_starting_then_run() -> None:
+    # a burst spread over time: between two starts no first byte is owed, and the queue
+    # still waits for the starts to stop
+    loop = asyncio.get_running_loop()
+    quiet = 0.2
+    backlog = Backlog(max_wait=30.0, quiet_s=quiet)
+    ran_at: list[float] = []
+    all_ran = asyncio.Event()
+
+    def job() -> None:
+        ran_at.append(loop.time())
+        if len(ran_at) == 3:
+            all_ran.set()
+
+    stop = asyncio.Event()
+    burst = asyncio.create_task(_starts_every(backlog, 0.01, stop))
+    await asyncio.sleep(0.05)
+    for _ in range(3):
+        backlog.defer(job)
+    await asyncio.sleep(0.3)  # more starts, each within the quiet time of the last
+    stop.set()
+    starts = await burst
+    async with asyncio.timeout(10):
+        await all_ran.wait()
+    for when in ran_at:
+        last = max(t for t in starts if t <= when)
+        assert when - last >= quiet - 0.005, (when - last, "ran before the starts stopped")
+
+
+@pytest.mark.asyncio
+async def test_starts_that_never_stop_hold_a_job_no_longer_than_max_wait() -> None:
+    loop = asyncio.get_running_loop()
+    backlog = Backlog(max_wait=0.1, quiet_s=30.0)
+    stop = asyncio.Event()
+    burst = asyncio.create_task(_starts_every(backlog, 0.005, stop))
+    done = asyncio.Event()
+    queued = loop.time()
+    backlog.defer(done.set)
+    try:
+        async with asyncio.timeout(10):
+            await done.wait()
+    finally:
+        stop.set()
+        await burst
+    assert loop.time() - queued >= 0.1 - 0.005  # it waited, and then did not wait for ever
 
 
 @pytest.mark.asyncio
