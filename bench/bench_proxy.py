@@ -1025,8 +1025,14 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         argv += ["--loop", sse_loop]  # without the flag, sse-proxy runs on asyncio
     if PROXY_SRC is None:
         return Service(name, argv, port, log=log)
-    env = {**os.environ, "PYTHONPATH": str(PROXY_SRC)}
+    env = {**os.environ, "PYTHONPATH": _with_pythonpath(PROXY_SRC)}
     return Service(name, argv, port, log=log, cwd=PROXY_SRC, env=env)
+
+
+def _with_pythonpath(first: Path) -> str:
+    """``first``, then whatever PYTHONPATH the run has (``burst_pair --window-cpu``'s hook)."""
+    rest = os.environ.get("PYTHONPATH")
+    return f"{first}{os.pathsep}{rest}" if rest else str(first)
 
 
 def nginx_available() -> str | None:

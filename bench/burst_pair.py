@@ -15,13 +15,17 @@ aiohttp proxy are compared in the same minutes::
     .venv/bin/python -m bench.burst_pair --spread-ms 20 --pace-ms 20 --events 64 \
         --gap-ms 200 --sse-log-level info
 
-CPU per request is the proxy process's (``/proc``), over the bursts only.
+CPU per request is the proxy process's (``/proc``), over the bursts only. With
+``--window-cpu``, also the CPU it spends per request from each burst's first request to its
+last first byte, measured inside it (``window_cpu_hook.py``, the same for every aiohttp
+proxy): the figure a burst's TTFB follows, steadier than the TTFB itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -35,9 +39,9 @@ from bench.bench_scale import ScaleLoad
 
 def one_round(
     name: str, src: str, workdir: Path, args: argparse.Namespace
-) -> tuple[float, float, float]:
-    """(CPU us per request, median TTFB p50 ms, median last first byte ms over the bursts)
-    of a fresh contender."""
+) -> tuple[float, float, float, float]:
+    """(CPU us per request, median TTFB p50 ms, median last first byte ms over the bursts,
+    median CPU us per request in a burst's window or NaN) of a fresh contender."""
     bp.PROXY_SRC = Path(src) if src else None
     upstream = bp._start_upstream(workdir, "uvloop")
     try:
@@ -68,6 +72,7 @@ def one_round(
                 ttfb.append(res["ttfb_p50_ms"])
                 last.append(res["ttfb_max_ms"])
             cpu = bp.cpu_seconds(svc.pids) - cpu0
+            window = _window_cpu(svc.pids, args.bursts)
         finally:
             load.stop()
             svc.stop()
@@ -77,7 +82,33 @@ def one_round(
         1e6 * cpu / (args.streams * args.bursts),
         statistics.median(ttfb),
         statistics.median(last),
+        window,
     )
+
+
+def _window_cpu(pids: Sequence[int], bursts: int) -> float:
+    """The median of the last ``bursts`` windows the hook wrote for the contender (the
+    warm-up's is before them); NaN without ``--window-cpu``."""
+    out = os.environ.get("BURST_WINDOW_DIR")
+    if not out:
+        return float("nan")
+    rows: list[float] = []
+    for pid in pids:
+        path = Path(out) / f"{pid}.txt"
+        if path.exists():
+            rows += [float(line) for line in path.read_text().split()]
+    return statistics.median(rows[-bursts:]) if rows else float("nan")
+
+
+def _install_window_hook(tmp: Path, streams: int) -> None:
+    """The hook as the contenders' ``sitecustomize`` (this process's environment is theirs)."""
+    hook = tmp / "window-hook"
+    (hook / "out").mkdir(parents=True)
+    shutil.copyfile(Path(__file__).with_name("window_cpu_hook.py"), hook / "sitecustomize.py")
+    rest = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = f"{hook}{os.pathsep}{rest}" if rest else str(hook)
+    os.environ["BURST_WINDOW_DIR"] = str(hook / "out")
+    os.environ["BURST_WINDOW_STREAMS"] = str(streams)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sse-log-level", default="warning", help="sse-proxy's (info: a summary line a stream)"
     )
     ap.add_argument("--pin", action="store_true", help="the proxy on a CPU of its own")
+    ap.add_argument(
+        "--window-cpu", action="store_true", help="also the CPU per request in a burst's window"
+    )
     args = ap.parse_args(argv)
     bp.PIN = args.pin
     bp.SSE_LOG_LEVEL = args.sse_log_level
@@ -103,23 +137,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" (started within {args.spread_ms:g} ms{', pinned' if args.pin else ''});"
     )
     print(f"load average at start {bp._loadavg()}", flush=True)
-    got: dict[str, list[tuple[float, float, float]]] = {c: [] for c in names}
+    got: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in names}
     with tempfile.TemporaryDirectory(prefix="burst-pair-") as tmp:
+        if args.window_cpu:
+            _install_window_hook(Path(tmp), args.streams)
         for rnd in range(args.rounds):
             for c in names:
                 name, _, src = c.partition("@")
                 got[c].append(one_round(name, src, Path(tmp), args))
-                cpu, ttfb, last = got[c][-1]
+                cpu, ttfb, last, window = got[c][-1]
                 print(
                     f"   round {rnd + 1}: {c}: {cpu:.0f} us/request, TTFB p50 {ttfb:.1f} ms, "
                     f"last first byte {last:.1f} ms"
+                    + (f", in the window {window:.0f} us/request" if args.window_cpu else "")
                 )
-    print(f"\n{'contender':40} {'CPU us/req':>10} {'TTFB p50 ms':>12} {'last ms':>8}")
+    print(
+        f"\n{'contender':40} {'CPU us/req':>10} {'TTFB p50 ms':>12} {'last ms':>8}"
+        + (f" {'window us/req':>14}" if args.window_cpu else "")
+    )
     for c, rows in got.items():
         cpu = statistics.median(r[0] for r in rows)
         ttfb = statistics.median(r[1] for r in rows)
         last = statistics.median(r[2] for r in rows)
-        print(f"{c:40} {cpu:10.0f} {ttfb:12.1f} {last:8.1f}")
+        window = statistics.median(r[3] for r in rows)
+        print(
+            f"{c:40} {cpu:10.0f} {ttfb:12.1f} {last:8.1f}"
+            + (f" {window:14.0f}" if args.window_cpu else "")
+        )
     ref = next((c for c in names if c.startswith("sse-")), None)
     for c in names:
         if ref is None or c == ref:
@@ -127,11 +171,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         cpu_r = [a[0] / b[0] for a, b in zip(got[c], got[ref], strict=True)]
         ttfb_d = [a[1] - b[1] for a, b in zip(got[c], got[ref], strict=True)]
         last_d = [a[2] - b[2] for a, b in zip(got[c], got[ref], strict=True)]
+        window_r = [a[3] / b[3] for a, b in zip(got[c], got[ref], strict=True)]
         print(
             f"{c} vs {ref}, per round: CPU {statistics.median(cpu_r):.2f}x "
             f"{[round(r, 2) for r in cpu_r]}, TTFB {statistics.median(ttfb_d):+.1f} ms "
             f"{[round(d, 1) for d in ttfb_d]}, last first byte "
             f"{statistics.median(last_d):+.1f} ms {[round(d, 1) for d in last_d]}"
+            + (
+                f", CPU in the window {statistics.median(window_r):.2f}x "
+                f"{[round(r, 2) for r in window_r]}"
+                if args.window_cpu
+                else ""
+            )
         )
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     return 0

@@ -36,6 +36,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--gap-ms",
         "--events",
         "--sse-log-level",
+        "--window-cpu",
         "--rm",  # docker run
         "--stop-timeout",
         "--test",  # node --test, in docs/javascript.md
