@@ -105,8 +105,7 @@ def _install_window_hook(tmp: Path, streams: int) -> None:
     hook = tmp / "window-hook"
     (hook / "out").mkdir(parents=True)
     shutil.copyfile(Path(__file__).with_name("window_cpu_hook.py"), hook / "sitecustomize.py")
-    rest = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = f"{hook}{os.pathsep}{rest}" if rest else str(hook)
+    os.environ["PYTHONPATH"] = bp._with_pythonpath(hook)
     os.environ["BURST_WINDOW_DIR"] = str(hook / "out")
     os.environ["BURST_WINDOW_STREAMS"] = str(streams)
 

@@ -126,15 +126,14 @@ class Backlog:
     def _drain(self) -> None:
         self._handle = None
         self._due = math.inf
-        now = time.perf_counter_ns  # (the slice's clock; the schedule's is monotonic)
         if self._when() > time.monotonic() + 0.0005:  # a request started since: later
             self._schedule()
             return
         jobs = self._jobs
-        deadline = now() + int(self._slice * 1e9)
+        deadline = time.perf_counter() + self._slice
         while jobs:
             _run(jobs.popleft())
-            if jobs and now() > deadline:
+            if jobs and time.perf_counter() > deadline:
                 # the rest after the loop has served I/O (or, should requests start again,
                 # once they stop: still within the first job's bound)
                 self._schedule()
