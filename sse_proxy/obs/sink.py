@@ -8,10 +8,13 @@ and the exact counts go into ``stream.summary``.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, Level
+from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.redact import mask_message_text
 
 __all__ = ["AlertSink"]
@@ -20,8 +23,18 @@ __all__ = ["AlertSink"]
 class AlertSink:
     """Logs one stream's alerts, bound with its ``stream_id``; rate-limits floods."""
 
-    def __init__(self, logger: Any, *, max_per_kind: int = 10, keep_text: bool = True) -> None:
-        self.log = logger
+    def __init__(
+        self,
+        logger: Any = None,
+        *,
+        max_per_kind: int = 10,
+        keep_text: bool = True,
+        make_logger: Callable[[], Any] | None = None,
+    ) -> None:
+        self._log = logger
+        self._make_log = make_logger if logger is None else None
+        """Binds the logger when a line is first logged (``logger``: bound already): a
+        clean stream at ``--log-level warning`` logs nothing, and binds nothing."""
         self.max_per_kind = max_per_kind
         self.keep_text = keep_text
         """False: an alert's ``preview`` (raw stream bytes, which may be message text) is
@@ -34,6 +47,21 @@ class AlertSink:
         self.max_level = Level.INFO
         self.first_warning: str | None = None
         """The name of the stream's first warning-level alert (a degraded verdict's reason)."""
+
+    @property
+    def log(self) -> Any:
+        log = self._log
+        if log is None:
+            make = self._make_log
+            assert make is not None, "an AlertSink needs a logger or make_logger"
+            log = self._log = make()
+            self._make_log = None
+        return log
+
+    @log.setter
+    def log(self, logger: Any) -> None:
+        self._log = logger
+        self._make_log = None
 
     @property
     def warned(self) -> bool:
@@ -74,6 +102,8 @@ class AlertSink:
         ``level`` is ``warning`` for a stream that went wrong, so that filtering on
         ``level >= warning`` finds every bad stream.
         """
+        if level != "warning" and not self._logs_info():
+            return  # filtered out anyway: not worth binding a logger for
         fields["alerts"] = dict(self.counts)
         if self.suppressed:
             fields["alerts_suppressed"] = dict(self.suppressed)
@@ -81,3 +111,12 @@ class AlertSink:
             self.log.warning("stream.summary", **fields)
         else:
             self.log.info("stream.summary", **fields)
+
+    def _logs_info(self) -> bool:
+        """Whether an info line would be written (the bound logger if there is one, else
+        the configured base: a logger bound later filters as it does)."""
+        log = self._log
+        if log is None:
+            log = get_logger()
+        enabled = getattr(log, "is_enabled_for", None)
+        return enabled is None or enabled(logging.INFO) is not False

@@ -108,6 +108,25 @@ _SLICES_FOR = 0.002  # and the loop is let in after this long of them
 _NO_TIMEOUT = contextlib.nullcontext()
 
 
+class _StreamLog:
+    """A stream's logger, bound on first use and then kept (the relay's and its alert
+    sink's: one bind). It holds the exchange, not the relay: no cycle to collect."""
+
+    __slots__ = ("_ex", "_fields", "_log")
+
+    def __init__(self, ex: Exchange, fields: dict[str, Any]) -> None:
+        self._ex = ex
+        self._fields = fields
+        self._log: Any = None
+
+    def __call__(self) -> Any:
+        log = self._log
+        if log is None:
+            ex = self._ex
+            log = self._log = ex.stream_log(**self._fields, **ex.ctx.fields())
+        return log
+
+
 class _SseRelay:
     """One SSE stream: forward bytes per the planner, feed the observer, log the outcome.
 
@@ -131,8 +150,7 @@ class _SseRelay:
         self.upstream = upstream
         self.cfg = cfg
         self.metrics = ex.metrics
-        self._log_fields = log_fields
-        self._log: Any = None
+        self._log_of = _StreamLog(ex, log_fields)
         self.started = ex.started
         self.opened = time.monotonic()
         self.mode = mode = ex.mode
@@ -201,10 +219,7 @@ class _SseRelay:
     @property
     def log(self) -> Any:
         """The stream's logger (bound when first used: most streams log their summary only)."""
-        if self._log is None:
-            ex = self.ex
-            self._log = ex.stream_log(**self._log_fields, **ex.ctx.fields())
-        return self._log
+        return self._log_of()
 
     def _build(self) -> StreamObserver:
         """The stream's observers: built once, at the start or after the first byte."""
@@ -212,7 +227,7 @@ class _SseRelay:
         metrics = ex.metrics
         metrics.child(metrics.requests, kind="sse").inc()
         self.sink = AlertSink(
-            self.log, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text
+            make_logger=self._log_of, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text
         )
         self.reassembler = StreamReassembler(
             normalize_dialect(ex.route.dialect),
@@ -570,7 +585,8 @@ class _SseRelay:
                 abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
             closing = obs.closing_alerts(out.alerts)
-            obs.emit(closing)
+            if closing:  # (emit binds the response's model to the log: only for a line)
+                obs.emit(closing)
         now = time.monotonic() if end is None else end
         started = self.started
         summary = reassembler.summary()

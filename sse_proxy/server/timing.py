@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from itertools import compress
 from typing import Any
 
 from sse_proxy.core import StreamReassembler
@@ -72,19 +73,25 @@ class _GapHistogram:
             return None
         rank = q * self.count
         seen = 0
-        for i, n in enumerate(self.counts):
-            seen += n
-            if n and seen >= rank:
+        counts = self.counts
+        for i in self._filled():
+            seen += counts[i]
+            if seen >= rank:
                 return min(GAP_BOUNDS[i] if i < len(GAP_BOUNDS) else self.max, self.max)
         return self.max  # pragma: no cover - the loop always reaches the rank
 
     def prometheus_buckets(self) -> list[int]:
         """Counts per Prometheus gap bucket (:data:`PROM_GAP_BUCKETS` plus +Inf)."""
         out = [0] * (len(PROM_GAP_BUCKETS) + 1)
-        for i, n in enumerate(self.counts):
-            if n:
-                out[_PROM_INDEX[i]] += n
+        counts = self.counts
+        for i in self._filled():
+            out[_PROM_INDEX[i]] += counts[i]
         return out
+
+    def _filled(self) -> Iterator[int]:
+        """The indices of the buckets that hold gaps, in order, found at C speed: a stream's
+        gaps fill a few of the ~135 buckets, and each stream's end reads them three times."""
+        return compress(range(len(self.counts)), self.counts)
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -113,7 +120,7 @@ class StreamObserver:
     ) -> None:
         self.reassembler = reassembler
         self.sink = sink
-        self.base_log = sink.log
+        self._base_log: Any = None  # the sink's logger before emit binds more (lazily)
         self.ctx = ctx
         self.threshold = stall_threshold
         self.now = now
@@ -178,7 +185,10 @@ class StreamObserver:
         key = (self.ctx.request_model, meta.response_model)
         if key != self._bound:
             self._bound = key
-            self.sink.log = self.base_log.bind(
+            base = self._base_log
+            if base is None:
+                base = self._base_log = self.sink.log
+            self.sink.log = base.bind(
                 model=key[0] or key[1], response_model=key[1], response_id=meta.response_id
             )
         self.sink.emit_all(alerts)

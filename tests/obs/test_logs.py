@@ -20,7 +20,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from sse_proxy.core import Alert, CrlfFraming, InvalidJson, OversizedFrame, ReplacementChar
-from sse_proxy.obs.logs import new_stream_id
+from sse_proxy.obs.logs import get_logger, new_stream_id
 from sse_proxy.obs.redact import REDACTED, redact_headers, redact_url
 from sse_proxy.obs.sink import AlertSink
 from tests.support.logs import configured_logging
@@ -170,6 +170,45 @@ def test_no_alerts_is_not_warned() -> None:
         s.summary()
     assert not s.warned
     assert of(logs, "stream.summary")[0]["alerts"] == {}
+
+
+def _lazy_sink(binds: list[str]) -> AlertSink:
+    def make() -> Any:
+        binds.append("bound")
+        return get_logger(stream_id="0123456789abcdef")
+
+    return AlertSink(make_logger=make)
+
+
+def test_a_summary_the_level_filters_out_binds_no_logger() -> None:
+    """At ``--log-level warning`` a clean stream logs nothing: its logger is never bound
+    (a stream's start and end are the proxy's per-request cost, issue 23); a broken one's
+    warning summary binds it and is written, with the stream's fields."""
+    binds: list[str] = []
+    with configured_logging("json", level="warning") as stream:
+        clean = _lazy_sink(binds)
+        clean.summary(level="info", verdict="ok")
+        assert binds == []
+        assert stream.getvalue() == ""
+        broken = _lazy_sink(binds)
+        broken.emit(invalid_json(3))
+        broken.summary(level="warning", verdict="broken")
+    assert binds == ["bound"]
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["sse.invalid_json", "stream.summary"]
+    assert {line["stream_id"] for line in lines} == {"0123456789abcdef"}
+    assert lines[1]["alerts"] == {"sse.invalid_json": 1}
+
+
+def test_a_lazy_sink_logs_an_info_summary_where_info_is_written() -> None:
+    binds: list[str] = []
+    with configured_logging("json", level="info") as stream:
+        _lazy_sink(binds).summary(level="info", verdict="ok")
+    (line,) = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert binds == ["bound"]
+    assert (line["event"], line["level"], line["verdict"]) == ("stream.summary", "info", "ok")
+    assert line["stream_id"] == "0123456789abcdef"
+    assert line["alerts"] == {}
 
 
 # -- redaction helpers --------------------------------------------------------------------

@@ -113,16 +113,17 @@ def metric_sum(text: str, name: str, **labels: str) -> float:
 
 
 @contextlib.contextmanager
-def configured_logging(fmt: str) -> Iterator[io.StringIO]:
-    """``configure_logging(fmt=...)`` into a buffer; the previous logging setup restored."""
+def configured_logging(fmt: str, level: str = "info") -> Iterator[io.StringIO]:
+    """``configure_logging(fmt=..., level=...)`` into a buffer; the previous logging setup
+    restored."""
     saved = structlog.get_config()
     root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
+    handlers, saved_level = root.handlers[:], root.level
     stream = io.StringIO()
-    configure_logging(fmt=fmt, stream=stream)
+    configure_logging(fmt=fmt, stream=stream, level=level)
     try:
         yield stream
     finally:
         root.handlers[:] = handlers
-        root.setLevel(level)
+        root.setLevel(saved_level)
         structlog.configure(**saved)
