@@ -885,7 +885,9 @@ def sse_proxy_has_loop_flag() -> bool:
     """Whether ``sse-proxy serve`` under test takes ``--loop`` (asked once, via --help)."""
     global _SSE_LOOP_FLAG  # noqa: PLW0603 - a cache for the run
     if _SSE_LOOP_FLAG is None:
-        env = None if PROXY_SRC is None else {**os.environ, "PYTHONPATH": str(PROXY_SRC)}
+        env = (
+            None if PROXY_SRC is None else {**os.environ, "PYTHONPATH": _with_pythonpath(PROXY_SRC)}
+        )
         try:
             out = subprocess.run(
                 [*_sse_proxy_argv(), "serve", "--help"],
@@ -1013,7 +1015,7 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
             raise RuntimeError("sse-baseline needs --baseline-src DIR")
         argv = [*_sse_proxy_argv(BASELINE_SRC), "serve", "--upstream", upstream.url]
         argv += ["--port", str(port), "--mode", "passthrough", "--log-level", SSE_LOG_LEVEL]
-        env = {**os.environ, "PYTHONPATH": str(BASELINE_SRC)}
+        env = {**os.environ, "PYTHONPATH": _with_pythonpath(BASELINE_SRC)}
         return Service(name, argv, port, log=log, cwd=BASELINE_SRC, env=env)
     mode = name.removeprefix("sse-")
     sse_loop: str | None = None
