@@ -342,6 +342,9 @@ async def test_with_two_workers_the_admin_port_reports_the_whole(tmp_path: Any) 
                 # the idle worker stops at once (its admin socket with it); the one with
                 # the stream drains, and answers every probe meanwhile
                 await asyncio.to_thread(serve.wait_for, "proxy.stopped")
+                # and the draining one has had the signal too (on a loaded machine its
+                # line can come after the idle one has stopped: a probe then saw it serving)
+                await asyncio.to_thread(serve.wait_for, "proxy.stopping", 2)
                 for _ in range(3):
                     status, health = await _get(admin + PREFIX + "/health")
                     assert (status, health["status"]) == (503, "shutting_down")
