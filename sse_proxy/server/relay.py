@@ -585,8 +585,7 @@ class _SseRelay:
                 abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
             )
             closing = obs.closing_alerts(out.alerts)
-            if closing:  # (emit binds the response's model to the log: only for a line)
-                obs.emit(closing)
+            obs.emit(closing)
         now = time.monotonic() if end is None else end
         started = self.started
         summary = reassembler.summary()

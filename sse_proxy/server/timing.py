@@ -181,6 +181,8 @@ class StreamObserver:
 
     def emit(self, alerts: tuple[Alert, ...]) -> None:
         """Log alerts bound with the current context; hand them to the trace too."""
+        if not alerts:  # nothing to log: no binding (most streams end with no alert)
+            return
         meta = meta_of(self.reassembler)
         key = (self.ctx.request_model, meta.response_model)
         if key != self._bound:
