@@ -168,8 +168,10 @@ def _configured_base() -> Any:
     reconfiguration, this does not: the parts are compared by identity)."""
     cfg = structlog.get_config()
     parts = (cfg["processors"], cfg["logger_factory"], cfg["wrapper_class"], cfg["context_class"])
-    if _CONFIGURED_BASE and all(a is b for a, b in zip(_CONFIGURED_BASE[0], parts, strict=True)):
-        return _CONFIGURED_BASE[1]
+    if _CONFIGURED_BASE:
+        was = _CONFIGURED_BASE[0]  # (compared inline: a generator costs more than the bind)
+        if was[0] is parts[0] and was[1] is parts[1] and was[2] is parts[2] and was[3] is parts[3]:
+            return _CONFIGURED_BASE[1]
     base = structlog.get_logger("sse-proxy").bind()
     _CONFIGURED_BASE[:] = [parts, base]
     return base
