@@ -413,10 +413,15 @@ async def _download(request: web.Request) -> web.Response:
 
 
 def open_stream(
-    request: web.Request, upstream: Any, stream_id: str, mode: str, started: float
+    registry: Registry | None,
+    request: web.Request,
+    upstream: Any,
+    stream_id: str,
+    mode: str,
+    started: float,
 ) -> StreamRecord | None:
-    """The proxy's hook for a new SSE stream: a record when the inspector is on, else None."""
-    registry = request.app.get(REGISTRY)
+    """The proxy's hook for a new SSE stream: a record in ``registry`` when the inspector
+    is on, else None."""
     if registry is None:
         return None
     from sse_proxy.core import dialect_for_path

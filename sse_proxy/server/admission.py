@@ -23,7 +23,7 @@ from sse_proxy.obs.redact import scrub_held
 from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.keys import CONFIG, METRICS, ROUTES
+from sse_proxy.server.keys import ProxyParts
 from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 
 __all__ = [
@@ -167,7 +167,13 @@ async def response_starts(request: web.Request, response: web.StreamResponse) ->
     """``on_response_prepare``: no ``100 Continue`` once an answer starts, and a response to
     an allowed origin says so (it replaces the upstream's own CORS answer, which is about
     the upstream's origin, not the proxy's)."""
-    request[_ANSWERED] = True
+    headers = request.headers
+    # (each request.get of a key it lacks raises and catches a KeyError: only asked when
+    # the header it depends on came)
+    if "Expect" in headers:  # an expectation is met only before an answer starts
+        request[_ANSWERED] = True
+    if "Origin" not in headers:  # the front door allows an origin only when one is sent
+        return
     origin = request.get(_CORS_ORIGIN)
     if origin is None:
         return
@@ -211,7 +217,7 @@ def _absolute_form(stream_id: str) -> web.Response:
     )
 
 
-def admit(request: web.Request) -> Exchange | web.Response:
+def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
     """The request as an exchange, or the reply that refuses it.
 
     Checked in this order: an absolute-form target (not an open proxy), the chaos header
@@ -220,8 +226,7 @@ def admit(request: web.Request) -> Exchange | web.Response:
     path's dot segments (resolved per RFC 3986 before routing; hidden ones are a 400), a
     route for the path (404), and a ``..`` that would leave that route (400).
     """
-    app = request.app
-    cfg = app[CONFIG]
+    cfg = parts.cfg
     stream_id = new_stream_id()
     raw_target = request.raw_path
     if not raw_target.startswith("/"):
@@ -244,7 +249,7 @@ def admit(request: web.Request) -> Exchange | web.Response:
     length = request.content_length
     if length is not None and length > cfg.max_request_body_bytes:
         return too_large(cfg, stream_id)
-    routes = app[ROUTES]
+    routes = parts.routes
     routed = routes.admitted.get(raw_target)  # a target admitted before: the same outcome
     if routed is None:
         try:
@@ -273,8 +278,9 @@ def admit(request: web.Request) -> Exchange | web.Response:
     route, url = routed
     return Exchange(
         request=request,
+        parts=parts,
         cfg=cfg,
-        metrics=app[METRICS],
+        metrics=parts.metrics,
         stream_id=stream_id,
         route=route,
         url=url,
@@ -305,7 +311,9 @@ async def whole_body(request: web.Request) -> bytes | None:
     where a streamed one costs both sides a generator and chunked framing. None: stream it
     (:func:`request_body`): no length, a large one, or a ``100-continue`` to meet first."""
     length = request.content_length
-    if length is None or length > WHOLE_BODY_BYTES or request.get(_EXPECTS_CONTINUE):
+    if length is None or length > WHOLE_BODY_BYTES:
+        return None
+    if "Expect" in request.headers and request.get(_EXPECTS_CONTINUE):
         return None
     content = request.content
     if content.is_eof():  # all of it came with the head: taken as it is, no read loop
@@ -319,7 +327,11 @@ async def request_body(request: web.Request, limit: int) -> AsyncIterator[bytes]
     A client that expects ``100 Continue`` gets it here, when the upstream request first
     asks for the body (:func:`defer_continue`), unless an answer has started already.
     """
-    if request.get(_EXPECTS_CONTINUE) and not request.get(_ANSWERED):
+    if (
+        "Expect" in request.headers
+        and request.get(_EXPECTS_CONTINUE)
+        and not request.get(_ANSWERED)
+    ):
         request[_EXPECTS_CONTINUE] = False
         writer = request.writer
         await writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")

@@ -9,6 +9,8 @@ app of their own that shares this one's state), the app's keys in :mod:`.keys`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
 from sse_proxy.config import Config
@@ -25,10 +27,12 @@ from sse_proxy.server.keys import (
     CONFIG,
     METRICS,
     NETWORK,
+    PARTS,
     ROUTES,
     STATE,
     STREAM_TAPS,
     TRACING,
+    ProxyParts,
     ProxyState,
 )
 from sse_proxy.server.network import Network
@@ -39,12 +43,17 @@ from sse_proxy.server.upstream import forward, session_ctx
 __all__ = ["make_app"]
 
 
-async def _proxy(request: web.Request) -> web.StreamResponse:
-    """Every request not under the admin prefix: admitted (or refused), then forwarded."""
-    exchange = admit(request)
-    if isinstance(exchange, web.StreamResponse):
-        return exchange
-    return await forward(exchange)
+def _proxy_handler(
+    parts: ProxyParts,
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def proxy(request: web.Request) -> web.StreamResponse:
+        """Every request not under the admin prefix: admitted (or refused), then forwarded."""
+        exchange = admit(request, parts)
+        if isinstance(exchange, web.StreamResponse):
+            return exchange
+        return await forward(exchange)
+
+    return proxy
 
 
 async def _flush(state: ProxyState) -> None:
@@ -80,11 +89,21 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     registry = registry_for(config)
     if registry is not None:
         app[REGISTRY] = registry  # the relay records streams into it, wherever it is shown
+    parts = app[PARTS] = ProxyParts(
+        cfg=config,
+        metrics=app[METRICS],
+        state=state,
+        routes=app[ROUTES],
+        network=app[NETWORK],
+        tracing=app[TRACING],
+        taps=app[STREAM_TAPS],
+        registry=registry,
+    )
     # Before the catch-all: the admin prefix is never forwarded. With --admin-port, the
     # endpoints are on their own listener (admin.make_admin_app) and only the 404 is here.
     if config.admin_port is None:
         add_admin_routes(app, config, registry)
     else:
         reserve_admin_prefix(app, config, moved=True)
-    app.router.add_route("*", "/{tail:.*}", _proxy, expect_handler=defer_continue)
+    app.router.add_route("*", "/{tail:.*}", _proxy_handler(parts), expect_handler=defer_continue)
     return app

@@ -9,7 +9,7 @@ admission takes a request apart into a dozen parameters again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from yarl import URL
@@ -26,6 +26,9 @@ from sse_proxy.server.routes import Route
 from sse_proxy.server.tracing import RequestSpan
 from sse_proxy.server.watchdog import Watch
 
+if TYPE_CHECKING:  # (keys imports the taps, which import this)
+    from sse_proxy.server.keys import ProxyParts
+
 __all__ = ["Exchange", "RequestContext"]
 
 
@@ -34,6 +37,8 @@ class Exchange:
     """One request, from its admission to its last log line."""
 
     request: web.Request
+    parts: ProxyParts
+    """The app's parts (the config, the metrics, the session...), taken once."""
     cfg: Config
     metrics: Metrics
     stream_id: str

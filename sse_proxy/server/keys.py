@@ -14,17 +14,20 @@ import aiohttp
 from aiohttp import web
 
 from sse_proxy.config import Config
+from sse_proxy.inspect.registry import Registry
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.network import Network
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.taps import TapFactory
 from sse_proxy.server.tracing import Tracing
+from sse_proxy.server.watchdog import Watchdog
 
 __all__ = [
     "CONFIG",
     "METRICS",
     "NETWORK",
+    "PARTS",
     "ROUTES",
     "SESSION",
     "STATE",
@@ -32,6 +35,7 @@ __all__ = [
     "TRACING",
     "UPSTREAM_TIMEOUT",
     "WORKERS",
+    "ProxyParts",
     "ProxyState",
     "WorkerCounts",
 ]
@@ -50,6 +54,33 @@ class ProxyState:
     """Streams' bookkeeping that waits while other requests wait for a first byte."""
 
 
+@dataclass(slots=True, eq=False)
+class ProxyParts:
+    """What a forwarded request reads of its application, in one object taken once per
+    request: an ``app[KEY]`` is a Python call with its own checks and ``request.app`` two
+    properties, and a request's path made some twenty of them (issue 23). The objects are
+    the ones under the app's keys, which the admin app and the tools read."""
+
+    cfg: Config
+    metrics: Metrics
+    state: ProxyState
+    routes: RouteTable
+    network: Network
+    tracing: Tracing
+    taps: list[TapFactory]
+    """The app's ``STREAM_TAPS`` list itself (tools append to it once the app runs)."""
+    registry: Registry | None
+    """The inspector's registry (``--ui``), or None."""
+    session: aiohttp.ClientSession | None = None
+    """The upstream session, while the app runs (with the two below)."""
+    upstream_timeout: aiohttp.ClientTimeout | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    """The app's event loop: given to asyncio's helpers, which otherwise look it up (on
+    Python 3.11 a ``getpid`` system call each time)."""
+    watchdog: Watchdog | None = None
+    """The loop's watchdog (the deadlines of every stream)."""
+
+
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
@@ -62,6 +93,7 @@ TRACING = web.AppKey("tracing", Tracing)
 STREAM_TAPS = web.AppKey("stream_taps", list[TapFactory])
 """Taps a tool adds to every SSE stream of the app, after the proxy's own (empty list by
 default; a test harness appends to it once the app runs)."""
+PARTS = web.AppKey("parts", ProxyParts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,13 +32,19 @@ class IdleWatch:
     __slots__ = ("_idle", "_upstream", "_watch", "expired", "last", "now")
 
     def __init__(
-        self, upstream: aiohttp.ClientResponse, idle: float, take_over: Watch | None = None
+        self,
+        upstream: aiohttp.ClientResponse,
+        idle: float,
+        take_over: Watch | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         """``take_over``: the deadline of the wait for the head, due no later than this
-        one (it only ever checks early, never late), which becomes this watch."""
+        one (it only ever checks early, never late), which becomes this watch. ``loop``:
+        the running loop, if the caller has it (looking it up is a system call on 3.11)."""
         self._upstream = upstream
         self._idle = idle
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
         self.now = loop.time
         self.last = self.now()
         self.expired = False
@@ -73,7 +79,7 @@ async def relay_plain(
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
-    watch = IdleWatch(upstream, ex.cfg.idle_timeout, ex.idle_watch)
+    watch = IdleWatch(upstream, ex.cfg.idle_timeout, ex.idle_watch, ex.parts.loop)
     try:
         async for chunk in upstream.content.iter_any():
             watch.last = watch.now()

@@ -40,7 +40,6 @@ from sse_proxy.server.headers import (
     loggable_headers,
     response_headers_for_client,
 )
-from sse_proxy.server.keys import STATE, STREAM_TAPS
 from sse_proxy.server.plain import IdleWatch, cut_off, relay_plain
 from sse_proxy.server.recorder import Recorder
 from sse_proxy.server.taps import (
@@ -195,10 +194,13 @@ class _SseRelay:
             if cfg.record_dir
             else None
         )
-        self.record = open_stream(request, upstream, ex.stream_id, self.mode, ex.started)
+        parts = ex.parts
+        self.record = open_stream(
+            parts.registry, request, upstream, ex.stream_id, self.mode, ex.started
+        )
         # Passthrough reads observed later (while other requests wait for a first byte):
         # (chunk, when it arrived), in order; _catch_up observes them.
-        self.backlog = request.app[STATE].backlog
+        self.backlog = parts.state.backlog
         self.pending: list[tuple[bytes, float]] = []
         self.built = False  # the observers below (_build)
         self.obs: StreamObserver
@@ -211,7 +213,7 @@ class _SseRelay:
             self.planner is None
             and self.decode is None
             and self.recorder is None
-            and not request.app[STREAM_TAPS]
+            and not parts.taps
         )
         if not lazy:
             self._build()
@@ -257,7 +259,7 @@ class _SseRelay:
                 None if self.record is None else InspectorTap(self.record),
                 self.recorder,
                 MetricsTap(ex.metrics, ex.route.name),
-                *(make(ex) for make in request.app[STREAM_TAPS]),
+                *(make(ex) for make in ex.parts.taps),
             )
         )
         self.on_observed = taps.observed
@@ -282,9 +284,10 @@ class _SseRelay:
         in, and the handler's nesting (aiohttp, the middlewares, the handler, forward,
         _http, respond) costs a few percent of a token's CPU more. Whatever fails here is
         handed to the task, which ends the stream as it would have."""
-        loop = asyncio.get_running_loop()
+        loop = self.ex.parts.loop
+        assert loop is not None  # (set while the app runs)
         deadline = loop.time() + self.cfg.total_timeout if self.cfg.total_timeout else None
-        watch = IdleWatch(self.upstream, self.cfg.idle_timeout, self.ex.idle_watch)
+        watch = IdleWatch(self.upstream, self.cfg.idle_timeout, self.ex.idle_watch, loop)
         early: BaseException | None = None
         carry: bytes | None = None  # a first read for the task to relay whole
         sent: tuple[int, float] | None = None  # the first read's size and time, if sent here
@@ -328,8 +331,8 @@ class _SseRelay:
         sent: tuple[int, float] | None,
     ) -> web.StreamResponse:
         self.relaying = True
-        state = self.request.app[STATE]
-        task = asyncio.current_task()
+        state = self.ex.parts.state
+        task = asyncio.current_task(self.ex.parts.loop)
         if task is not None:
             state.active.add(task)
         self.metrics.active.inc()
@@ -471,7 +474,7 @@ class _SseRelay:
         """How a cancelled relay ended: aiohttp cancels the handler once the client's
         connection is lost; a shutdown cancels it with the connection still there (a client
         may leave mid-drain too)."""
-        shutdown = self.request.app[STATE].shutting_down and self.request.transport is not None
+        shutdown = self.ex.parts.state.shutting_down and self.request.transport is not None
         return "shutdown" if shutdown else "client_disconnect"
 
     def _fast_feed(self) -> Any:

@@ -24,7 +24,7 @@ from sse_proxy.server.admission import (
 )
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
-from sse_proxy.server.keys import CONFIG, NETWORK, SESSION, STATE, TRACING, UPSTREAM_TIMEOUT
+from sse_proxy.server.keys import CONFIG, NETWORK, PARTS, SESSION, UPSTREAM_TIMEOUT, ProxyParts
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
 from sse_proxy.server.watchdog import FINE, Watch, Watchdog
@@ -37,7 +37,7 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     """Open the upstream request of an admitted exchange and relay its response; a failure
     to open it is answered here, once, for HTTP and WebSocket alike."""
     request = ex.request
-    ex.owe_first_byte(request.app[STATE].backlog)
+    ex.owe_first_byte(ex.parts.state.backlog)
     ex.metrics.child(ex.metrics.route_requests, route=ex.route.name).inc()
     headers = ex.route.upstream_headers(request_headers_for_upstream(request.headers))
     try:
@@ -71,32 +71,34 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
             data = request_body(request, cfg.max_request_body_bytes)
             if json_body:
                 data = ctx.peek(data)
-    app = request.app
-    ex.span = app[TRACING].start(request, ctx, ex.stream_id)
+    parts = ex.parts
+    ex.span = parts.tracing.start(request, ctx, ex.stream_id)
     ex.upstream_context = True
     if cfg.log_level == "debug":
         ex.upstream_log.debug(
             "upstream.request", url=redact_url(str(ex.url)), headers=loggable_headers(headers)
         )
     ex.started = time.monotonic()
-    hop = app[NETWORK].proxy_for(ex.url)
+    hop = parts.network.proxy_for(ex.url)
     if hop.request_headers:
         headers.update(hop.request_headers)
     with map_upstream_errors():
-        upstream_cm = app[SESSION].request(
+        session = parts.session
+        assert session is not None  # (set while the app runs)
+        upstream_cm = session.request(
             request.method,
             ex.url,
             headers=headers,
             data=data,
             allow_redirects=False,
-            timeout=app[UPSTREAM_TIMEOUT],
+            timeout=parts.upstream_timeout,
             proxy=hop.proxy,
             proxy_headers=hop.proxy_headers,
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
             trace_request_ctx={"exchange": ex},
         )
         # the wait for the response's head has the idle timeout too (the body: an IdleWatch)
-        deadline = _HeadDeadline(cfg.idle_timeout) if cfg.idle_timeout else None
+        deadline = _HeadDeadline(parts, cfg.idle_timeout) if cfg.idle_timeout else None
         try:
             upstream = await upstream_cm
         except BaseException as exc:
@@ -121,13 +123,14 @@ class _HeadDeadline:
 
     __slots__ = ("_cancelling", "_fired", "_task", "_watch")
 
-    def __init__(self, seconds: float) -> None:
-        task = asyncio.current_task()
+    def __init__(self, parts: ProxyParts, seconds: float) -> None:
+        task = asyncio.current_task(parts.loop)  # (the loop given: no lookup, no syscall)
         assert task is not None  # a handler runs in a task
         self._task = task
         self._cancelling = task.cancelling()
         self._fired = False
-        self._watch = Watchdog.of().watch(seconds, self._fire)
+        assert parts.watchdog is not None  # (set while the app runs)
+        self._watch = parts.watchdog.watch(seconds, self._fire)
 
     def _fire(self) -> None:
         self._fired = True
@@ -248,9 +251,13 @@ async def session_ctx(app: web.Application) -> AsyncIterator[None]:
         timeout=aiohttp.ClientTimeout(total=None, connect=cfg.connect_timeout or None),
     ) as session:
         app[SESSION] = session
+        parts = app[PARTS]
+        parts.session = session
+        parts.loop = loop = asyncio.get_running_loop()
+        parts.watchdog = Watchdog.of(loop)
         # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every
         # read: waiting for the headers has its own deadline (_http), the body an IdleWatch.
-        app[UPSTREAM_TIMEOUT] = aiohttp.ClientTimeout(
+        app[UPSTREAM_TIMEOUT] = parts.upstream_timeout = aiohttp.ClientTimeout(
             total=None,
             connect=cfg.connect_timeout or None,
             sock_connect=cfg.connect_timeout or None,
