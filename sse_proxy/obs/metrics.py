@@ -89,6 +89,7 @@ class Metrics:
         self.totals: Tally[str] = Tally()
         """Plain per-process totals for the shutdown line (streams by verdict, alerts, bytes)."""
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._series: dict[tuple[str, str, str, str | None], _StreamSeries] = {}
         reg = self.registry
         self.requests = Counter(
             "sse_proxy_requests",
@@ -240,48 +241,60 @@ class Metrics:
         alerts: Mapping[str, int] | None = None,
     ) -> None:
         """One finished stream's summary fields into the counters and histograms."""
-        dialect = str(fields.get("dialect"))
-        model = self.model_label(fields.get("model"))
-        verdict = str(fields.get("verdict"))
-        exemplar = {
-            k: str(v)[:48]
-            for k, v in (
-                ("request_id", fields.get("client_request_id")),
-                ("trace_id", fields.get("trace_id")),
-            )
-            if v
-        }
-        self.child(
-            self.streams,
-            verdict=verdict,
-            ended_by=str(fields.get("ended_by")),
-            dialect=dialect,
-            model=model,
-        ).inc(exemplar=exemplar or None)
-        self.child(self.duration, dialect=dialect).observe(duration)
-        ttft = fields.get("ttft_ms")
+        get = fields.get
+        verdict = str(get("verdict"))
+        series = self._stream_series(
+            verdict, str(get("ended_by")), str(get("dialect")), get("model")
+        )
+        request_id, trace_id = get("client_request_id"), get("trace_id")
+        exemplar = None
+        if request_id or trace_id:
+            exemplar = {
+                k: str(v)[:48] for k, v in (("request_id", request_id), ("trace_id", trace_id)) if v
+            }
+        series.streams.inc(exemplar=exemplar)
+        series.duration.observe(duration)
+        ttft = get("ttft_ms")
         if ttft is not None:
-            self.child(self.ttft, dialect=dialect, model=model).observe(
-                ttft / 1000, exemplar=exemplar or None
-            )
+            series.labelled(self.ttft).observe(ttft / 1000, exemplar=exemplar)
         if gaps.count:
-            _observe_many(
-                self.child(self.gap, dialect=dialect), gaps.prometheus_buckets(), gaps.sum
-            )
-        tokens = (("output_tokens", self.output_tokens), ("input_tokens", self.input_tokens))
-        for name, metric in tokens:
-            value = fields.get(name)
-            if value:
-                self.child(metric, dialect=dialect, model=model).inc(value)
-        for name, count in (alerts or {}).items():
-            if count:
-                self.child(self.streams_with_alert, event=name).inc()
+            _observe_many(series.gap, gaps.prometheus_buckets(), gaps.sum)
+        output_tokens, input_tokens = get("output_tokens"), get("input_tokens")
+        if output_tokens:
+            series.labelled(self.output_tokens).inc(output_tokens)
+        if input_tokens:
+            series.labelled(self.input_tokens).inc(input_tokens)
         totals = self.totals
         totals["streams"] += 1
         totals["verdict." + verdict] += 1
-        totals["bytes"] += int(fields.get("bytes") or 0)
-        for name, count in (alerts or {}).items():
-            totals["alert." + name] += count
+        totals["bytes"] += int(get("bytes") or 0)
+        if alerts:
+            for name, count in alerts.items():
+                if count:
+                    self.child(self.streams_with_alert, event=name).inc()
+                    totals["alert." + name] += count
+
+    def _stream_series(
+        self, verdict: str, ended_by: str, dialect: str, model: str | None
+    ) -> _StreamSeries:
+        """The children a finished stream of these labels counts in, found once: a stream's
+        end otherwise looked each one up by its labels (a kwargs dict, a key, a lookup)."""
+        key = (verdict, ended_by, dialect, model)
+        series = self._series.get(key)
+        if series is None:
+            label = self.model_label(model)
+            series = _StreamSeries(
+                self.child(
+                    self.streams, verdict=verdict, ended_by=ended_by, dialect=dialect, model=label
+                ),
+                self.child(self.duration, dialect=dialect),
+                self.child(self.gap, dialect=dialect),
+                {"dialect": dialect, "model": label},
+                self,
+            )
+            if len(self._series) < _MAX_SERIES:  # (model names are the upstream's: bounded)
+                self._series[key] = series
+        return series
 
     def count_total(self, name: str) -> None:
         self.totals[name] += 1
@@ -322,6 +335,30 @@ class Metrics:
             multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]
             return generate_latest(reg)
         return generate_latest(self.registry)
+
+
+_MAX_SERIES = 4096
+
+
+class _StreamSeries:
+    """The children of one label set of finished streams (:meth:`Metrics.record_stream`);
+    the by-model ones (TTFT, tokens) made when first counted, so that a series appears in
+    the exposition only once it has a value, as with ``labels()``."""
+
+    __slots__ = ("_labels", "_metrics", "duration", "gap", "streams")
+
+    def __init__(
+        self, streams: Any, duration: Any, gap: Any, labels: dict[str, str], metrics: Metrics
+    ) -> None:
+        self.streams = streams
+        self.duration = duration
+        self.gap = gap
+        self._labels = labels
+        self._metrics = metrics
+
+    def labelled(self, metric: Any) -> Any:
+        """``metric``'s child for this dialect and model."""
+        return self._metrics.child(metric, **self._labels)
 
 
 def _observe_many(child: Any, buckets: list[int], total: float) -> None:
