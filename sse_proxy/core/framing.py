@@ -229,8 +229,9 @@ class EventStreamParser:
         self._block_start = 0
         self._block_dropped = False
         # between frames with nothing held (no partial line, no CR to settle, no BOM to
-        # decide): where a read holding exactly one frame can be taken whole
-        self._at_rest = False
+        # decide): where a read holding exactly one frame can be taken whole. At the start
+        # too: a read that begins with "data: " begins with no BOM, which settles START
+        self._at_rest = True
 
     # -- public -------------------------------------------------------------------------
 
@@ -321,6 +322,7 @@ class EventStreamParser:
                 except UnicodeDecodeError:
                     text = REPLACEMENT
             if text is None or REPLACEMENT not in text:  # else the field rules locate it
+                self._bom_buf = None  # (past START, if this is the first read)
                 pos = self._offset
                 index = self.event_count
                 self.event_count = index + 1
