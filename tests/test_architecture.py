@@ -162,7 +162,7 @@ def test_the_graph_is_read(graph: Graph) -> None:
     assert "sse_proxy.server.relay" in graph["sse_proxy.server.upstream"]
     assert "sse_proxy.server.run" in graph["sse_proxy.cli_serve"]  # imported inside a function
     assert "sse_proxy.core" in graph["sse_proxy.server.relay"]
-    assert "sse_proxy.server.keys" in graph["sse_proxy.server.relay"]
+    assert "sse_proxy.server.keys" in graph["sse_proxy.server.upstream"]
     assert len(graph) > 60
 
 
