@@ -17,7 +17,9 @@ deltas 20 ms apart, a finish chunk and ``[DONE]``, from the upstream of ``bench_
   inter-frame p50/p99**: the percentiles of the gaps between content frames as they
   arrive, minus direct's;
 * **TTFB p50, 50 streams starting together**: first body byte, each stream from its own
-  request (connections warm: a burst before fills both pools);
+  request (connections warm: a burst before fills both pools); the median over
+  ``BURSTS`` bursts a quarter of a second apart (one burst swings by 10 ms either way on
+  a shared machine, ten times the target);
 * **500 paced streams** (25,000 events/s offered): delivered events/s (frames over the
   phase's wall time) and the send->arrival latency p99 of every event;
 * **peak RSS** after that phase (VmHWM), and per stream over the idle process;
@@ -68,6 +70,7 @@ LADDER = (1, 64, 256, 512, 1024, 2000)
 QUICK_LADDER = (1, 64, 256, 512)
 PACED_STREAMS = 500
 BURST_STREAMS = 50
+BURSTS = 5
 SATURATED_STREAMS = 50
 CONTENDERS = (
     "direct",
@@ -381,7 +384,8 @@ def run_contender(
     phases: list[dict[str, Any]] = [
         {"name": "warm", "streams": BURST_STREAMS, "n": 2, "timeout_s": 120, "lenient": lenient},
         {"name": "ttft", "streams": args.ttft_streams, "sequential": True, **shape},
-        {"name": "burst", "streams": BURST_STREAMS, "n": 2, "lenient": lenient},
+        *({"name": f"burst{i}", "streams": BURST_STREAMS, "n": 2, "lenient": lenient}
+          for i in range(BURSTS)),
         {"name": "paced", "streams": paced_streams, "spread_ms": SHAPE_PACE_MS, **shape},
         {"name": "saturated", "streams": SATURATED_STREAMS, "n": sat_n, "timed": False,
          "lenient": lenient, "timeout_s": 180},
@@ -408,9 +412,13 @@ def run_contender(
             res["gap_p50_ms"],
             res["gap_p99_ms"],
         )
-        res = load.run("burst", 60)
-        check(res)
-        out.ttfb50_ms = res["ttfb_p50_ms"]
+        bursts = []
+        for i in range(BURSTS):
+            res = load.run(f"burst{i}", 60)
+            check(res)
+            bursts.append(res["ttfb_p50_ms"])
+            time.sleep(0.25)  # the burst's bookkeeping done before the next
+        out.ttfb50_ms = statistics.median(bursts)
         res = load.run("paced", 120)
         check(res)
         out.paced_eps, out.paced_p99_ms = res["events_per_s"], res["lat_p99_ms"]
