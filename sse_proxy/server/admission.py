@@ -279,8 +279,6 @@ def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
     return Exchange(
         request=request,
         parts=parts,
-        cfg=cfg,
-        metrics=parts.metrics,
         stream_id=stream_id,
         route=route,
         url=url,

@@ -39,8 +39,6 @@ class Exchange:
     request: web.Request
     parts: ProxyParts
     """The app's parts (the config, the metrics, the session...), taken once."""
-    cfg: Config
-    metrics: Metrics
     stream_id: str
     route: Route
     url: URL
@@ -63,6 +61,14 @@ class Exchange:
     owes_first_byte: bool = False
     idle_watch: Watch | None = None
     """The wait for the response head's deadline, which the body's idle watch takes over."""
+
+    @property
+    def cfg(self) -> Config:
+        return self.parts.cfg
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.parts.metrics
 
     def owe_first_byte(self, backlog: Backlog) -> None:
         self.backlog = backlog

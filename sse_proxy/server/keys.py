@@ -29,11 +29,9 @@ __all__ = [
     "NETWORK",
     "PARTS",
     "ROUTES",
-    "SESSION",
     "STATE",
     "STREAM_TAPS",
     "TRACING",
-    "UPSTREAM_TIMEOUT",
     "WORKERS",
     "ProxyParts",
     "ProxyState",
@@ -72,8 +70,9 @@ class ProxyParts:
     registry: Registry | None
     """The inspector's registry (``--ui``), or None."""
     session: aiohttp.ClientSession | None = None
-    """The upstream session, while the app runs (with the two below)."""
+    """The upstream session, while the app runs (as are the three below)."""
     upstream_timeout: aiohttp.ClientTimeout | None = None
+    """The upstream requests' timeout, the same for every request: built with the session."""
     loop: asyncio.AbstractEventLoop | None = None
     """The app's event loop: given to asyncio's helpers, which otherwise look it up (on
     Python 3.11 a ``getpid`` system call each time)."""
@@ -83,9 +82,6 @@ class ProxyParts:
 
 CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
-SESSION = web.AppKey("session", aiohttp.ClientSession)
-UPSTREAM_TIMEOUT = web.AppKey("upstream_timeout", aiohttp.ClientTimeout)
-"""The upstream requests' timeout, the same for every request: built once with the session."""
 STATE = web.AppKey("state", ProxyState)
 ROUTES = web.AppKey("routes", RouteTable)
 NETWORK = web.AppKey("network", Network)

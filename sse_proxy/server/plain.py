@@ -35,16 +35,14 @@ class IdleWatch:
         self,
         upstream: aiohttp.ClientResponse,
         idle: float,
-        take_over: Watch | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
+        take_over: Watch | None,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         """``take_over``: the deadline of the wait for the head, due no later than this
         one (it only ever checks early, never late), which becomes this watch. ``loop``:
-        the running loop, if the caller has it (looking it up is a system call on 3.11)."""
+        the running loop, given (looking it up is a system call on Python 3.11)."""
         self._upstream = upstream
         self._idle = idle
-        if loop is None:
-            loop = asyncio.get_running_loop()
         self.now = loop.time
         self.last = self.now()
         self.expired = False
@@ -79,7 +77,9 @@ async def relay_plain(
     await resp.prepare(request)
     sent = 0
     ended_by = "upstream_eof"
-    watch = IdleWatch(upstream, ex.cfg.idle_timeout, ex.idle_watch, ex.parts.loop)
+    loop = ex.parts.loop
+    assert loop is not None  # (set while the app runs)
+    watch = IdleWatch(upstream, ex.cfg.idle_timeout, ex.idle_watch, loop)
     try:
         async for chunk in upstream.content.iter_any():
             watch.last = watch.now()

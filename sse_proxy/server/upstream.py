@@ -24,7 +24,7 @@ from sse_proxy.server.admission import (
 )
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
-from sse_proxy.server.keys import CONFIG, NETWORK, PARTS, SESSION, UPSTREAM_TIMEOUT, ProxyParts
+from sse_proxy.server.keys import CONFIG, NETWORK, PARTS, ProxyParts
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
 from sse_proxy.server.watchdog import FINE, Watch, Watchdog
@@ -250,14 +250,13 @@ async def session_ctx(app: web.Application) -> AsyncIterator[None]:
         cookie_jar=aiohttp.DummyCookieJar(),
         timeout=aiohttp.ClientTimeout(total=None, connect=cfg.connect_timeout or None),
     ) as session:
-        app[SESSION] = session
         parts = app[PARTS]
         parts.session = session
         parts.loop = loop = asyncio.get_running_loop()
         parts.watchdog = Watchdog.of(loop)
         # The idle timeout is not aiohttp's sock_read, which re-arms a timer on every
         # read: waiting for the headers has its own deadline (_http), the body an IdleWatch.
-        app[UPSTREAM_TIMEOUT] = parts.upstream_timeout = aiohttp.ClientTimeout(
+        parts.upstream_timeout = aiohttp.ClientTimeout(
             total=None,
             connect=cfg.connect_timeout or None,
             sock_connect=cfg.connect_timeout or None,

@@ -25,7 +25,6 @@ from multidict import CIMultiDict
 from sse_proxy.server.admission import json_error
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import request_headers_for_upstream
-from sse_proxy.server.keys import NETWORK, SESSION
 from sse_proxy.server.routes import carries_credential
 
 __all__ = ["WS_HANDSHAKE_HEADERS", "is_websocket_upgrade", "relay_websocket"]
@@ -140,7 +139,7 @@ async def relay_websocket(
     request = ex.request
     log = ex.upstream_log
     max_msg_size = ex.cfg.max_request_body_bytes
-    hop = request.app[NETWORK].proxy_for(ex.url)
+    hop = ex.parts.network.proxy_for(ex.url)
     headers = request_headers_for_upstream(headers)
     for name in WS_HANDSHAKE_HEADERS:
         headers.popall(name, None)
@@ -150,7 +149,9 @@ async def relay_websocket(
     protocols = ex.route.client_protocols(tuple(p.strip() for p in offered.split(",") if p.strip()))
     started = time.monotonic()
     try:
-        upstream = await request.app[SESSION].ws_connect(
+        session = ex.parts.session
+        assert session is not None  # (set while the app runs)
+        upstream = await session.ws_connect(
             ex.url,
             headers=headers,
             protocols=protocols,
