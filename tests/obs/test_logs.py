@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -353,3 +353,67 @@ def test_a_forked_worker_never_draws_an_id_its_parent_will() -> None:
     parent = {new_stream_id() for _ in range(300)}
     assert len(child) == 100
     assert not child & parent, "a worker drew the ids its parent's batch still held"
+
+
+def _structlog_stamp(nanos: int) -> str:
+    """What structlog's ``TimeStamper(fmt="iso", utc=True)`` writes at that instant: its
+    datetime.now(utc).isoformat(), "+00:00" made "Z" (now() floors to the microsecond)."""
+    second, rest = divmod(nanos, 1_000_000_000)
+    at = datetime.fromtimestamp(second, tz=UTC).replace(microsecond=rest // 1000)
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def test_utc_timestamp_writes_what_structlogs_timestamper_writes() -> None:
+    """Instants in order and out of it, within one second and across seconds, days, a leap
+    day and a year's end, on a whole second (no fraction, as isoformat()), one nanosecond
+    either side of one, and random ones (seeded): the text the stamper's per-second cache
+    gives is the reference's for each."""
+    import random
+
+    from sse_proxy.obs.logs import UtcTimestamp
+
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    base = 1_796_306_724 * 1_000_000_000  # 2026-12-03
+    instants = [base, base + 1, base - 1, base + 999, base + 1_000, base + 999_999_999]
+    instants += [base + 1_000_000_000, base + 86_400 * 1_000_000_000, base]
+    instants += [1_709_164_799_999_999_000, 1_709_164_800_000_000_000]  # into 29 Feb 2024
+    instants += [1_767_225_599_999_999_999, 1_767_225_600_000_000_000]  # into 2026
+    instants += [rng.randrange(base, base + 10**13) for _ in range(2000)]
+    instants += sorted(rng.randrange(base, base + 3 * 10**9) for _ in range(2000))
+    feed = iter(instants)
+    stamp = UtcTimestamp(clock=lambda: next(feed))
+    for nanos in instants:
+        got = stamp(None, "info", {})["timestamp"]
+        assert got == _structlog_stamp(nanos), f"seed {seed}: at {nanos} ns"
+
+
+def test_utc_timestamp_agrees_with_structlog_now() -> None:
+    """The live clock: the stamper's line and structlog's own, taken around it, bracket it."""
+    from sse_proxy.obs.logs import UtcTimestamp
+
+    before = structlog.processors.TimeStamper(fmt="iso", utc=True)(None, "info", {})
+    ours = UtcTimestamp()(None, "info", {})
+    after = structlog.processors.TimeStamper(fmt="iso", utc=True)(None, "info", {})
+    stamps = [datetime.fromisoformat(d["timestamp"]) for d in (before, ours, after)]
+    assert stamps == sorted(stamps)
+    assert ours["timestamp"].endswith("Z")
+
+
+def test_a_line_without_an_exception_has_no_exception_field(json_log: io.StringIO) -> None:
+    """The exception renderer runs only for lines with exc_info: those still get the
+    formatted traceback; the others come out as they went in."""
+    from sse_proxy.obs.logs import get_logger
+
+    log = get_logger(stream_id="0123456789abcdef")
+    log.info("plain.line", n=1)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed.line")
+    plain, failed = (json.loads(line) for line in json_log.getvalue().splitlines())
+    assert "exception" not in plain
+    assert "exc_info" not in plain
+    assert plain["n"] == 1
+    assert "ValueError" in failed["exception"]
+    assert "exc_info" not in failed
