@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict
@@ -33,44 +32,59 @@ _DROPPED_PREFIXES = ("proxy-", OWN_PREFIX)
 
 
 _KEEP, _DROP, _CONNECTION = 0, 1, 2
-_FATE: dict[str, int] = {}
-"""Each header name as written, what happens to it: names repeat from request to request,
-so most are looked up, not lowered and matched again (bounded: see :func:`_fate_of`)."""
-_MAX_NAMES = 4096
 
 
 def _fate_of(key: str) -> int:
     low = key.lower()
     if low == "connection":
-        fate = _CONNECTION
-    elif low in _HOP_BY_HOP or low.startswith(_DROPPED_PREFIXES):
-        fate = _DROP
-    else:
-        fate = _KEEP
-    if len(_FATE) < _MAX_NAMES:  # a client inventing names gets them matched each time
-        _FATE[key] = fate
-    return fate
+        return _CONNECTION
+    if low in _HOP_BY_HOP or low.startswith(_DROPPED_PREFIXES):
+        return _DROP
+    return _KEEP
 
 
-def _without_hop_by_hop(headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
+_Plan = tuple[tuple[str, ...], bool]
+"""What to take out of a copy of one sequence of header names: these names (lowered, each
+once), and whether a ``Connection`` header names more."""
+
+_PLANS: dict[tuple[str, ...], _Plan] = {}
+"""Each sequence of header names as written, its plan: a client or an upstream sends the
+same names in the same order request after request, so most are looked up, not matched
+name by name in Python again (bounded: a client inventing names gets them matched)."""
+_MAX_PLANS = 1024
+
+
+def _plan_for(names: tuple[str, ...]) -> _Plan:
+    drop: dict[str, None] = {}
+    connection = False
+    for name in names:
+        fate = _fate_of(name)
+        if fate != _KEEP:
+            drop[name.lower()] = None
+            connection = connection or fate == _CONNECTION
+    plan = (tuple(drop), connection)
+    if len(_PLANS) < _MAX_PLANS:
+        _PLANS[names] = plan
+    return plan
+
+
+def _without_hop_by_hop(headers: CIMultiDictProxy[str] | MultiDict[str]) -> CIMultiDict[str]:
     """``headers`` minus hop-by-hop ones, those a ``Connection`` header names, ``Proxy-*``
-    and the proxy's own: one pass (twice per request, per header)."""
-    fates = _FATE
-    kept: list[tuple[str, str]] = []
-    connection: list[str] = []
-    for key, value in headers:
-        fate = fates.get(key)
-        if fate is None:
-            fate = _fate_of(key)
-        if fate == _KEEP:
-            kept.append((key, value))
-        elif fate == _CONNECTION:
-            connection.append(value)
-    out = CIMultiDict(kept)
-    for value in connection:
-        for token in value.split(","):
-            if token := token.strip():
-                out.popall(token, None)
+    and the proxy's own (twice per request: a copy made at C speed, the plan of its names
+    looked up, what it names taken out)."""
+    names = tuple(headers.keys())
+    plan = _PLANS.get(names)
+    if plan is None:
+        plan = _plan_for(names)
+    drop, connection = plan
+    out = CIMultiDict(headers)
+    for name in drop:
+        out.popall(name)
+    if connection:
+        for value in headers.getall("Connection"):
+            for token in value.split(","):
+                if token := token.strip():
+                    out.popall(token, None)
     return out
 
 
@@ -78,7 +92,7 @@ def request_headers_for_upstream(
     headers: CIMultiDictProxy[str] | CIMultiDict[str],
 ) -> CIMultiDict[str]:
     """Client request headers minus hop-by-hop and the proxy's own ``X-SSE-Proxy-*``."""
-    return _without_hop_by_hop(headers.items())
+    return _without_hop_by_hop(headers)
 
 
 def response_headers_for_client(
@@ -89,7 +103,7 @@ def response_headers_for_client(
     The body is forwarded byte for byte (never decompressed), so Content-Length and
     Content-Encoding stay true.
     """
-    return _without_hop_by_hop(headers.items())
+    return _without_hop_by_hop(headers)
 
 
 def is_event_stream(content_type: str | None) -> bool:
