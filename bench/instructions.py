@@ -4,14 +4,19 @@ Hand-run (not a test); issue 23. ``burst_pair`` times the proxies, and on a shar
 one of its rounds differs from the next by a tenth; a change of a few percent is lost in
 that. Here each contender runs under valgrind's callgrind (instrumentation switched on
 only for the measured bursts, so start-up and the warm-up are left out), and the figure is
-user-space instructions per request, which does not move with the machine's load: the
-same tree gives the same count to within about half a percent from run to run (what is
-left is the proxy's own timing: how reads fall, whether bookkeeping is put off). It says
-nothing about cache misses or system calls, which is why the timed benchmarks stay::
+user-space instructions per request, which does not move with the machine's load. What
+moves it is the proxy's own timing: how a burst's reads fall together under valgrind and
+whether bookkeeping is put off, so that the same tree's burst counts differ by up to two
+percent from run to run (a smaller change is lost in that). It says nothing about cache
+misses or system calls, which is why the timed benchmarks stay. With the starts a tenth
+of a second apart
+(``--spread-ms 10000``) each request runs alone and the count repeats to within about
+0.2 %, which is what a change to one request's path is best measured by::
 
     .venv/bin/python -m bench.instructions                      # bare, sse-proxy; 2 rounds
     .venv/bin/python -m bench.instructions --contenders sse-uvloop@/tmp/main,sse-uvloop
     .venv/bin/python -m bench.instructions --sse-log-level warning --bursts 6
+    .venv/bin/python -m bench.instructions --spread-ms 10000 --bursts 2   # one at a time
 
 Contenders as in ``burst_pair``: ``bare-uvloop`` (the bare aiohttp proxy of
 ``bench_proxy.py``) and ``sse-uvloop`` (this tree, or ``sse-uvloop@TREE``, e.g. a
@@ -63,7 +68,8 @@ def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> f
         svc = bp.Service(
             name, valgrind + argv, port, log=workdir / f"{port}.log", env=env, cwd=cwd, wait_s=180
         )
-        burst = {"streams": args.streams, "n": args.events, "spread_ms": 20, "pace_ms": 20}
+        burst = {"streams": args.streams, "n": args.events, "spread_ms": args.spread_ms}
+        burst["pace_ms"] = 20
         phases = [{"name": f"w{i}", **burst, "timeout_s": 300} for i in range(2)]
         phases += [{"name": f"b{i}", **burst, "timeout_s": 300} for i in range(args.bursts)]
         load = ScaleLoad(svc.url, phases)
@@ -107,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bursts", type=int, default=6, help="measured bursts per round")
     ap.add_argument("--streams", type=int, default=50)
     ap.add_argument("--events", type=int, default=2, help="content deltas per stream")
+    ap.add_argument(
+        "--spread-ms",
+        type=float,
+        default=20.0,
+        help="a burst's starts spread over this (10000: one at a time, which repeats exactly)",
+    )
     ap.add_argument("--sse-log-level", default="info", help="sse-proxy's --log-level")
     args = ap.parse_args(argv)
     for tool in ("valgrind", "callgrind_control"):
@@ -122,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         contenders.append((spec.strip(), name, src))
     print(
         f"instructions: {args.rounds} rounds x {args.bursts} bursts of {args.streams} streams "
-        f"(started within 20 ms, {args.events} paced deltas), sse-proxy at "
+        f"(started within {args.spread_ms:g} ms, {args.events} paced deltas), sse-proxy at "
         f"{args.sse_log_level}; user-space instructions per request (callgrind)"
     )
     counts: dict[str, list[float]] = {spec: [] for spec, _, _ in contenders}
