@@ -9,9 +9,8 @@ moves it is the proxy's own timing: how a burst's reads fall together under valg
 whether bookkeeping is put off, so that the same tree's burst counts differ by up to two
 percent from run to run (a smaller change is lost in that). It says nothing about cache
 misses or system calls, which is why the timed benchmarks stay. With the starts a tenth
-of a second apart
-(``--spread-ms 10000``) each request runs alone and the count repeats to within about
-0.2 %, which is what a change to one request's path is best measured by::
+of a second apart (``--spread-ms 10000``) each request runs alone and the count repeats
+to within about 0.2 %, which is what a change to one request's path is best measured by::
 
     .venv/bin/python -m bench.instructions                      # bare, sse-proxy; 2 rounds
     .venv/bin/python -m bench.instructions --contenders sse-uvloop@/tmp/main,sse-uvloop
