@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +39,7 @@ __all__ = [
 
 REGISTRY = web.AppKey("inspector", Registry)
 UI_CONFIG = web.AppKey("inspector_config", Config)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _CLOSE: dict[str, Any] = {"close": True}
 _KEEPALIVE_S = 15.0
 
@@ -49,19 +51,26 @@ def registry_for(cfg: Config) -> Registry | None:
     return Registry(max_streams=cfg.ui_streams, max_bytes=cfg.ui_stream_bytes)
 
 
-def add_ui_routes(app: web.Application, cfg: Config, registry: Registry) -> None:
-    """The inspector's routes under the admin prefix (add them before its catch-all)."""
+def add_ui_routes(
+    app: web.Application,
+    cfg: Config,
+    registry: Registry,
+    *,
+    guard: Callable[[Handler], Handler] = lambda handler: handler,
+) -> None:
+    """The inspector's routes under the admin prefix (add them before its catch-all), each
+    behind ``guard`` (the front door, where it is not a middleware)."""
     app[REGISTRY] = registry
     app[UI_CONFIG] = cfg
     base = f"{cfg.admin_prefix}/ui"
-    app.router.add_get(base, _list_page)
-    app.router.add_get(f"{base}/streams.json", _list_json)
-    app.router.add_get(f"{base}/events", _feed)
-    app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}.ssrec", _download)
-    app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}", _stream_page)
+    app.router.add_get(base, guard(_list_page))
+    app.router.add_get(f"{base}/streams.json", guard(_list_json))
+    app.router.add_get(f"{base}/events", guard(_feed))
+    app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}.ssrec", guard(_download))
+    app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}", guard(_stream_page))
     # A browser asks the origin for /favicon.ico; with the inspector open that is a
     # person's browser, not the app: answer here, never upstream.
-    app.router.add_get("/favicon.ico", _favicon)
+    app.router.add_get("/favicon.ico", guard(_favicon))
 
 
 async def _favicon(_request: web.Request) -> web.Response:

@@ -9,15 +9,19 @@ port then only reserves the prefix: every path under it is a 404 there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from sse_proxy.config import Config
 from sse_proxy.inspect.registry import Registry
 from sse_proxy.inspect.web import REGISTRY, add_ui_routes
-from sse_proxy.server.admission import front_door, json_error
+from sse_proxy.server.admission import FrontDoorGuard, Handler, json_error
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS, WorkerCounts
 
 __all__ = ["add_admin_routes", "make_admin_app", "reserve_admin_prefix"]
+
+Guard = Callable[[Handler], Handler]
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -67,10 +71,18 @@ async def _not_admin(request: web.Request) -> web.Response:
     )
 
 
-def reserve_admin_prefix(app: web.Application, config: Config, *, moved: bool = False) -> None:
+def _as_is(handler: Handler) -> Handler:
+    return handler
+
+
+def reserve_admin_prefix(
+    app: web.Application, config: Config, *, moved: bool = False, guard: Guard = _as_is
+) -> None:
     """Every path under the admin prefix not routed yet: 404, never forwarded (``moved``:
-    the traffic port of a proxy with an admin listener, whose 404 says where they went)."""
-    handler = _elsewhere if moved else _not_found
+    the traffic port of a proxy with an admin listener, whose 404 says where they went;
+    ``guard``: what each handler is put behind, the front door where it is not a
+    middleware)."""
+    handler = guard(_elsewhere if moved else _not_found)
     # Two routes, not one pattern that starts inside the prefix's last segment: aiohttp
     # indexes a route by the whole segments before its first variable, so this way the
     # catch-all sits under the prefix and no forwarded request is matched against it.
@@ -78,14 +90,17 @@ def reserve_admin_prefix(app: web.Application, config: Config, *, moved: bool = 
     app.router.add_route("*", config.admin_prefix + "/{tail:.*}", handler)
 
 
-def add_admin_routes(app: web.Application, config: Config, registry: Registry | None) -> None:
-    """Health, metrics, the inspector (a registry: ``--ui``) and the prefix's catch-all."""
+def add_admin_routes(
+    app: web.Application, config: Config, registry: Registry | None, *, guard: Guard = _as_is
+) -> None:
+    """Health, metrics, the inspector (a registry: ``--ui``) and the prefix's catch-all,
+    each behind ``guard``."""
     prefix = config.admin_prefix
-    app.router.add_get(f"{prefix}/health", _health)
-    app.router.add_get(f"{prefix}/metrics", _metrics)
+    app.router.add_get(f"{prefix}/health", guard(_health))
+    app.router.add_get(f"{prefix}/metrics", guard(_metrics))
     if registry is not None:
-        add_ui_routes(app, config, registry)
-    reserve_admin_prefix(app, config)
+        add_ui_routes(app, config, registry, guard=guard)
+    reserve_admin_prefix(app, config, guard=guard)
 
 
 def make_admin_app(proxy: web.Application) -> web.Application:
@@ -96,7 +111,7 @@ def make_admin_app(proxy: web.Application) -> web.Application:
     app = web.Application(
         # the front door here too: health lists the upstreams, metrics and the inspector
         # what the streams were (its listen address is the admin listener's own)
-        middlewares=[front_door(config, listen=config.admin_listen_host)],
+        middlewares=[FrontDoorGuard(config, listen=config.admin_listen_host).middleware()],
         handler_args={
             "max_field_size": config.max_request_header_bytes,
             "max_line_size": config.max_request_header_bytes,

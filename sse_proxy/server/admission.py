@@ -7,6 +7,7 @@ and every error the proxy answers itself has the one shape :func:`json_error` bu
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from itertools import chain
 from typing import Any, Final
@@ -27,12 +28,12 @@ from sse_proxy.server.keys import ProxyParts
 from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 
 __all__ = [
+    "FrontDoorGuard",
     "RequestTooLarge",
     "admit",
     "chaos_allowed",
     "chaos_spec",
     "defer_continue",
-    "front_door",
     "json_error",
     "refuse_connect",
     "request_body",
@@ -84,22 +85,40 @@ _EXPOSED = ", ".join((STREAM_ID_HEADER, SEED_HEADER))
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def front_door(
-    cfg: Config, *, listen: str | None = None, in_flight: set[asyncio.Task[Any]] | None = None
-) -> Any:
-    """The middleware in front of every route: a Host the proxy serves, no foreign origin
-    (``listen``: the listener's address, when not ``cfg.host``: the admin listener's).
-    ``in_flight``: where the handler tasks of the requests let in are kept while they run
-    (a shutdown waits for them): here, not in a middleware of its own, which every request
-    would enter and every resumption of its handler pass through."""
-    door = FrontDoor(listen or cfg.host, cfg.allowed_hosts, cfg.allow_origins)
+class FrontDoorGuard:
+    """The front door: a Host the proxy serves, no foreign origin, no CONNECT and no
+    absolute-form target (``listen``: the listener's address, when not ``cfg.host``: the
+    admin listener's). ``in_flight``: where the handler tasks of the requests let in are
+    kept while they run (a shutdown waits for them).
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    The proxy's own app checks each request in its handlers (:meth:`refusal` at the top of
+    the forwarding one, :meth:`around` the others): a middleware stays on the stack of
+    every request, and each resumption of a forwarded request's start passed through it
+    and through the layer aiohttp adds beside any middleware (issue 23). A target no route
+    can match (CONNECT's authority, ``*``) is answered by the server
+    (``protocol.unroutable_first``). The admin listener's app, which
+    forwards nothing, has it as a middleware (:meth:`middleware`)."""
+
+    __slots__ = ("_door", "in_flight")
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        listen: str | None = None,
+        in_flight: set[asyncio.Task[Any]] | None = None,
+    ) -> None:
+        self._door = FrontDoor(listen or cfg.host, cfg.allowed_hosts, cfg.allow_origins)
+        self.in_flight = in_flight
+
+    def refusal(self, request: web.Request) -> web.Response | None:
+        """The answer that refuses ``request`` (a CORS preflight's answer too), or None:
+        let in (an allowed origin noted for :func:`response_starts`)."""
         not_served = refuse_connect(request)
         if not_served is not None:
             return not_served
         headers = request.headers
+        door = self._door
         host = door.check_host(headers.getall("Host", []), request.version <= HttpVersion10)
         if isinstance(host, Refusal):
             return _refused(request, host)
@@ -112,6 +131,23 @@ def front_door(
             request[_CORS_ORIGIN] = origin
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in headers:
                 return _preflight(request, origin)
+        return None
+
+    def around(self, handler: Handler) -> Handler:
+        """``handler`` behind the front door."""
+
+        @functools.wraps(handler)
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            refused = self.refusal(request)
+            if refused is not None:
+                return refused
+            return await self.tracked(handler, request)
+
+        return guarded
+
+    async def tracked(self, handler: Handler, request: web.Request) -> web.StreamResponse:
+        """``handler``'s answer, its task in ``in_flight`` meanwhile."""
+        in_flight = self.in_flight
         if in_flight is None:
             return await handler(request)
         task = asyncio.current_task()
@@ -122,7 +158,17 @@ def front_door(
         finally:
             in_flight.discard(task)
 
-    return middleware
+    def middleware(self) -> Any:
+        """The front door as a middleware, in front of every route of an app."""
+
+        @web.middleware
+        async def front_door(request: web.Request, handler: Handler) -> web.StreamResponse:
+            refused = self.refusal(request)
+            if refused is not None:
+                return refused
+            return await self.tracked(handler, request)
+
+        return front_door
 
 
 def _refused(request: web.Request, refusal: Refusal) -> web.Response:
@@ -201,7 +247,7 @@ async def defer_continue(request: web.Request) -> None:
 def refuse_connect(request: web.Request) -> web.Response | None:
     """Not an open proxy, whatever the Host says: CONNECT (it never matches a route, its
     target has no path) and targets that are not a path, refused before the front door
-    (which calls this first: one middleware layer less for every request to resume through)."""
+    (which calls this first)."""
     if request.method == "CONNECT":
         return json_error(
             405, "method_not_allowed", "CONNECT is refused: not an open proxy", new_stream_id()

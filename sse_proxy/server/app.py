@@ -9,6 +9,7 @@ app of their own that shares this one's state), the app's keys in :mod:`.keys`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -18,9 +19,9 @@ from sse_proxy.inspect.web import REGISTRY, registry_for
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes, reserve_admin_prefix
 from sse_proxy.server.admission import (
+    FrontDoorGuard,
     admit,
     defer_continue,
-    front_door,
     response_starts,
 )
 from sse_proxy.server.keys import (
@@ -44,14 +45,28 @@ __all__ = ["make_app"]
 
 
 def _proxy_handler(
-    parts: ProxyParts,
+    parts: ProxyParts, door: FrontDoorGuard
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    refusal = door.refusal
+    in_flight = parts.state.in_flight
+
     async def proxy(request: web.Request) -> web.StreamResponse:
-        """Every request not under the admin prefix: admitted (or refused), then forwarded."""
-        exchange = admit(request, parts)
-        if isinstance(exchange, web.StreamResponse):
-            return exchange
-        return await forward(exchange)
+        """Every request not under the admin prefix: past the front door, admitted (or
+        refused), then forwarded; its task in ``in_flight`` meanwhile (inline, as
+        :meth:`FrontDoorGuard.around` would do it: one coroutine layer fewer to resume)."""
+        refused = refusal(request)
+        if refused is not None:
+            return refused
+        task = asyncio.current_task(parts.loop)
+        assert task is not None  # a handler runs in a task
+        in_flight.add(task)
+        try:
+            exchange = admit(request, parts)
+            if isinstance(exchange, web.StreamResponse):
+                return exchange
+            return await forward(exchange)
+        finally:
+            in_flight.discard(task)
 
     return proxy
 
@@ -63,9 +78,9 @@ async def _flush(state: ProxyState) -> None:
 def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Application:
     """The proxy as an aiohttp application (run it with handler_cancellation=True)."""
     state = ProxyState()
+    # The front door is in each handler, not a middleware (why: FrontDoorGuard).
+    door = FrontDoorGuard(config, in_flight=state.in_flight)
     app = web.Application(
-        # the front door before any route (CONNECT first: 405 whatever its Host)
-        middlewares=[front_door(config, in_flight=state.in_flight)],
         client_max_size=config.max_request_body_bytes,
         handler_args={
             "max_field_size": config.max_request_header_bytes,
@@ -102,8 +117,10 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     # Before the catch-all: the admin prefix is never forwarded. With --admin-port, the
     # endpoints are on their own listener (admin.make_admin_app) and only the 404 is here.
     if config.admin_port is None:
-        add_admin_routes(app, config, registry)
+        add_admin_routes(app, config, registry, guard=door.around)
     else:
-        reserve_admin_prefix(app, config, moved=True)
-    app.router.add_route("*", "/{tail:.*}", _proxy_handler(parts), expect_handler=defer_continue)
+        reserve_admin_prefix(app, config, moved=True, guard=door.around)
+    app.router.add_route(
+        "*", "/{tail:.*}", _proxy_handler(parts, door), expect_handler=defer_continue
+    )
     return app

@@ -19,7 +19,8 @@ aiohttp's keep-alive timeout (``keepalive_timeout``). Everything else is aiohttp
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
@@ -28,7 +29,7 @@ from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from aiohttp.web_request import BaseRequest
 
 from sse_proxy.obs.logs import get_logger
-from sse_proxy.server.admission import json_error
+from sse_proxy.server.admission import json_error, refuse_connect
 from sse_proxy.server.keys import CONFIG
 
 __all__ = ["ProxyAppRunner"]
@@ -177,9 +178,33 @@ class _ProxyServer(web.Server):
         )
 
 
+RequestHandlerFn = Callable[[BaseRequest], Awaitable[web.StreamResponse]]
+
+
+def unroutable_first(handler: RequestHandlerFn) -> RequestHandlerFn:
+    """The server's request handler, with a target no route can match answered first: a
+    CONNECT's authority or ``*`` has no path, so aiohttp's router would give its own plain
+    404 before any handler (and so the front door, :class:`FrontDoorGuard`) saw it. A
+    plain function that hands back the app's coroutine: no frame of its own on the stack
+    of every request."""
+
+    def handle(request: BaseRequest) -> Awaitable[web.StreamResponse]:
+        if request.method == "CONNECT" or not request.raw_path.startswith("/"):
+            refused = refuse_connect(cast(web.Request, request))
+            if refused is not None:
+                return _answered(refused)
+        return handler(request)
+
+    return handle
+
+
+async def _answered(response: web.StreamResponse) -> web.StreamResponse:
+    return response
+
+
 class ProxyAppRunner(web.AppRunner):
-    """``web.AppRunner`` whose server answers malformed requests and bounds request heads
-    as described above (the limits from the app's config)."""
+    """``web.AppRunner`` whose server answers malformed requests and unroutable targets and
+    bounds request heads as described above (the limits from the app's config)."""
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
@@ -188,4 +213,5 @@ class ProxyAppRunner(web.AppRunner):
         assert isinstance(server, _ProxyServer)
         server.head_limit = cfg.max_request_header_bytes
         server.head_timeout = cfg.request_head_timeout
+        server.request_handler = unroutable_first(server.request_handler)
         return server

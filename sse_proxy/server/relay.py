@@ -281,8 +281,8 @@ class _SseRelay:
         turn of the loop behind everything else ready, which is where fifty streams that
         start together lost their first bytes (issue 23). The rest runs in its own task
         because each read resumes the waiting task through every coroutine it is nested
-        in, and the handler's nesting (aiohttp, the middlewares, the handler, forward,
-        _http, respond) costs a few percent of a token's CPU more. Whatever fails here is
+        in, and the handler's nesting (aiohttp, the handler, forward, _http,
+        respond) costs a few percent of a token's CPU more. Whatever fails here is
         handed to the task, which ends the stream as it would have."""
         loop = self.ex.parts.loop
         assert loop is not None  # (set while the app runs)

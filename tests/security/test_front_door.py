@@ -106,6 +106,38 @@ async def test_cross_site_requests_are_refused_before_anything_is_forwarded(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/_sse-proxy/ui"),
+        ("GET", "/_sse-proxy/ui/streams.json"),
+        ("GET", "/_sse-proxy/ui/events"),
+        ("GET", "/favicon.ico"),
+        ("DELETE", "/_sse-proxy/health"),
+        ("GET", "/_sse-proxy/no-such-endpoint"),
+    ],
+)
+async def test_every_route_of_the_proxy_is_behind_the_front_door(
+    method: str, path: str, logs: LogEntries
+) -> None:
+    """The inspector's pages and feed, the favicon the proxy answers itself, a method no
+    endpoint takes and the admin prefix's catch-all: a rebound Host gets 421 on each, as on
+    a forwarded path (the front door is in every handler, not only the forwarding one)."""
+    seen: list[Seen] = []
+    async with (
+        running_app(recording_app(seen)) as upstream,
+        running_proxy(upstream, ui=True, **_held()) as proxy,
+    ):
+        reply = await raw_exchange(
+            port_of(proxy), _request(method, path, f"attacker.invalid:{port_of(proxy)}")
+        )
+    assert reply.status == 421, reply
+    assert reply.json()["error"]["type"] == "host_not_served"
+    assert seen == []
+    assert named(logs, "frontdoor.refused")[0]["path"] == path
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
     "host",
     [
         "attacker.invalid:{port}",

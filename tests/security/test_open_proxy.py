@@ -145,3 +145,18 @@ async def test_upstream_with_a_base_path_keeps_its_host() -> None:
         ]
         assert {s.host for s in seen} == {upstream.removeprefix("http://")}
         assert decoy.connections == 0
+
+
+@pytest.mark.asyncio
+async def test_an_asterisk_target_is_refused_not_routed() -> None:
+    """``OPTIONS *`` names no path (no route can match it): refused as a target that is not
+    a path, in the proxy's JSON shape, and nothing is forwarded."""
+    seen: list[Seen] = []
+    async with running_app(recording_app(seen)) as upstream, running_proxy(upstream) as proxy:
+        port = port_of(proxy)
+        reply = await raw_exchange(
+            port, f"OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        )
+    assert reply.status == 400, reply
+    assert reply.json()["error"]["type"] == "absolute_form_refused"
+    assert seen == []
