@@ -37,7 +37,7 @@ def looks_like(head: bytes) -> str | None:
         return None
     text = head.decode("utf-8", "replace")
     odd = text.count("\ufffd") + len(_CONTROL.findall(text))
-    if b"\x00" in head or odd > max(2, len(text) // 100):
+    if 0 in head or odd > max(2, len(text) // 100):
         return f"binary data ({len(head)} bytes looked at, {odd} invalid or control characters)"
     body = text.strip()
     if body.startswith(("{", "[")):

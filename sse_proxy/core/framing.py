@@ -379,9 +379,11 @@ class EventStreamParser:
             chunk = self._skip_line(chunk)
             if not chunk:
                 return
-        # LINE. Membership tests are memchr scans; counting is left to the splits.
-        has_cr = b"\r" in chunk
-        if not has_cr and b"\n" not in chunk:
+        # LINE. Membership tests are memchr scans; counting is left to the splits. (Int
+        # operands: `bytes in bytes` first tries its operand as an int, and the TypeError
+        # it formats and clears costs more than the scan.)
+        has_cr = _CR in chunk
+        if not has_cr and _LF not in chunk:
             self._top_up_head(chunk)
             self._hold(chunk)
             return
@@ -399,7 +401,7 @@ class EventStreamParser:
             rest = lines.pop()
             counts[0] += len(lines)
             pos = self._run(lines, start, buf, _LF_RUNS)
-        elif b"\n" not in buf:
+        elif _LF not in buf:
             lines = buf.split(b"\r")
             rest = lines.pop()
             counts[2] += len(lines)
@@ -655,7 +657,10 @@ class EventStreamParser:
             evens = [lines[i]]  # the caller saw it: one event per read, as tokens arrive
         elif whole:  # the usual read: nothing but such frames (one C-level pass each)
             evens = lines[i : i + 2 * pairs : 2]
-            if any(lines[i + 1 :: 2]) or not all(map(bytes.startswith, evens, repeat(b"data: "))):
+            # every even line starts with `data: ` (the first one does): the lines hold no
+            # LF, so in their LF-join each separator is followed by it (a count, not a
+            # startswith call per line, whose argument parsing costs more than the scan)
+            if any(lines[i + 1 :: 2]) or b"\n".join(evens).count(b"\ndata: ") != pairs - 1:
                 evens = None
         if evens is None:  # a scan that stops where the run stops
             m = runs.frames.match(buf, pos - base)
@@ -728,11 +733,16 @@ class EventStreamParser:
         seplen = runs.seplen
         n = len(lines)
         k = (n - i) // 3
-        if k > 1 and not (
-            whole
-            and not any(lines[i + 2 :: 3])
-            and all(map(bytes.startswith, lines[i + 1 : i + 3 * k : 3], repeat(b"data: ")))
-            and all(map(bytes.startswith, lines[i : i + 3 * k : 3], repeat(b"event: ")))
+        if (
+            k > 1
+            and not (
+                whole
+                and not any(lines[i + 2 :: 3])
+                # (each line of the run starts as it should: counted in the LF-joins, as in
+                # _frames; the caller saw the first frame's two)
+                and b"\n".join(lines[i + 1 : i + 3 * k : 3]).count(b"\ndata: ") == k - 1
+                and b"\n".join(lines[i : i + 3 * k : 3]).count(b"\nevent: ") == k - 1
+            )
         ):
             m = runs.typed_frames.match(buf, pos - base)
             assert m is not None

@@ -741,3 +741,31 @@ def test_limits_are_honoured_the_same_way_by_both() -> None:
     res = run([stream], "none", limits=Limits(max_line=8, max_frame=12))
     assert [e.data for e in res.events] == ["ok"]
     assert compare(stream, [stream], "none", max_line=8, max_frame=12) is None
+
+
+_RUN_BREAKERS = [b"data:x", b"datum: x", b"id: 7", b"retry: 10", b": comment", b"data:  x", b""]
+
+
+@pytest.mark.parametrize("breaker", _RUN_BREAKERS, ids=repr)
+@pytest.mark.parametrize("where", [1, 2, 5])
+@pytest.mark.parametrize("typed", [False, True], ids=["data-frames", "typed-frames"])
+@pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+def test_a_run_of_frames_broken_by_one_line_agrees_with_the_oracle(
+    breaker: bytes, where: int, typed: bool, sep: bytes
+) -> None:
+    """A read of look-alike frames (``data: X``, or ``event: E`` + ``data: X``) in which one
+    frame's line is not of the run's shape: the run check must see it wherever it is (the
+    fast paths test the whole read at once), and the read agrees with the oracle, in one
+    piece and cut before the odd frame."""
+    frames = []
+    for n in range(7):
+        data = b'data: {"choices":[{"index":0,"delta":{"content":"t%d"}}]}' % n
+        lines = [b"event: message", data] if typed else [data]
+        if n == where:
+            lines[-1 if not typed or where != 5 else 0] = breaker
+        frames.append(sep.join(lines) + sep + sep)
+    stream = b"".join(frames)
+    cut = len(b"".join(frames[:where]))
+    for pieces in ([stream], [stream[:cut], stream[cut:]]):
+        diff = compare(stream, pieces, "openai")
+        assert diff is None, diff
