@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, Level
-from sse_proxy.obs.logs import get_logger
+from sse_proxy.obs.logs import get_logger, write_line
 from sse_proxy.obs.redact import mask_message_text
 
 __all__ = ["AlertSink"]
@@ -30,11 +30,15 @@ class AlertSink:
         max_per_kind: int = 10,
         keep_text: bool = True,
         make_logger: Callable[[], Any] | None = None,
+        log_fields: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._log = logger
         self._make_log = make_logger if logger is None else None
         """Binds the logger when a line is first logged (``logger``: bound already): a
         clean stream at ``--log-level warning`` logs nothing, and binds nothing."""
+        self._log_fields = log_fields if logger is None else None
+        """The fields ``make_logger`` binds: a stream whose only line is its summary has
+        them put in that line instead of binding a logger for it (the same line)."""
         self.max_per_kind = max_per_kind
         self.keep_text = keep_text
         """False: an alert's ``preview`` (raw stream bytes, which may be message text) is
@@ -107,10 +111,10 @@ class AlertSink:
         fields["alerts"] = dict(self.counts)
         if self.suppressed:
             fields["alerts_suppressed"] = dict(self.suppressed)
-        if level == "warning":
-            self.log.warning("stream.summary", **fields)
+        if self._log is None and self._log_fields is not None:
+            write_line(get_logger(), level, "stream.summary", {**self._log_fields(), **fields})
         else:
-            self.log.info("stream.summary", **fields)
+            write_line(self.log, level, "stream.summary", fields)
 
     def _logs_info(self) -> bool:
         """Whether an info line would be written (the bound logger if there is one, else

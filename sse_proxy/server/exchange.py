@@ -89,16 +89,17 @@ class Exchange:
         of their own; a stream binds it once with more, :meth:`stream_log`)."""
         log = self._log
         if log is None:
-            log = self._log = get_logger(**self._log_fields())
+            log = self._log = get_logger(**self.log_fields())
         return log
 
     def stream_log(self, **more: Any) -> Any:
         """:attr:`log` with ``more`` fields (the response's), in one bind."""
         if self._log is not None:
             return self._log.bind(**more)
-        return get_logger(**self._log_fields(), **more)
+        return get_logger(**self.log_fields(), **more)
 
-    def _log_fields(self) -> dict[str, Any]:
+    def log_fields(self) -> dict[str, Any]:
+        """The fields every line of the request starts with."""
         request = self.request
         return {"stream_id": self.stream_id, "method": request.method, "path": request.path}
 

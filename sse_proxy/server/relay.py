@@ -125,6 +125,12 @@ class _StreamLog:
             log = self._log = ex.stream_log(**self._fields, **ex.ctx.fields())
         return log
 
+    def fields(self) -> dict[str, Any]:
+        """What the logger is (or would be) bound with, as a dict: a line logged without
+        binding one (the summary of a stream that logged nothing else)."""
+        ex = self._ex
+        return {**ex.log_fields(), **self._fields, **ex.ctx.fields()}
+
 
 class _SseRelay:
     """One SSE stream: forward bytes per the planner, feed the observer, log the outcome.
@@ -229,7 +235,10 @@ class _SseRelay:
         metrics = ex.metrics
         metrics.child(metrics.requests, kind="sse").inc()
         self.sink = AlertSink(
-            make_logger=self._log_of, max_per_kind=cfg.max_alerts_per_kind, keep_text=cfg.log_text
+            make_logger=self._log_of,
+            log_fields=self._log_of.fields,
+            max_per_kind=cfg.max_alerts_per_kind,
+            keep_text=cfg.log_text,
         )
         self.reassembler = StreamReassembler(
             normalize_dialect(ex.route.dialect),

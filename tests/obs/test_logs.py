@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -417,3 +418,90 @@ def test_a_line_without_an_exception_has_no_exception_field(json_log: io.StringI
     assert plain["n"] == 1
     assert "ValueError" in failed["exception"]
     assert "exc_info" not in failed
+
+
+def _without_time(line: str) -> str:
+    fields = json.loads(line)
+    fields.pop("timestamp")
+    return json.dumps(fields)  # (key order kept: it is part of what is compared)
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+@pytest.mark.parametrize("configured_level", ["info", "warning", "error"])
+@pytest.mark.parametrize("level", ["info", "warning"])
+def test_write_line_writes_what_structlogs_own_call_writes(
+    fmt: str, configured_level: str, level: str
+) -> None:
+    """The summary's writer against structlog's own call, the same fields bound and logged,
+    in JSON and in console lines, at every level filter: the same lines (timestamps
+    aside), or none where the filter drops them; the fields handed in are left as they
+    were."""
+    from sse_proxy.obs.logs import get_logger, write_line
+
+    fields = {
+        "verdict": "ok",
+        "n": 3,
+        "text": "The quick",
+        "nested": {"a": [1, None]},
+        "url": "https://h/v1?api_key=SECRET",  # redacted by both
+        "stream_id": "overrides-the-bound-one",
+    }
+    before = dict(fields)
+    lines = []
+    for use_writer in (False, True):
+        with configured_logging(fmt, level=configured_level) as out:
+            log = get_logger(stream_id="0123456789abcdef", method="POST")
+            if use_writer:
+                write_line(log, level, "stream.summary", fields)
+            else:
+                getattr(log, level)("stream.summary", **fields)
+        lines.append(out.getvalue())
+    assert fields == before
+    ours, theirs = lines[1], lines[0]
+    dropped = configured_level == "error" or (configured_level == "warning" and level == "info")
+    assert (ours == "") is dropped
+    if fmt == "json":
+        assert [_without_time(x) for x in ours.splitlines()] == [
+            _without_time(x) for x in theirs.splitlines()
+        ]
+        if not dropped:
+            assert "SECRET" not in ours
+    else:
+        clock = re.compile(r"\d\d:\d\d:\d\d\.\d+")  # the console line's time
+        assert clock.sub("T", ours) == clock.sub("T", theirs)
+
+
+def test_write_line_is_captured_by_structlogs_testing_helpers() -> None:
+    """capture_logs ends each line with DropEvent after recording it: the writer records
+    it once, as structlog's own call does, and writes nothing."""
+    from sse_proxy.obs.logs import get_logger, write_line
+
+    with configured_logging("json") as out, capture_logs() as captured:
+        write_line(get_logger(stream_id="s"), "warning", "stream.summary", {"verdict": "broken"})
+    assert captured == [
+        {"stream_id": "s", "verdict": "broken", "event": "stream.summary", "log_level": "warning"}
+    ]
+    assert out.getvalue() == ""
+
+
+def test_a_summary_without_a_bound_logger_is_the_bound_ones_line(json_log: io.StringIO) -> None:
+    """A stream that logged nothing before its summary has the fields its logger would be
+    bound with put in the line (no logger bound for one line): the same line, key for key
+    and in order, as a sink whose logger was bound."""
+    from sse_proxy.obs.logs import get_logger
+
+    bound = {"stream_id": "0123456789abcdef", "method": "POST", "route": "default"}
+    made: list[int] = []
+
+    def make() -> Any:
+        made.append(1)
+        return get_logger(**bound)
+
+    AlertSink(get_logger(**bound)).summary(ended_by="eof", verdict="ok", route="r2")
+    AlertSink(make_logger=make, log_fields=lambda: dict(bound)).summary(
+        ended_by="eof", verdict="ok", route="r2"
+    )
+    first, second = json_log.getvalue().splitlines()
+    assert _without_time(first) == _without_time(second)
+    assert made == []  # no logger was bound for it
+    assert json.loads(second)["route"] == "r2"
