@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, Level
@@ -106,15 +106,21 @@ class AlertSink:
         ``level`` is ``warning`` for a stream that went wrong, so that filtering on
         ``level >= warning`` finds every bad stream.
         """
+        self.summary_of(fields, level=level)
+
+    def summary_of(self, fields: Mapping[str, Any], *, level: str = "info") -> None:
+        """:meth:`summary` of a mapping of fields (not changed), as a stream's end has them:
+        forty fields passed as keywords cost more than the line's JSON."""
         if level != "warning" and not self._logs_info():
             return  # filtered out anyway: not worth binding a logger for
-        fields["alerts"] = dict(self.counts)
+        counts = {"alerts": dict(self.counts)}
         if self.suppressed:
-            fields["alerts_suppressed"] = dict(self.suppressed)
+            counts["alerts_suppressed"] = dict(self.suppressed)
         if self._log is None and self._log_fields is not None:
-            write_line(get_logger(), level, "stream.summary", {**self._log_fields(), **fields})
+            line = {**self._log_fields(), **fields, **counts}
+            write_line(get_logger(), level, "stream.summary", line)
         else:
-            write_line(self.log, level, "stream.summary", fields)
+            write_line(self.log, level, "stream.summary", {**fields, **counts})
 
     def _logs_info(self) -> bool:
         """Whether an info line would be written (the bound logger if there is one, else

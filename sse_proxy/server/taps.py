@@ -160,7 +160,7 @@ class SummaryLine:
 
     def finish(self, end: StreamEnd) -> None:
         broken = end.fields["verdict"] != "ok"
-        self.sink.summary(level="warning" if self.sink.warned or broken else "info", **end.fields)
+        self.sink.summary_of(end.fields, level="warning" if self.sink.warned or broken else "info")
 
 
 class SpanTap:
