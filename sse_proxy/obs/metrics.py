@@ -90,6 +90,7 @@ class Metrics:
         """Plain per-process totals for the shutdown line (streams by verdict, alerts, bytes)."""
         self._children: dict[tuple[Any, ...], Any] = {}
         self._series: dict[tuple[str, str, str, str | None], _StreamSeries] = {}
+        self._route_streams: dict[tuple[str, str], Any] = {}  # (routes and endings: bounded)
         reg = self.registry
         self.requests = Counter(
             "sse_proxy_requests",
@@ -296,6 +297,16 @@ class Metrics:
                 self._series[key] = series
         return series
 
+    def route_stream(self, route: str, ended_by: str) -> Any:
+        """``route_streams``' child for a route and an ending (a tuple key: no keywords)."""
+        key = (route, ended_by)
+        found = self._route_streams.get(key)
+        if found is None:
+            found = self._route_streams[key] = self.route_streams.labels(
+                route=route, ended_by=ended_by
+            )
+        return found
+
     def count_total(self, name: str) -> None:
         self.totals[name] += 1
 
@@ -345,7 +356,7 @@ class _StreamSeries:
     the by-model ones (TTFT, tokens) made when first counted, so that a series appears in
     the exposition only once it has a value, as with ``labels()``."""
 
-    __slots__ = ("_labels", "_metrics", "duration", "gap", "streams")
+    __slots__ = ("_by_model", "_labels", "_metrics", "duration", "gap", "streams")
 
     def __init__(
         self, streams: Any, duration: Any, gap: Any, labels: dict[str, str], metrics: Metrics
@@ -355,10 +366,14 @@ class _StreamSeries:
         self.gap = gap
         self._labels = labels
         self._metrics = metrics
+        self._by_model: dict[Any, Any] = {}
 
     def labelled(self, metric: Any) -> Any:
-        """``metric``'s child for this dialect and model."""
-        return self._metrics.child(metric, **self._labels)
+        """``metric``'s child for this dialect and model (looked up once per series)."""
+        found = self._by_model.get(metric)
+        if found is None:
+            found = self._by_model[metric] = self._metrics.child(metric, **self._labels)
+        return found
 
 
 def _observe_many(child: Any, buckets: list[int], total: float) -> None:

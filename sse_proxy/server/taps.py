@@ -204,7 +204,7 @@ class MetricsTap:
         m.events.inc(end.events)
         for name, count in end.alerts.items():
             m.child(m.alerts, event=name).inc(count)
-        m.child(m.route_streams, route=self.route, ended_by=end.ended_by).inc()
+        m.route_stream(self.route, end.ended_by).inc()
         if end.ttfb is not None:
             m.ttfb.observe(end.ttfb)
         m.record_stream(end.fields, end.gaps, duration=end.duration, alerts=end.alerts)
