@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from typing import Any
 
@@ -105,6 +106,12 @@ _BUSY = 0.02
 _SLICE = 16 << 10
 _SLICES_FOR = 0.002  # and the loop is let in after this long of them
 _NO_TIMEOUT = contextlib.nullcontext()
+
+
+@functools.lru_cache(maxsize=16)
+def _limits(max_line: int, max_frame: int) -> Limits:
+    """The core's limits of a configuration: one (immutable) value, not one per stream."""
+    return Limits(max_line=max_line, max_frame=max_frame)
 
 
 class _StreamLog:
@@ -243,7 +250,7 @@ class _SseRelay:
         self.reassembler = StreamReassembler(
             normalize_dialect(ex.route.dialect),
             hint=dialect_for_path(ex.url.raw_path) or dialect_for_path(request.path),
-            limits=Limits(max_line=cfg.max_line_bytes, max_frame=cfg.max_frame_bytes),
+            limits=_limits(cfg.max_line_bytes, cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=self.mode != "passthrough",  # only planners cut at frame ends
             keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
