@@ -281,7 +281,7 @@ class _SseRelay:
         self.on_observed = taps.observed
         self.built = True
         if not self.ended:
-            obs.start()
+            obs.start(ex.parts.watchdog)
         return obs
 
     ended = False

@@ -200,9 +200,11 @@ class StreamObserver:
 
     # -- stall timer -------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, watchdog: Watchdog | None = None) -> None:
+        """Watch for stalls (on ``watchdog``, the app's: no lookup of the running loop,
+        which on Python 3.11 is a ``getpid`` system call)."""
         if self.threshold > 0:
-            self._watch = Watchdog.of().watch(self.threshold, self._check)
+            self._watch = (watchdog or Watchdog.of()).watch(self.threshold, self._check)
 
     def stop(self) -> None:
         if self._watch is not None:
