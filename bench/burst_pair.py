@@ -4,7 +4,8 @@ Hand-run (not a test); issue 23. ``bench_scale``'s TTFB@50 is one burst per cont
 on a shared machine one burst swings by a third. Here every contender gets ``--bursts``
 bursts of ``--streams`` streams started together (connections warm, On the Bench's
 stream shape cut to ``--events`` deltas) per round, the contenders take turns round after
-round, and the medians are printed with each round's ratio to the first sse-proxy row, so
+round (in the opposite order every other round: the second of a round runs a few percent
+worse), and the medians are printed with each round's ratio to the first sse-proxy row, so
 that two trees of sse-proxy (``NAME@TREE``, e.g. ``git archive`` of main) and the bare
 aiohttp proxy are compared in the same minutes::
 
@@ -141,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.window_cpu:
             _install_window_hook(Path(tmp), args.streams)
         for rnd in range(args.rounds):
-            for c in names:
+            # the order turns round by round: whoever runs second in a round ran 5-11 %
+            # worse in the window than in the round with the order swapped
+            for c in names if rnd % 2 == 0 else names[::-1]:
                 name, _, src = c.partition("@")
                 got[c].append(one_round(name, src, Path(tmp), args))
                 cpu, ttfb, last, window = got[c][-1]
