@@ -96,8 +96,8 @@ class FrontDoorGuard:
     every request, and each resumption of a forwarded request's start passed through it
     and through the layer aiohttp adds beside any middleware (issue 23). A target no route
     can match (CONNECT's authority, ``*``) is answered by the server
-    (``protocol.unroutable_first``). The admin listener's app, which
-    forwards nothing, has it as a middleware (:meth:`middleware`)."""
+    (``protocol.unroutable_first``). The admin listener's app, which forwards nothing, has
+    it as a middleware (:meth:`middleware`)."""
 
     __slots__ = ("_door", "in_flight")
 
