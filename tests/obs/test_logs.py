@@ -505,3 +505,13 @@ def test_a_summary_without_a_bound_logger_is_the_bound_ones_line(json_log: io.St
     assert _without_time(first) == _without_time(second)
     assert made == []  # no logger was bound for it
     assert json.loads(second)["route"] == "r2"
+
+
+def test_a_summary_is_an_info_or_a_warning_line(json_log: io.StringIO) -> None:
+    """Any level the caller names but warning gives an info line, as it always did."""
+    from sse_proxy.obs.logs import get_logger
+
+    for level in ("warning", "info", "error", "debug"):
+        AlertSink(get_logger(stream_id="s")).summary(level=level, verdict="ok")
+    levels = [json.loads(line)["level"] for line in json_log.getvalue().splitlines()]
+    assert levels == ["warning", "info", "info", "info"]
