@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--spread-ms",
         type=float,
         default=20.0,
-        help="a burst's starts spread over this (10000: one at a time, which repeats exactly)",
+        help="a burst's starts spread over this (10000: one at a time, repeating to 0.2 %%)",
     )
     ap.add_argument("--sse-log-level", default="info", help="sse-proxy's --log-level")
     args = ap.parse_args(argv)

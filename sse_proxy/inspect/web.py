@@ -40,6 +40,16 @@ __all__ = [
 REGISTRY = web.AppKey("inspector", Registry)
 UI_CONFIG = web.AppKey("inspector_config", Config)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Guard = Callable[[Handler], Handler]
+"""What a route's handler is put behind when it is added (the front door, on an app that
+checks it in its handlers rather than a middleware)."""
+
+
+def unguarded(handler: Handler) -> Handler:
+    """The :data:`Guard` of an app whose front door is a middleware: the handler itself."""
+    return handler
+
+
 _CLOSE: dict[str, Any] = {"close": True}
 _KEEPALIVE_S = 15.0
 
@@ -56,7 +66,7 @@ def add_ui_routes(
     cfg: Config,
     registry: Registry,
     *,
-    guard: Callable[[Handler], Handler] = lambda handler: handler,
+    guard: Guard = unguarded,
 ) -> None:
     """The inspector's routes under the admin prefix (add them before its catch-all), each
     behind ``guard`` (the front door, where it is not a middleware)."""

@@ -9,19 +9,15 @@ port then only reserves the prefix: every path under it is a 404 there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from aiohttp import web
 
 from sse_proxy.config import Config
 from sse_proxy.inspect.registry import Registry
-from sse_proxy.inspect.web import REGISTRY, add_ui_routes
-from sse_proxy.server.admission import FrontDoorGuard, Handler, json_error
+from sse_proxy.inspect.web import REGISTRY, Guard, add_ui_routes, unguarded
+from sse_proxy.server.admission import FrontDoorGuard, json_error
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS, WorkerCounts
 
 __all__ = ["add_admin_routes", "make_admin_app", "reserve_admin_prefix"]
-
-Guard = Callable[[Handler], Handler]
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -71,12 +67,8 @@ async def _not_admin(request: web.Request) -> web.Response:
     )
 
 
-def _as_is(handler: Handler) -> Handler:
-    return handler
-
-
 def reserve_admin_prefix(
-    app: web.Application, config: Config, *, moved: bool = False, guard: Guard = _as_is
+    app: web.Application, config: Config, *, moved: bool = False, guard: Guard = unguarded
 ) -> None:
     """Every path under the admin prefix not routed yet: 404, never forwarded (``moved``:
     the traffic port of a proxy with an admin listener, whose 404 says where they went;
@@ -91,7 +83,7 @@ def reserve_admin_prefix(
 
 
 def add_admin_routes(
-    app: web.Application, config: Config, registry: Registry | None, *, guard: Guard = _as_is
+    app: web.Application, config: Config, registry: Registry | None, *, guard: Guard = unguarded
 ) -> None:
     """Health, metrics, the inspector (a registry: ``--ui``) and the prefix's catch-all,
     each behind ``guard``."""
