@@ -325,6 +325,8 @@ def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
     return Exchange(
         request=request,
         parts=parts,
+        cfg=cfg,
+        metrics=parts.metrics,
         stream_id=stream_id,
         route=route,
         url=url,

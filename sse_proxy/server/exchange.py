@@ -39,6 +39,9 @@ class Exchange:
     request: web.Request
     parts: ProxyParts
     """The app's parts (the config, the metrics, the session...), taken once."""
+    cfg: Config
+    """``parts.cfg`` and ``parts.metrics``, as fields: read a dozen times per request."""
+    metrics: Metrics
     stream_id: str
     route: Route
     url: URL
@@ -59,16 +62,18 @@ class Exchange:
     """The app's backlog, told when this request's first byte is out
     (:meth:`first_byte_sent`)."""
     owes_first_byte: bool = False
+    route_counted: bool = False
     idle_watch: Watch | None = None
     """The wait for the response head's deadline, which the body's idle watch takes over."""
 
-    @property
-    def cfg(self) -> Config:
-        return self.parts.cfg
-
-    @property
-    def metrics(self) -> Metrics:
-        return self.parts.metrics
+    def count_route(self) -> None:
+        """Count the request in its route's ``sse_proxy_route_requests_total``, once: an
+        event stream when it is counted as one (after its first byte, with its observers),
+        any other request when its answer starts, or when it fails."""
+        if not self.route_counted:
+            self.route_counted = True
+            metrics = self.metrics
+            metrics.child(metrics.route_requests, route=self.route.name).inc()
 
     def owe_first_byte(self, backlog: Backlog) -> None:
         self.backlog = backlog
