@@ -66,6 +66,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     resp.headers[STREAM_ID_HEADER] = ex.stream_id
     if not sse:  # (a stream is counted when its observers are built: after its first byte)
         ex.metrics.child(ex.metrics.requests, kind="other").inc()
+        ex.count_route()
     upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
     if ex.cfg.log_level == "debug":
         ex.upstream_log.debug(
@@ -241,6 +242,7 @@ class _SseRelay:
         ex, cfg, request = self.ex, self.cfg, self.request
         metrics = ex.metrics
         metrics.child(metrics.requests, kind="sse").inc()
+        ex.count_route()
         self.sink = AlertSink(
             make_logger=self._log_of,
             log_fields=self._log_of.fields,

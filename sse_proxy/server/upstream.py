@@ -38,11 +38,11 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     to open it is answered here, once, for HTTP and WebSocket alike."""
     request = ex.request
     ex.owe_first_byte(ex.parts.state.backlog)
-    ex.metrics.child(ex.metrics.route_requests, route=ex.route.name).inc()
     headers = ex.route.upstream_headers(request_headers_for_upstream(request.headers))
     try:
         if is_websocket_upgrade(request):
             ex.first_byte_sent()  # a session, not a response: nothing to put first
+            ex.count_route()
             return await _websocket(ex, headers)
         return await _http(ex, headers)
     except RequestTooLarge:
@@ -51,6 +51,7 @@ async def forward(ex: Exchange) -> web.StreamResponse:
         return upstream_failed(ex, err)
     finally:
         ex.first_byte_sent()
+        ex.count_route()  # (once: a stream its observers counted is not counted again)
         if ex.span is not None:
             ex.span.end()
 

@@ -176,9 +176,21 @@ def _slow_and_fast_upstream(release: asyncio.Event) -> web.Application:
         await resp.write_eof()
         return resp
 
+    async def models(_request: web.Request) -> web.Response:
+        return web.json_response({"data": []})
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
     return app
+
+
+def _route_requests(metrics: str) -> float:
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in metrics.splitlines()
+        if line.startswith("sse_proxy_route_requests_total{")
+    )
 
 
 @pytest.mark.asyncio
@@ -212,3 +224,35 @@ async def test_a_stream_that_ends_while_another_waits_is_summed_up_and_counted(
             resp2 = await slow
             assert b"[DONE]" in await resp2.read()
             resp2.release()
+
+
+@pytest.mark.asyncio
+async def test_every_request_counts_once_in_its_route_whenever_its_count_is_put_off(
+    start_app: StartApp, start: StartProxy
+) -> None:
+    # A stream's route count waits with its observers while another request owes its
+    # first byte; a scrape runs it first. A request still waiting for its head is counted
+    # once it is answered, and nothing twice.
+    release = asyncio.Event()
+    url = await start(await start_app(_slow_and_fast_upstream(release)))
+    async with aiohttp.ClientSession() as session:
+        slow = asyncio.create_task(
+            session.post(url + "/v1/chat/completions", json={"model": "slow", "stream": True})
+        )
+        try:
+            for _ in range(2):
+                async with session.post(
+                    url + "/v1/chat/completions", json={"model": "fast", "stream": True}
+                ) as resp:
+                    assert b"[DONE]" in await resp.read()
+            async with session.get(url + "/v1/models") as resp:
+                assert resp.status == 200
+            async with session.get(url + "/_sse-proxy/metrics") as resp:
+                assert _route_requests(await resp.text()) == 3.0
+        finally:
+            release.set()
+            resp2 = await slow
+            assert b"[DONE]" in await resp2.read()
+            resp2.release()
+        async with session.get(url + "/_sse-proxy/metrics") as resp:
+            assert _route_requests(await resp.text()) == 4.0
