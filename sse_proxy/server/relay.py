@@ -27,6 +27,7 @@ from sse_proxy.core import (
     normalize_dialect,
 )
 from sse_proxy.core.verdict import strict_end_cause
+from sse_proxy.inspect.registry import StreamRecord
 from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
@@ -149,6 +150,24 @@ class _SseRelay:
     that start together do not each build it before the next one's first byte.
     """
 
+    # What most streams keep as it is, at the class: a stream start sets only what differs.
+    decode: ObserverDecoder | None = None
+    observing = True
+    """False when the stream's encoding cannot be decoded to observe it."""
+    planner: Planner | None = None
+    delivery: Delivery | None = None
+    """Chaos only: the writes that carry a cut wait until the client read what went before."""
+    recorder: Recorder | None = None
+    record: StreamRecord | None = None
+    built = False
+    """Whether the observers below are built (:meth:`_build`)."""
+    obs: StreamObserver
+    taps: Taps
+    sink: AlertSink
+    reassembler: StreamReassembler
+    on_observed: Any = None
+    timeout_kind: str | None = None
+
     def __init__(
         self,
         ex: Exchange,
@@ -167,8 +186,6 @@ class _SseRelay:
         self.started = ex.started
         self.opened = time.monotonic()
         self.mode = mode = ex.mode
-        self.decode: ObserverDecoder | None = None
-        self.observing = True
         encoding = upstream.headers.get("Content-Encoding")
         if encoding:
             try:
@@ -180,7 +197,6 @@ class _SseRelay:
             except DecodeFailed as exc:
                 self.observing = False
                 self.log.warning("stream.not_observed", reason=exc.reason, **exc.details)
-        self.planner: Planner | None = None
         if mode != "passthrough":
             if self.decode is not None or not self.observing:
                 # Write boundaries are planned on the bytes the client gets; compressed
@@ -196,40 +212,28 @@ class _SseRelay:
                     max_hold=cfg.max_frame_bytes,
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
                 )
-        # chaos only: the writes that carry a cut wait until the client read what went before
-        self.delivery = ex.delivery = (
-            Delivery(request.transport) if self.mode == "chaos" and self.planner else None
-        )
+                if mode == "chaos":
+                    self.delivery = ex.delivery = Delivery(request.transport)
         self.client = ClientWriter(resp, request)  # takes over after the first write
-        self.recorder = (
-            Recorder.for_config(
+        if cfg.record_dir:
+            self.recorder = Recorder.for_config(
                 cfg.record_dir, ex.stream_id, request, upstream, self.log, ex.started
             )
-            if cfg.record_dir
-            else None
-        )
         parts = ex.parts
-        self.record = open_stream(
-            parts.registry, request, upstream, ex.stream_id, self.mode, ex.started
-        )
+        if parts.registry is not None:
+            self.record = open_stream(
+                parts.registry, request, upstream, ex.stream_id, self.mode, ex.started
+            )
         # Passthrough reads observed later (while other requests wait for a first byte):
         # (chunk, when it arrived), in order; _catch_up observes them.
         self.backlog = parts.state.backlog
         self.pending: list[tuple[bytes, float]] = []
-        self.built = False  # the observers below (_build)
-        self.obs: StreamObserver
-        self.taps: Taps
-        self.sink: AlertSink
-        self.reassembler: StreamReassembler
-        self.on_observed: Any = None
-        self.timeout_kind: str | None = None
-        lazy = (
-            self.planner is None
-            and self.decode is None
-            and self.recorder is None
-            and not parts.taps
-        )
-        if not lazy:
+        if (
+            self.planner is not None
+            or self.decode is not None
+            or self.recorder is not None
+            or parts.taps
+        ):
             self._build()
 
     @property
