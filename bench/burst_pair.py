@@ -19,18 +19,29 @@ aiohttp proxy are compared in the same minutes::
 CPU per request is the proxy process's (``/proc``), over the bursts only. With
 ``--window-cpu``, also the CPU it spends per request from each burst's first request to its
 last first byte, measured inside it (``window_cpu_hook.py``, the same for every aiohttp
-proxy): the figure a burst's TTFB follows, steadier than the TTFB itself.
+proxy): the figure a burst's TTFB follows, steadier than the TTFB itself. With
+``--window-opcodes N``, instead, the hook counts the bytecodes each function runs in the
+windows, and the N functions that run the most per request are printed for each contender,
+with the totals by package: which code the first bytes wait for, and how much of it is
+sse-proxy's (the proxy runs tens of times slower meanwhile, so the timings then mean
+nothing; ``--pace-ms 4000`` keeps streams' later events out of the window)::
+
+    .venv/bin/python -m bench.burst_pair --rounds 1 --bursts 4 --spread-ms 20 --pace-ms 4000 \
+        --events 1 --gap-ms 300 --sse-log-level info --window-opcodes 40
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -74,6 +85,10 @@ def one_round(
                 last.append(res["ttfb_max_ms"])
             cpu = bp.cpu_seconds(svc.pids) - cpu0
             window = _window_cpu(svc.pids, args.bursts)
+            if args.window_opcodes:
+                _add_opcodes(
+                    OPCODES.setdefault(name if not src else f"{name}@{src}", Counter()), svc.pids
+                )
         finally:
             load.stop()
             svc.stop()
@@ -99,6 +114,47 @@ def _window_cpu(pids: Sequence[int], bursts: int) -> float:
         if path.exists():
             rows += [float(line) for line in path.read_text().split()]
     return statistics.median(rows[-bursts:]) if rows else float("nan")
+
+
+OPCODES: dict[str, Counter[str]] = {}
+"""``--window-opcodes``: each contender's bytecodes per function, summed over its rounds
+(the key ``""`` counts the requests they are over)."""
+
+
+def _add_opcodes(into: Counter[str], pids: Sequence[int]) -> None:
+    out = os.environ.get("BURST_WINDOW_DIR", "")
+    for pid in pids:
+        path = Path(out) / f"{pid}.opcodes.json"
+        if not path.exists():
+            continue
+        got = json.loads(path.read_text())
+        into[""] += got["windows"] * got["streams"]
+        for (file, line, func), n in got["rows"]:
+            short = re.sub(r".*/(site-packages|sse_proxy|bench|python3\.\d+)/", r"\1/", file)
+            into[f"{short}:{line}({func})"] += n
+
+
+def _package(key: str) -> str:
+    first = key.split("/", 1)[0]
+    if first == "site-packages":
+        return key.split("/", 2)[1]
+    return first if first in ("sse_proxy", "bench") else "stdlib"
+
+
+def _print_opcodes(top: int) -> None:
+    for name, counts in OPCODES.items():
+        requests = counts.pop("", 0)
+        if not requests:
+            print(f"\n{name}: no window was counted")
+            continue
+        total = sum(counts.values()) / requests
+        by_package: Counter[str] = Counter()
+        for key, n in counts.items():
+            by_package[_package(key)] += n
+        packages = ", ".join(f"{p} {n / requests:,.0f}" for p, n in by_package.most_common(6))
+        print(f"\n{name}: {total:,.0f} bytecodes per request in the window ({packages})")
+        for key, n in counts.most_common(top):
+            print(f"{n / requests:10.1f}  {key}")
 
 
 def _install_window_hook(tmp: Path, streams: int) -> None:
@@ -128,7 +184,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--window-cpu", action="store_true", help="also the CPU per request in a burst's window"
     )
+    ap.add_argument(
+        "--window-opcodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="count the bytecodes run in the windows; print the N top functions",
+    )
     args = ap.parse_args(argv)
+    if args.window_opcodes < 0:
+        ap.error("--window-opcodes takes a number of functions to show (0: off)")
+    if args.window_opcodes:
+        args.window_cpu = True
+        os.environ["BURST_WINDOW_OPCODES"] = "1"
     bp.PIN = args.pin
     bp.SSE_LOG_LEVEL = args.sse_log_level
     names = [c for c in args.contenders.split(",") if c]
@@ -186,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else ""
             )
         )
+    if args.window_opcodes:
+        _print_opcodes(args.window_opcodes)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -9,13 +9,27 @@ first byte (a response's first body write, or its handler's end without one); th
 process's CPU time over the window, per request, is appended to
 ``$BURST_WINDOW_DIR/<pid>.txt``. This is the figure a burst's TTFB follows: whatever the
 proxy spends in the window, on the starts or on anything else, the last starts wait for.
+
+With ``BURST_WINDOW_MARKS=1`` (``bench.instructions --window``) a window's start also calls
+``os.getppid()`` and its end ``os.getpgrp()``: two C functions nothing else in an aiohttp
+proxy calls, which callgrind is told to zero its counters before and to dump them before
+(``--zero-before=os_getppid --dump-before=os_getpgrp``), so that each dump is one window.
+
+With ``BURST_WINDOW_OPCODES=1`` (``burst_pair --window-opcodes``) every bytecode run in a
+window is counted by the function it ran in (``sys.settrace`` with opcode events: tens of
+times slower, so the window's CPU figure means nothing then), and the counts so far are
+written to ``<pid>.opcodes.json`` (``[[file, first line, name], count]`` rows, and the
+windows and streams per window they are over): which code a burst's first bytes wait
+for, function by function.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 
@@ -23,19 +37,45 @@ def _install(out: str, streams: int) -> None:
     from aiohttp import web_app, web_response
 
     state = {"open": False, "n": 0, "cpu0": 0.0}
+    marks = os.environ.get("BURST_WINDOW_MARKS") == "1"
+    census = os.environ.get("BURST_WINDOW_OPCODES") == "1"
     path = os.path.join(out, f"{os.getpid()}.txt")
     owed = "_burst_window_owed"
+    opcodes: Counter[tuple[str, int, str]] = Counter()
+    windows = [0]
+
+    def count(frame: Any, event: str, _arg: Any) -> Any:
+        if event == "opcode":
+            code = frame.f_code
+            opcodes[(code.co_filename, code.co_firstlineno, code.co_name)] += 1
+        return count
+
+    def trace(frame: Any, _event: str, _arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        return count
 
     def started() -> None:
         if not state["open"]:
             state["open"] = True
             state["n"] = 0
             state["cpu0"] = time.process_time()
+            if marks:
+                os.getppid()  # callgrind: zero the counters (the window starts)
+            if census:
+                sys.settrace(trace)
 
     def first_byte() -> None:
         state["n"] += 1
         if state["open"] and state["n"] >= streams:
             state["open"] = False
+            if marks:
+                os.getpgrp()  # callgrind: dump the counters (the window ends)
+            if census:
+                sys.settrace(None)
+                windows[0] += 1
+                rows = [[list(key), n] for key, n in opcodes.items()]
+                with open(os.path.join(out, f"{os.getpid()}.opcodes.json"), "w") as f:
+                    json.dump({"windows": windows[0], "streams": streams, "rows": rows}, f)
             per_request = (time.process_time() - state["cpu0"]) / streams
             with open(path, "a") as f:
                 f.write(f"{per_request * 1e6:.1f}\n")
