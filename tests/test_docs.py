@@ -37,6 +37,9 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--events",
         "--sse-log-level",
         "--window-cpu",
+        "--window-opcodes",
+        "--window",  # python -m bench.instructions
+        "--simulate",
         "--rm",  # docker run
         "--stop-timeout",
         "--test",  # node --test, in docs/javascript.md
