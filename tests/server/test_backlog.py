@@ -9,8 +9,10 @@ its count in the metrics must still be there (the metrics scrape runs the queue 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -193,37 +195,53 @@ def _route_requests(metrics: str) -> float:
     )
 
 
+@contextlib.asynccontextmanager
+async def _one_waiting_for_its_head(
+    session: aiohttp.ClientSession, url: str, release: asyncio.Event
+) -> AsyncIterator[None]:
+    """A request whose upstream holds its head until ``release``: it owes its client a
+    first byte meanwhile. On the way out it is released, and its stream must end whole."""
+    slow = asyncio.create_task(
+        session.post(url + "/v1/chat/completions", json={"model": "slow", "stream": True})
+    )
+    try:
+        yield
+    finally:
+        release.set()
+        resp = await slow
+        assert b"[DONE]" in await resp.read()
+        resp.release()
+
+
+async def _fast_stream(session: aiohttp.ClientSession, url: str) -> None:
+    async with session.post(
+        url + "/v1/chat/completions", json={"model": "fast", "stream": True}
+    ) as resp:
+        assert b"[DONE]" in await resp.read()
+
+
 @pytest.mark.asyncio
 async def test_a_stream_that_ends_while_another_waits_is_summed_up_and_counted(
     start_app: StartApp, start: StartProxy, logs: LogEntries
 ) -> None:
     release = asyncio.Event()
     url = await start(await start_app(_slow_and_fast_upstream(release)))
-    async with aiohttp.ClientSession() as session:
-        slow = asyncio.create_task(
-            session.post(url + "/v1/chat/completions", json={"model": "slow", "stream": True})
-        )
-        try:
-            async with session.post(
-                url + "/v1/chat/completions", json={"model": "fast", "stream": True}
-            ) as resp:
-                assert b"[DONE]" in await resp.read()
-            # the slow request still owes its first byte: the fast one's summary may wait,
-            # but a scrape counts it, and its line comes within the bound
-            async with session.get(url + "/_sse-proxy/metrics") as resp:
-                metrics = await resp.text()
-            assert any(
-                line.startswith("sse_proxy_streams_total{") and 'verdict="ok"' in line
-                for line in metrics.splitlines()
-            ), metrics
-            summary = await wait_for(logs, "stream.summary")
-            assert summary["request_model"] == "fast"
-            assert summary["verdict"] == "ok"
-        finally:
-            release.set()
-            resp2 = await slow
-            assert b"[DONE]" in await resp2.read()
-            resp2.release()
+    async with (
+        aiohttp.ClientSession() as session,
+        _one_waiting_for_its_head(session, url, release),
+    ):
+        await _fast_stream(session, url)
+        # the slow request still owes its first byte: the fast one's summary may wait,
+        # but a scrape counts it, and its line comes within the bound
+        async with session.get(url + "/_sse-proxy/metrics") as resp:
+            metrics = await resp.text()
+        assert any(
+            line.startswith("sse_proxy_streams_total{") and 'verdict="ok"' in line
+            for line in metrics.splitlines()
+        ), metrics
+        summary = await wait_for(logs, "stream.summary")
+        assert summary["request_model"] == "fast"
+        assert summary["verdict"] == "ok"
 
 
 @pytest.mark.asyncio
@@ -236,23 +254,12 @@ async def test_every_request_counts_once_in_its_route_whenever_its_count_is_put_
     release = asyncio.Event()
     url = await start(await start_app(_slow_and_fast_upstream(release)))
     async with aiohttp.ClientSession() as session:
-        slow = asyncio.create_task(
-            session.post(url + "/v1/chat/completions", json={"model": "slow", "stream": True})
-        )
-        try:
-            for _ in range(2):
-                async with session.post(
-                    url + "/v1/chat/completions", json={"model": "fast", "stream": True}
-                ) as resp:
-                    assert b"[DONE]" in await resp.read()
+        async with _one_waiting_for_its_head(session, url, release):
+            await _fast_stream(session, url)
+            await _fast_stream(session, url)
             async with session.get(url + "/v1/models") as resp:
                 assert resp.status == 200
             async with session.get(url + "/_sse-proxy/metrics") as resp:
                 assert _route_requests(await resp.text()) == 3.0
-        finally:
-            release.set()
-            resp2 = await slow
-            assert b"[DONE]" in await resp2.read()
-            resp2.release()
         async with session.get(url + "/_sse-proxy/metrics") as resp:
             assert _route_requests(await resp.text()) == 4.0
