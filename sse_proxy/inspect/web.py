@@ -432,17 +432,15 @@ async def _download(request: web.Request) -> web.Response:
 
 
 def open_stream(
-    registry: Registry | None,
+    registry: Registry,
     request: web.Request,
     upstream: Any,
     stream_id: str,
     mode: str,
     started: float,
-) -> StreamRecord | None:
-    """The proxy's hook for a new SSE stream: a record in ``registry`` when the inspector
-    is on, else None."""
-    if registry is None:
-        return None
+) -> StreamRecord:
+    """The proxy's hook for a new SSE stream, with the inspector on: its record in
+    ``registry`` (the relay asks only when there is one)."""
     from sse_proxy.core import dialect_for_path
     from sse_proxy.obs.redact import redact_head, redact_url, scrub_held
 
