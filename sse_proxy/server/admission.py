@@ -138,15 +138,16 @@ class FrontDoorGuard:
 
         @functools.wraps(handler)
         async def guarded(request: web.Request) -> web.StreamResponse:
-            refused = self.refusal(request)
-            if refused is not None:
-                return refused
-            return await self.tracked(handler, request)
+            return await self.let_in(request, handler)
 
         return guarded
 
-    async def tracked(self, handler: Handler, request: web.Request) -> web.StreamResponse:
-        """``handler``'s answer, its task in ``in_flight`` meanwhile."""
+    async def let_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The refusal of ``request``, or ``handler``'s answer, its task in ``in_flight``
+        meanwhile: what :meth:`around` and :meth:`middleware` both do."""
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
         in_flight = self.in_flight
         if in_flight is None:
             return await handler(request)
@@ -160,13 +161,11 @@ class FrontDoorGuard:
 
     def middleware(self) -> Any:
         """The front door as a middleware, in front of every route of an app."""
+        let_in = self.let_in
 
         @web.middleware
         async def front_door(request: web.Request, handler: Handler) -> web.StreamResponse:
-            refused = self.refusal(request)
-            if refused is not None:
-                return refused
-            return await self.tracked(handler, request)
+            return await let_in(request, handler)
 
         return front_door
 
