@@ -24,6 +24,7 @@ from sse_proxy.server.admission import (
     defer_continue,
     response_starts,
 )
+from sse_proxy.server.dispatch import remember_resolutions
 from sse_proxy.server.keys import (
     CONFIG,
     METRICS,
@@ -123,4 +124,5 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app.router.add_route(
         "*", "/{tail:.*}", _proxy_handler(parts, door), expect_handler=defer_continue
     )
+    remember_resolutions(app)
     return app
