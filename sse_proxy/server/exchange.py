@@ -8,7 +8,6 @@ admission takes a request apart into a dozen parameters again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -32,9 +31,12 @@ if TYPE_CHECKING:  # (keys imports the taps, which import this)
 __all__ = ["Exchange", "RequestContext"]
 
 
-@dataclass(slots=True, kw_only=True)
 class Exchange:
-    """One request, from its admission to its last log line."""
+    """One request, from its admission to its last log line.
+
+    A plain class, its optional fields defaults of the class: a stream start sets only the
+    nine it is given (a slotted dataclass set all twenty, a stream start's largest
+    ``__init__``, issue 23)."""
 
     request: web.Request
     parts: ProxyParts
@@ -65,6 +67,29 @@ class Exchange:
     route_counted: bool = False
     idle_watch: Watch | None = None
     """The wait for the response head's deadline, which the body's idle watch takes over."""
+
+    def __init__(
+        self,
+        *,
+        request: web.Request,
+        parts: ProxyParts,
+        cfg: Config,
+        metrics: Metrics,
+        stream_id: str,
+        route: Route,
+        url: URL,
+        spec: ChaosSpec | None,
+        ctx: RequestContext,
+    ) -> None:
+        self.request = request
+        self.parts = parts
+        self.cfg = cfg
+        self.metrics = metrics
+        self.stream_id = stream_id
+        self.route = route
+        self.url = url
+        self.spec = spec
+        self.ctx = ctx
 
     def count_route(self) -> None:
         """Count the request in its route's ``sse_proxy_route_requests_total``, once: an

@@ -68,12 +68,11 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     if not sse:  # (a stream is counted when its observers are built: after its first byte)
         ex.metrics.child(ex.metrics.requests, kind="other").inc()
         ex.count_route()
-    upstream_request_id = upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
     if ex.cfg.log_level == "debug":
         ex.upstream_log.debug(
             "upstream.response",
             status=upstream.status,
-            upstream_request_id=upstream_request_id,
+            upstream_request_id=_upstream_request_id(upstream),
             headers=loggable_headers(upstream.headers),
         )
     if not sse:
@@ -90,13 +89,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     if ex.cfg.strict_end:
         # chunked toward the client, so that a body ended without its last chunk is broken
         resp.headers.popall("Content-Length", None)
-    log_fields = {
-        "upstream_status": upstream.status,
-        "upstream_request_id": upstream_request_id,
-        "mode": ex.mode,
-        **({"chaos": spec.header_value()} if spec is not None else {}),
-    }  # and the request's context (ctx.fields()), once the logger is bound
-    relay = _SseRelay(ex, resp, upstream, log_fields)
+    relay = _SseRelay(ex, resp, upstream)
     return await relay.run()
 
 
@@ -116,29 +109,46 @@ def _limits(max_line: int, max_frame: int) -> Limits:
     return Limits(max_line=max_line, max_frame=max_frame)
 
 
+def _upstream_request_id(upstream: aiohttp.ClientResponse) -> str | None:
+    return upstream.headers.get("x-request-id") or upstream.headers.get("request-id")
+
+
 class _StreamLog:
     """A stream's logger, bound on first use and then kept (the relay's and its alert
-    sink's: one bind). It holds the exchange, not the relay: no cycle to collect."""
+    sink's: one bind), its fields taken then too (most streams log one line, their summary,
+    and that after their first byte). It holds the exchange, not the relay: no cycle."""
 
-    __slots__ = ("_ex", "_fields", "_log")
+    __slots__ = ("_ex", "_log", "_upstream")
 
-    def __init__(self, ex: Exchange, fields: dict[str, Any]) -> None:
+    def __init__(self, ex: Exchange, upstream: aiohttp.ClientResponse) -> None:
         self._ex = ex
-        self._fields = fields
+        self._upstream = upstream
         self._log: Any = None
 
     def __call__(self) -> Any:
         log = self._log
         if log is None:
             ex = self._ex
-            log = self._log = ex.stream_log(**self._fields, **ex.ctx.fields())
+            log = self._log = ex.stream_log(**self._own(), **ex.ctx.fields())
         return log
+
+    def _own(self) -> dict[str, Any]:
+        """The response's fields (the mode asked for, and the chaos spec of a chaos one)."""
+        ex, upstream = self._ex, self._upstream
+        own = {
+            "upstream_status": upstream.status,
+            "upstream_request_id": _upstream_request_id(upstream),
+            "mode": ex.mode,
+        }
+        if ex.spec is not None:
+            own["chaos"] = ex.spec.header_value()
+        return own
 
     def fields(self) -> dict[str, Any]:
         """What the logger is (or would be) bound with, as a dict: a line logged without
         binding one (the summary of a stream that logged nothing else)."""
         ex = self._ex
-        return {**ex.log_fields(), **self._fields, **ex.ctx.fields()}
+        return {**ex.log_fields(), **self._own(), **ex.ctx.fields()}
 
 
 class _SseRelay:
@@ -173,7 +183,6 @@ class _SseRelay:
         ex: Exchange,
         resp: web.StreamResponse,
         upstream: aiohttp.ClientResponse,
-        log_fields: dict[str, Any],
     ) -> None:
         cfg = ex.cfg
         self.ex = ex
@@ -182,7 +191,7 @@ class _SseRelay:
         self.upstream = upstream
         self.cfg = cfg
         self.metrics = ex.metrics
-        self._log_of = _StreamLog(ex, log_fields)
+        self._log_of = _StreamLog(ex, upstream)
         self.started = ex.started
         self.opened = time.monotonic()
         self.mode = mode = ex.mode
