@@ -265,17 +265,16 @@ def _absolute_form(stream_id: str) -> web.Response:
 def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
     """The request as an exchange, or the reply that refuses it.
 
-    Checked in this order: an absolute-form target (not an open proxy), the chaos header
-    (malformed: 400; not allowed on this server: 403), the headers' total size (431), a
-    declared body length (413; a streamed body is bounded by :func:`request_body`), the
-    path's dot segments (resolved per RFC 3986 before routing; hidden ones are a 400), a
-    route for the path (404), and a ``..`` that would leave that route (400).
+    Checked in this order, after the front door (which refused a target that is not a
+    path: :func:`refuse_connect`): the chaos header (malformed: 400; not allowed on this
+    server: 403), the headers' total size (431), a declared body length (413; a streamed
+    body is bounded by :func:`request_body`), the path's dot segments (resolved per RFC
+    3986 before routing; hidden ones are a 400), a route for the path (404), and a ``..``
+    that would leave that route (400).
     """
     cfg = parts.cfg
     stream_id = new_stream_id()
     raw_target = request.raw_path
-    if not raw_target.startswith("/"):
-        return _absolute_form(stream_id)
     try:
         spec = chaos_spec(request, cfg)
     except ChaosSpecError as exc:

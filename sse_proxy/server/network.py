@@ -16,7 +16,7 @@ import ipaddress
 import os
 import ssl
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import aiohttp
 from yarl import URL
@@ -163,7 +163,9 @@ class Network:
     def proxy_for(self, url: URL) -> Hop:
         """The way to ``url``: direct, or the forward proxy for its scheme and the headers
         that carry the proxy's credentials (from its URL), to the forward proxy only."""
-        scheme = {"ws": "http", "wss": "https"}.get(url.scheme, url.scheme)
+        if not self._parsed:  # (no forward proxy: most proxies, every request)
+            return _DIRECT
+        scheme = _SCHEME_OF.get(url.scheme, url.scheme)
         proxy = self._parsed.get(scheme)
         if proxy is None or url.host is None:
             return _DIRECT
@@ -191,6 +193,10 @@ class Network:
         if self.no_proxy:
             out["no_proxy"] = self.no_proxy
         return out
+
+
+_SCHEME_OF: Final = {"ws": "http", "wss": "https"}
+"""The forward proxy a WebSocket URL goes through: its HTTP scheme's."""
 
 
 def _basic(proxy: URL) -> str:
