@@ -44,20 +44,22 @@ class ClientWriter:
     def send(self, data: bytes) -> bool:
         """Write ``data`` now if nothing needs awaiting; False: ``await write(data)``."""
         writer = self._writer
-        if writer is None or writer.buffer_size + len(data) > _DRAIN_EVERY:
+        n = len(data)
+        if writer is None or writer.buffer_size + n > _DRAIN_EVERY:
             return False
         transport = self._transport
         assert transport is not None
         if transport.is_closing():
             raise ClientGone("the client's connection is closing")
-        if data:  # an empty chunk would end the body; the rest is _put, inlined (per token)
-            if len(data) > _COPY_UP_TO:
+        if n:  # an empty chunk would end the body; the rest is _put, inlined (per token)
+            if n > _COPY_UP_TO:
                 self._put(writer, data)
                 return True
-            framed = b"%x\r\n%b\r\n" % (len(data), data)
+            framed = b"%x\r\n%b\r\n" % (n, data)
             transport.write(framed)
-            writer.output_size += len(framed)
-            writer.buffer_size += len(framed)
+            n = len(framed)
+            writer.output_size += n
+            writer.buffer_size += n
         return True
 
     async def write(self, data: bytes) -> None:

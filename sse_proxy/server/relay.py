@@ -386,6 +386,7 @@ class _SseRelay:
                 send = client.send
                 write = client.write
                 planner = self.planner
+                decode = self.decode
                 on_read = self.taps.read if self.built else None  # sees reads as they come
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
@@ -406,9 +407,9 @@ class _SseRelay:
                     received += len(chunk)
                     if on_read is not None:
                         on_read(chunk)
-                    if self.decode is not None:  # compressed: the client's bytes go first
+                    if decode is not None:  # compressed: the client's bytes go first
                         await self._forward(chunk, ())
-                        await self._observe_decoded(self.decode, chunk, at)
+                        await self._observe_decoded(decode, chunk, at)
                     elif len(chunk) > _SLICE:
                         self._catch_up()
                         if planner is None:  # the client's bytes first here too
