@@ -65,7 +65,6 @@ def _proxy_handler(
             exchange = admit(request, parts)
             if isinstance(exchange, web.StreamResponse):
                 return exchange
-            exchange.task = task
             return await forward(exchange)
         finally:
             in_flight.discard(task)

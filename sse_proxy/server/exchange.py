@@ -8,7 +8,6 @@ admission takes a request apart into a dozen parameters again.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -68,8 +67,6 @@ class Exchange:
     route_counted: bool = False
     idle_watch: Watch | None = None
     """The wait for the response head's deadline, which the body's idle watch takes over."""
-    task: asyncio.Task[Any] | None = None
-    """The handler's task (set by the proxy's handler: looked up once)."""
 
     def __init__(
         self,

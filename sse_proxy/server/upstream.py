@@ -125,7 +125,7 @@ class _HeadDeadline:
 
     def __init__(self, ex: Exchange, seconds: float) -> None:
         parts = ex.parts
-        task = ex.task or asyncio.current_task(parts.loop)  # (the loop given: no syscall)
+        task = asyncio.current_task(parts.loop)  # (the loop given: no lookup, no syscall)
         assert task is not None  # a handler runs in a task
         self._task = task
         self._cancelling = task.cancelling()
