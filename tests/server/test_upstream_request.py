@@ -35,7 +35,10 @@ SKIPS = st.sampled_from([_NOT_ADDED, None, frozenset(), frozenset({"User-Agent"}
 URLS = st.sampled_from(["http://127.0.0.1:8080/v1/x", "http://example.test/p?q=1", "http://[::1]/"])
 
 
-def _built(cls: type[aiohttp.ClientRequest], url: str, headers: object, skip: object) -> tuple:
+Built = tuple[list[tuple[str, str]], list[tuple[str, None]]]
+
+
+def _built(cls: type[aiohttp.ClientRequest], url: str, headers: object, skip: object) -> Built:
     loop = asyncio.new_event_loop()
     try:
         req = cls(
