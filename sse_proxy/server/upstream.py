@@ -24,7 +24,7 @@ from sse_proxy.server.admission import (
 )
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
-from sse_proxy.server.keys import CONFIG, NETWORK, PARTS
+from sse_proxy.server.keys import CONFIG, NETWORK, PARTS, ProxyParts
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
 from sse_proxy.server.watchdog import FINE, Watch, Watchdog
@@ -98,7 +98,7 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
             trace_request_ctx={"exchange": ex},
         )
         # the wait for the response's head has the idle timeout too (the body: an IdleWatch)
-        deadline = _HeadDeadline(ex, cfg.idle_timeout) if cfg.idle_timeout else None
+        deadline = _HeadDeadline(parts, cfg.idle_timeout) if cfg.idle_timeout else None
         try:
             upstream = await upstream_cm
         except BaseException as exc:
@@ -123,8 +123,7 @@ class _HeadDeadline:
 
     __slots__ = ("_cancelling", "_fired", "_task", "_watch")
 
-    def __init__(self, ex: Exchange, seconds: float) -> None:
-        parts = ex.parts
+    def __init__(self, parts: ProxyParts, seconds: float) -> None:
         task = asyncio.current_task(parts.loop)  # (the loop given: no lookup, no syscall)
         assert task is not None  # a handler runs in a task
         self._task = task
