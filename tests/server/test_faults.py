@@ -20,7 +20,7 @@ from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named, summary, wait_for
-from tests.support.net import STREAM_ID
+from tests.support.net import STREAM_ID, dead_port
 from tests.support.stack import StartApp, StartProxy
 from tests.support.timing import assert_fired_on_time
 from tests.support.upstreams import firehose_app
@@ -79,10 +79,7 @@ async def test_upstream_down_gives_502_json(
     start: StartProxy, session: aiohttp.ClientSession, logs: LogEntries
 ) -> None:
     """A refused connection gives 502 with a JSON error naming the cause, one log line."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = await start(f"http://127.0.0.1:{port}")
+    url = await start(f"http://127.0.0.1:{dead_port()}")
     async with session.post(f"{url}/v1/chat/completions", json={"stream": True}) as resp:
         assert resp.status == 502
         assert resp.content_type == "application/json"

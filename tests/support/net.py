@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -37,11 +38,34 @@ STREAM_ID = "X-SSE-Proxy-Stream-Id"
 """The response header that names a proxied stream (the contract's spelling)."""
 
 
+_OWN_PORTS_FROM, _OWN_PORTS_TO = 20000, 32000
+"""Below Linux's ephemeral range (32768-60999), where the kernel never hands out a port on
+its own: a port taken there from ``bind(0)`` could be given to any other socket (an
+outgoing connection's source port, another worker's port-0 server) between its release
+and the subprocess's bind, and CI once lost a test to exactly that."""
+_SHARE = 2000
+_next_port: list[int] = []
+
+
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port free on 127.0.0.1 a moment ago, for a subprocess that must be told its
+    port: taken from this xdist worker's own share of ports the kernel does not hand out
+    by itself, so no other test's socket can be given it before the subprocess binds."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    shares = (_OWN_PORTS_TO - _OWN_PORTS_FROM) // _SHARE
+    start = _OWN_PORTS_FROM + (int(worker) if worker.isdigit() else 0) % shares * _SHARE
+    if not _next_port:
+        _next_port.append(os.getpid() % _SHARE)
+    for _ in range(_SHARE):
+        port = start + _next_port[0] % _SHARE
+        _next_port[0] += 1
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or held in TIME_WAIT by an earlier test's server
+        return port
+    raise RuntimeError(f"no free port in {start}-{start + _SHARE - 1}")
 
 
 _HELD: list[socket.socket] = []
