@@ -162,6 +162,7 @@ class EventStreamParser:
         "_event_type",
         "_events",
         "_frame_ends",
+        "_general_events",
         "_head",
         "_last_id",
         "_limit",
@@ -212,7 +213,10 @@ class EventStreamParser:
         self._after_cr = False  # AFTER_CR: the last read ended with a line-ending CR
         self.tentative_end: int | None = None  # AFTER_CR at a blank line: frame end, unless LF
         self._skipping = False  # SKIP: discarding the rest of an oversized line
-        self._counts = [0, 0, 0]  # LF, CRLF, bare CR
+        self._counts = [0, 0, 0]  # LF, CRLF, bare CR (the general path's lines)
+        # events the general path dispatched: the others are the fast path's, two LF-ended
+        # lines each (counted from event_count when asked, not at every token)
+        self._general_events = 0
         self._head = b""  # the first bytes of the current block, for the unterminated preview
         self._frame_ends: list[int] = []
         # block state
@@ -229,9 +233,9 @@ class EventStreamParser:
         self._block_start = 0
         self._block_dropped = False
         # between frames with nothing held (no partial line, no CR to settle, no BOM to
-        # decide): where a read holding exactly one frame can be taken whole. At the start
-        # too: a read that begins with "data: " begins with no BOM, which settles START
-        self._at_rest = True
+        # decide): where a read holding exactly one frame can be taken whole. Not at the
+        # start: the first read settles START (and its BOM) on the general path
+        self._at_rest = False
 
     # -- public -------------------------------------------------------------------------
 
@@ -244,6 +248,7 @@ class EventStreamParser:
     @property
     def line_endings(self) -> dict[str, int]:
         lf, crlf, cr = self._counts
+        lf += 2 * (self.event_count - self._general_events)
         return {"lf": lf, "crlf": crlf, "cr": cr}
 
     def set_callbacks(
@@ -306,15 +311,19 @@ class EventStreamParser:
         whether the next read may take that shortcut.
         """
         n = len(chunk)
-        if (  # (int operands: memchr, several times faster than a 1-byte substring search)
+        # (Slices, indexing and `in`, not find() or startswith(): on Python 3.11 those parse
+        # their arguments as a tuple, some 400 instructions a call, at every token. An int
+        # operand of `in` is a memchr, several times faster than a 1-byte substring search.)
+        if (
             self._at_rest
-            and chunk.find(_LF) == n - 2
+            and n > 7
             and chunk[-1] == _LF
-            and chunk.startswith(b"data: ")
-            and _CR not in chunk
+            and chunk[-2] == _LF
+            and chunk[:6] == b"data: "
             and n - 2 <= self._limit
+            and _LF not in (payload := chunk[6:-2])
+            and _CR not in payload
         ):
-            payload = chunk[6:-2]
             text = None  # ASCII is valid UTF-8 without U+FFFD
             if not payload.isascii():
                 try:
@@ -322,12 +331,10 @@ class EventStreamParser:
                 except UnicodeDecodeError:
                     text = REPLACEMENT
             if text is None or REPLACEMENT not in text:  # else the field rules locate it
-                self._bom_buf = None  # (past START, if this is the first read)
                 pos = self._offset
                 index = self.event_count
                 self.event_count = index + 1
                 self.last_data = None
-                self._counts[0] += 2
                 end = pos + n
                 self._offset = self._block_start = end
                 if self._events is not None:
@@ -340,7 +347,9 @@ class EventStreamParser:
                 if on_one is None or not on_one(payload, index, pos):
                     self._on_data("message", text or payload.decode(), index, pos + 6)
                 return True
+        before = self.event_count
         self._feed(chunk)
+        self._general_events += self.event_count - before
         self._at_rest = self._block_start == self._offset and not (
             self._pending or self._after_cr or self._skipping or self._bom_buf is not None
         )

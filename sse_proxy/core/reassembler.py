@@ -118,7 +118,7 @@ class StreamReassembler:
         self._acc.locate = self._parser.data_offset
         self._quiet = not emit_events and not frame_ends
         self._closed = False
-        self._bytes = 0
+        self._bytes = 0  # fed in all, once closed (until then the parser's offset is)
         self._feeds = 0
         self.alert_counts: Counter[str] = Counter()
         self._fffd_alerts = 0
@@ -128,7 +128,6 @@ class StreamReassembler:
     def feed(self, chunk: bytes) -> Output:
         if self._closed:
             raise ReassemblerStateError("feed() after close()")
-        self._bytes += len(chunk)
         whole = self._parser.feed(chunk)
         self._feeds += 1
         if not self._feeds & 31 and not self._keep_text:
@@ -148,6 +147,7 @@ class StreamReassembler:
             raise ReassemblerStateError("close() called twice")
         self._closed = True
         parser = self._parser
+        self._bytes = parser.offset  # every byte fed (close lets go of a partial line)
         parser.close(report=not abandoned)
         if not self._decided and self._hint is not None:
             self._acc = self._use(self._hint)
@@ -223,7 +223,7 @@ class StreamReassembler:
 
     @property
     def bytes_fed(self) -> int:
-        return self._bytes
+        return self._bytes if self._closed else self._parser.offset
 
     @property
     def events_dispatched(self) -> int:
@@ -236,7 +236,7 @@ class StreamReassembler:
     def summary(self) -> dict[str, Any]:
         """Counters for the ``stream.summary`` log line (the shell adds times)."""
         return {
-            "bytes": self._bytes,
+            "bytes": self.bytes_fed,
             "events": self._parser.event_count,
             "dialect": self.dialect,
             "text_length": self._acc.text_length,

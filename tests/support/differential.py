@@ -39,6 +39,8 @@ class CoreRun:
     frame_ends: tuple[int, ...]
     text_length: int
     tentative: tuple[tuple[int, int], ...] = ()  # (tentative_end, where that read ended)
+    line_endings: dict[str, int] | None = None  # as the summary line reports them
+    counted: tuple[str, ...] = ()  # reads after which bytes_fed was not the bytes fed
 
 
 def project(alert: Alert) -> OracleAlert | None:
@@ -94,10 +96,13 @@ def core_run(
     ends: list[int] = []
     outs = []
     tentative: list[tuple[int, int]] = []
+    counted: list[str] = []
     fed = 0
     for piece in pieces:
         outs.append(r.feed(piece))
         fed += len(piece)
+        if r.bytes_fed != fed and len(counted) < 3:
+            counted.append(f"bytes_fed={r.bytes_fed} after {fed} bytes")
         if outs[-1].tentative_end is not None:
             tentative.append((outs[-1].tentative_end, fed))
     outs.append(r.close())
@@ -107,8 +112,19 @@ def core_run(
         events += [(e.type, e.data, e.id, e.retry, e.ordinal, e.start) for e in out.events]
         alerts += [a for a in map(project, out.alerts) if a is not None]
         ends += out.frame_ends
-    length = r.summary()["text_length"]
-    return CoreRun(tuple(events), tuple(alerts), r.text, tuple(ends), length, tuple(tentative))
+    summary = r.summary()
+    if summary["bytes"] != fed:
+        counted.append(f"summary bytes={summary['bytes']} after close, {fed} fed")
+    return CoreRun(
+        tuple(events),
+        tuple(alerts),
+        r.text,
+        tuple(ends),
+        summary["text_length"],
+        tuple(tentative),
+        summary["line_endings"],
+        tuple(counted),
+    )
 
 
 def _sort_key(alert: OracleAlert) -> tuple[str, ...]:
@@ -160,7 +176,9 @@ def compare(
     )
     if core is None:
         return f"{head}\n  {crash}"
-    diffs: list[str] = []
+    diffs: list[str] = list(core.counted)
+    if core.line_endings != ref.line_endings:
+        diffs.append(f"line_endings: core={core.line_endings} oracle={ref.line_endings}")
     if quiet:
         if core.events:
             diffs.append(f"quiet run built {len(core.events)} events")
