@@ -329,11 +329,11 @@ def _freeze_startup_heap() -> None:
     start together set off a few dozen collections that walk (and promote) exactly those,
     about 40 us of every request's start (issue 23). At 10,000 a burst of starts sets off
     none. What streams keep for their lifetime is walked as often as before (once young,
-    once middle-aged), in fewer, longer pauses; a middle collection after every two
-    young ones keeps the longest to some 30,000 objects. Measured over 500 paced streams starting
-    and ending: the GC's time 196 -> 128 ms, its longest pause 35 ms (a full collection)
-    -> 24 ms. Garbage only a collection frees (reference cycles, rare here) waits for
-    10,000 allocations instead of 700.
+    once middle-aged), in fewer, longer pauses; a middle collection after every two young
+    ones keeps the longest to some 30,000 objects. Measured over 500 paced streams
+    starting and ending: the collector's time 196 -> 128 ms, its longest pause 35 ms (a
+    full collection) -> 24 ms. Garbage only a collection frees (reference cycles, rare
+    here) waits for 10,000 allocations instead of 700.
     """
     gc.collect()
     gc.freeze()
