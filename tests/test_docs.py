@@ -35,6 +35,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--pace-ms",
         "--gap-ms",
         "--events",
+        "--bursts",
         "--sse-log-level",
         "--window-cpu",
         "--window-opcodes",
