@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -44,7 +45,7 @@ its own: a port taken there from ``bind(0)`` could be given to any other socket 
 outgoing connection's source port, another worker's port-0 server) between its release
 and the subprocess's bind, and CI once lost a test to exactly that."""
 _SHARE = 2000
-_next_port: list[int] = []
+_TURNS = itertools.count(os.getpid() % _SHARE)  # where this process starts in its share
 
 
 def free_port() -> int:
@@ -54,11 +55,8 @@ def free_port() -> int:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     shares = (_OWN_PORTS_TO - _OWN_PORTS_FROM) // _SHARE
     start = _OWN_PORTS_FROM + (int(worker) if worker.isdigit() else 0) % shares * _SHARE
-    if not _next_port:
-        _next_port.append(os.getpid() % _SHARE)
     for _ in range(_SHARE):
-        port = start + _next_port[0] % _SHARE
-        _next_port[0] += 1
+        port = start + next(_TURNS) % _SHARE
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
