@@ -303,12 +303,13 @@ class EventStreamParser:
         return offset + len(data[:i].encode())
 
     def feed(self, chunk: bytes) -> bool:
-        """Split ``chunk`` into lines and frames; True if it was one clean frame taken whole.
+        """Split ``chunk`` into lines and frames; True if it was taken whole: clean frames
+        the field rules would take as they are, and nothing else.
 
         A read that is one `data: X` frame, LF-ended, with nothing held from earlier reads
-        is how tokens arrive; it is handled whole when the field rules would take it as it
-        is. Everything else goes through the state machine, after which ``_at_rest`` says
-        whether the next read may take that shortcut.
+        is how tokens arrive; a read of several such frames is how they arrive to a reader
+        that fell behind (:meth:`_whole_frames`). Everything else goes through the state
+        machine, after which ``_at_rest`` says whether the next read may take a shortcut.
         """
         n = len(chunk)
         # (Slices, indexing and `in`, not find() or startswith(): on Python 3.11 those parse
@@ -321,9 +322,12 @@ class EventStreamParser:
             and chunk[-2] == _LF
             and chunk[:6] == b"data: "
             and n - 2 <= self._limit
-            and _LF not in (payload := chunk[6:-2])
-            and _CR not in payload
+            and _CR not in (payload := chunk[6:-2])
         ):
+            if _LF in payload:  # several frames (a read that fell behind), or not frames
+                if self._whole_frames(chunk, payload):
+                    return True
+                return self._general(chunk)
             text = None  # ASCII is valid UTF-8 without U+FFFD
             if not payload.isascii():
                 try:
@@ -347,6 +351,10 @@ class EventStreamParser:
                 if on_one is None or not on_one(payload, index, pos):
                     self._on_data("message", text or payload.decode(), index, pos + 6)
                 return True
+        return self._general(chunk)
+
+    def _general(self, chunk: bytes) -> bool:
+        """The state machine, for a read no shortcut took; it says whether the next may."""
         before = self.event_count
         self._feed(chunk)
         self._general_events += self.event_count - before
@@ -354,6 +362,65 @@ class EventStreamParser:
             self._pending or self._after_cr or self._skipping or self._bom_buf is not None
         )
         return False
+
+    def _whole_frames(self, chunk: bytes, body: bytes) -> bool:
+        """A read at rest that is nothing but LF-ended ``data: X`` frames, taken whole:
+        how a stream arrives once its reader falls behind (tens of tokens per read).
+
+        :meth:`feed` saw that ``chunk`` starts with ``data: ``, ends with a blank line and
+        holds no CR; here its LFs are counted. Each of the ``k`` occurrences of
+        ``LF LF data: `` (they cannot overlap) and the final blank line hold two LFs, so
+        when that is every LF, the read is exactly ``k + 1`` frames of one ``data: `` line
+        each, with ``body`` their payloads joined by ``LF LF data: ``: two C-level counts
+        and one split, instead of a list of lines and a list of payloads. The field rules
+        would take it as it is if it is valid UTF-8 without U+FFFD and within the limits
+        (:meth:`feed` checked the whole read against the smaller one). False: not such a
+        read, nothing done.
+        """
+        k = body.count(b"\n\ndata: ")
+        if 2 * k + 2 != chunk.count(_LF):
+            return False
+        text = None  # ASCII is valid UTF-8 without U+FFFD
+        if not chunk.isascii():
+            try:
+                text = chunk.decode()
+            except UnicodeDecodeError:
+                return False
+            if REPLACEMENT in text:
+                return False
+        payloads = body.split(b"\n\ndata: ")
+        pos = self._offset
+        index = self.event_count
+        self.last_data = None
+        end = pos + len(chunk)
+        self._offset = self._block_start = end
+        events = self._events
+        starts: list[int] | None = None
+        if events is not None or self._track_frames:
+            starts = batch_offsets(payloads, pos, 8)
+            if self._track_frames:
+                self._frame_ends.extend(islice(starts, 1, None))
+        on_batch = self._on_batch
+        if on_batch is not None and on_batch(payloads, index, pos, 8):
+            self.event_count = index + k + 1
+            if events is not None:
+                assert starts is not None
+                datas = (text if text is not None else chunk.decode())[6:-2].split("\n\ndata: ")
+                last_id = self._last_id
+                events.extend(
+                    SSEEvent("message", data, last_id, None, index + j, start)
+                    for j, (data, start) in enumerate(zip(datas, starts, strict=False))
+                )
+            return True
+        datas = (text if text is not None else chunk.decode())[6:-2].split("\n\ndata: ")
+        if starts is None:
+            starts = batch_offsets(payloads, pos, 8)
+        for j, data in enumerate(datas):  # one by one, as _frames does
+            self.event_count = index + j + 1
+            if events is not None:
+                events.append(SSEEvent("message", data, self._last_id, None, index + j, starts[j]))
+            self._on_data("message", data, index + j, starts[j] + 6)  # may switch dialect
+        return True
 
     def _feed(self, chunk: bytes) -> None:
         if self._bom_buf is not None:  # START

@@ -133,7 +133,7 @@ class StreamReassembler:
         if not self._feeds & 31 and not self._keep_text:
             self._acc.compact()  # the text parts of the last 32 reads: fold them into a count
         if whole and self._quiet and not self._alerts:
-            return _EMPTY  # one clean frame, and neither events nor frame ends are wanted
+            return _EMPTY  # clean frames only, and neither events nor frame ends are wanted
         return self._drain()
 
     def close(self, *, upstream_error: bool = False, abandoned: bool = False) -> Output:

@@ -769,3 +769,85 @@ def test_a_run_of_frames_broken_by_one_line_agrees_with_the_oracle(
     for pieces in ([stream], [stream[:cut], stream[cut:]]):
         diff = compare(stream, pieces, "openai")
         assert diff is None, diff
+
+
+# One frame of a read of `data: X` frames that the whole-read shortcut must not take as it
+# is (each needs the field rules, or an alert), and the limits under which it shows.
+_WHOLE_READ_BREAKERS: dict[str, tuple[bytes, tuple[int, int]]] = {
+    "line over max_line": (b'data: "' + b"x" * 80 + b'"\n\n', (64, 4096)),
+    "frame over max_frame": (b'data: "' + b"x" * 40 + b'"\n\n', (4096, 48)),
+    "invalid utf-8": (b'data: {"a":"\xff\xc3"}\n\n', (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "literal U+FFFD": (b'data: "\xef\xbf\xbd"\n\n', (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "two data lines": (b"data: {\ndata: }\n\n", (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "an extra blank line": (b"data: 1\n\n\n", (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "no space after the colon": (b"data:2\n\n", (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "a typed frame": (b"event: e\ndata: 3\n\n", (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "a comment": (b": hi\n\n", (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "a CR": (b"data: 4\r\n\r\n", (DEFAULT_LIMIT, DEFAULT_LIMIT)),
+    "an escaped U+FFFD": (
+        b'data: {"choices":[{"index":0,"delta":{"content":"\\ufffd"}}]}\n\n',
+        (DEFAULT_LIMIT, DEFAULT_LIMIT),
+    ),
+    "a finish chunk": (
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+        (DEFAULT_LIMIT, DEFAULT_LIMIT),
+    ),
+    "none: clean, multi-byte": (
+        'data: {"choices":[{"index":0,"delta":{"content":"ø東🙂"}}]}\n\n'.encode(),
+        (DEFAULT_LIMIT, DEFAULT_LIMIT),
+    ),
+}
+
+
+@pytest.mark.parametrize("breaker", list(_WHOLE_READ_BREAKERS))
+@pytest.mark.parametrize("where", [1, 3, 6])
+@pytest.mark.parametrize("dialect", ["openai", "none", "anthropic"])
+def test_a_read_of_whole_frames_at_rest_agrees_with_the_oracle(
+    breaker: str, where: int, dialect: str
+) -> None:
+    """Reads of several ``data: X`` frames that start between frames (a reader behind its
+    upstream gets tens of tokens a read) are taken whole when their LFs are all frame
+    ends; one frame that is not of that shape, or that needs an alert, anywhere in the
+    read sends it the general way. Every cut that leaves the odd frame inside a read of
+    whole frames, with events and without, agrees with the oracle."""
+    odd, (max_line, max_frame) = _WHOLE_READ_BREAKERS[breaker]
+    frames = [
+        b'data: {"choices":[{"index":0,"delta":{"content":" t%d"}}]}\n\n' % n for n in range(7)
+    ]
+    frames[where] = odd
+    stream = b"".join(frames)
+    ends = list(itertools.accumulate(map(len, frames)))
+    for first in range(1, where + 1):  # the first read: whole frames up to the odd one
+        cut = ends[first - 1]
+        for pieces in ([stream[:cut], stream[cut:]], [stream[:cut], *frames[first:]]):
+            for quiet in (False, True):
+                diff = compare(
+                    stream, pieces, dialect, max_line=max_line, max_frame=max_frame, quiet=quiet
+                )
+                assert diff is None, diff
+
+
+def test_a_read_of_whole_frames_at_rest_is_taken_whole() -> None:
+    """The shortcut is taken (the framer says so) for a read of common chunks at rest, and
+    loses nothing: text, events and frame ends are the oracle's."""
+    frames = [b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n']
+    tokens = ["The", " quick", " br", "ø", "wn 🙂", " fox"]
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'
+    frames += [body % json.dumps(t, ensure_ascii=False)[1:-1].encode() for t in tokens]
+    stream = b"".join(frames)
+    ref = reference(stream, "openai")
+    for quiet in (False, True):
+        r = StreamReassembler("openai", emit_events=not quiet, frame_ends=not quiet)
+        first = r._parser.feed(frames[0])
+        r._drain()
+        whole = r._parser.feed(b"".join(frames[1:]))
+        assert (first, whole) == (False, True)
+        assert r.text == "".join(tokens) == ref.text
+        assert r.events_dispatched == len(frames)
+        out = r._drain()
+        if not quiet:
+            assert [e.data for e in out.events] == [e.data for e in ref.events][1:]
+            assert [e.start for e in out.events] == list(itertools.accumulate(map(len, frames)))[
+                :-1
+            ]
+            assert list(out.frame_ends) == list(itertools.accumulate(map(len, frames)))[1:]
