@@ -33,6 +33,7 @@ from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import Planner, Write, make_planner
+from sse_proxy.server.body_reader import lean_body
 from sse_proxy.server.client_writer import ClientGone, ClientWriter
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
 from sse_proxy.server.delivery import Delivery
@@ -89,6 +90,7 @@ async def respond(ex: Exchange, upstream: aiohttp.ClientResponse) -> web.StreamR
     if ex.cfg.strict_end:
         # chunked toward the client, so that a body ended without its last chunk is broken
         resp.headers.popall("Content-Length", None)
+    lean_body(upstream.content)  # read with readany alone: no per-chunk bookkeeping
     relay = _SseRelay(ex, resp, upstream)
     return await relay.run()
 
@@ -552,14 +554,21 @@ class _SseRelay:
         alerts: list[Alert] = []
         clock = time.perf_counter
         until = clock() + _SLICES_FOR
-        for start in range(0, len(chunk), _SLICE):
+        size = len(chunk)
+        start = 0
+        while start < size:
             if start and clock() > until:  # (a slice is tens of microseconds)
                 await asyncio.sleep(0)
                 until = clock() + _SLICES_FOR
-            last = start + _SLICE >= len(chunk)
-            out = self._feed(chunk[start : start + _SLICE], now if last else None)
+            stop = start + _SLICE
+            if stop < size:  # cut after a blank line if one is near: slices of whole frames
+                blank = chunk.rfind(b"\n\n", stop - (_SLICE >> 2), stop)
+                if blank > 0:
+                    stop = blank + 2
+            out = self._feed(chunk[start:stop], now if stop >= size else None)
             ends += out.frame_ends
             alerts += out.alerts
+            start = stop
         observed = self.on_observed
         if observed is not None:
             observed(chunk, tuple(alerts))
