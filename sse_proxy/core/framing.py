@@ -72,9 +72,10 @@ DataCallback = Callable[[str, str, int, int], None]
 # (payloads, index of the first, stream offset of the first frame, bytes per frame besides
 # its payload): a run of single-line `data: X` frames of type "message", each payload 6
 # bytes into its frame (see batch_offsets). The framer has checked that every payload is
-# valid UTF-8 without U+FFFD. The dialect takes the whole run and returns True, or returns
-# False having changed nothing, and the framer hands it the events one by one instead.
-BatchCallback = Callable[[list[bytes], int, int, int], bool]
+# valid UTF-8 without U+FFFD. The dialect takes as many of the run's first events as it
+# can whole and returns how many (0: none, the run untouched; an int, never a bool), and
+# the framer hands it the others one by one.
+BatchCallback = Callable[[list[bytes], int, int, int], int]
 # (payload, event index, stream offset of the frame): one such frame in a read of its own,
 # how tokens arrive. The contract of a batch of one (extra 8), without building the batch.
 OneCallback = Callable[[bytes, int, int], bool]
@@ -390,37 +391,76 @@ class EventStreamParser:
                 return False
         payloads = body.split(b"\n\ndata: ")
         pos = self._offset
-        index = self.event_count
         self.last_data = None
-        end = pos + len(chunk)
-        self._offset = self._block_start = end
-        events = self._events
-        starts: list[int] | None = None
-        if events is not None or self._track_frames:
-            starts = batch_offsets(payloads, pos, 8)
-            if self._track_frames:
-                self._frame_ends.extend(islice(starts, 1, None))
+        self._offset = self._block_start = pos + len(chunk)
+        self._dispatch_run(
+            payloads, lambda: (text or chunk.decode())[6:-2].split("\n\ndata: "), pos, 8
+        )
+        return True
+
+    def _dispatch_run(
+        self, payloads: list[bytes], datas: Callable[[], list[str]], pos: int, extra: int
+    ) -> None:
+        """Dispatch a run of single-line ``data: X`` frames from stream offset ``pos``, their
+        payloads checked clean (``datas``: the same decoded, asked for only if needed;
+        ``extra``: each frame's bytes besides its payload). The dialect takes as many of
+        them as it can whole (:data:`BatchCallback`); the rest go one by one, except that
+        what follows the first of them (a role chunk that opens a stream), and what follows
+        the one that decided the stream's dialect, is offered to it whole again."""
+        n = len(payloads)
+        index = self.event_count
         on_batch = self._on_batch
-        if on_batch is not None and on_batch(payloads, index, pos, 8):
+        taken = on_batch(payloads, index, pos, extra) if on_batch is not None else 0
+        self.event_count = index + taken
+        events = self._events
+        if taken == n and events is None and not self._track_frames:
+            return
+        starts = batch_offsets(payloads, pos, extra)
+        if self._track_frames:
+            self._frame_ends.extend(islice(starts, 1, None))
+        texts = datas() if events is not None or taken < n else []
+        if events is not None:
+            self._run_events(texts, starts, index, 0, taken)
+        k = taken
+        again = True  # offer what follows the first odd event whole (once: linear)
+        while k < n:
+            data = texts[k]
             self.event_count = index + k + 1
             if events is not None:
-                assert starts is not None
-                datas = (text if text is not None else chunk.decode())[6:-2].split("\n\ndata: ")
-                last_id = self._last_id
-                events.extend(
-                    SSEEvent("message", data, last_id, None, index + j, start)
-                    for j, (data, start) in enumerate(zip(datas, starts, strict=False))
-                )
-            return True
-        datas = (text if text is not None else chunk.decode())[6:-2].split("\n\ndata: ")
-        if starts is None:
-            starts = batch_offsets(payloads, pos, 8)
-        for j, data in enumerate(datas):  # one by one, as _frames does
-            self.event_count = index + j + 1
-            if events is not None:
-                events.append(SSEEvent("message", data, self._last_id, None, index + j, starts[j]))
-            self._on_data("message", data, index + j, starts[j] + 6)  # may switch dialect
-        return True
+                events.append(SSEEvent("message", data, self._last_id, None, index + k, starts[k]))
+            self._on_data("message", data, index + k, starts[k] + 6)  # may decide the dialect
+            k += 1
+            if k < n and (again or self._on_batch is not on_batch):  # the rest, whole
+                again = False
+                on_batch = self._on_batch
+                more = on_batch(payloads[k:], index + k, starts[k], extra) if on_batch else 0
+                if more:
+                    self.event_count = index + k + more
+                    if events is not None:
+                        self._run_events(texts, starts, index, k, more)
+                    k += more
+
+    def _run_events(
+        self, texts: list[str], starts: list[int], index: int, first: int, count: int
+    ) -> None:
+        """Events ``first`` .. ``first + count - 1`` of a run, built at C speed."""
+        assert self._events is not None
+        last = first + count
+        self._events.extend(
+            map(
+                tuple.__new__,
+                repeat(SSEEvent, count),
+                zip(
+                    repeat("message", count),
+                    islice(texts, first, last),
+                    repeat(self._last_id, count),
+                    repeat(None, count),
+                    range(index + first, index + last),
+                    islice(starts, first, last),
+                    strict=True,
+                ),
+            )
+        )
 
     def _feed(self, chunk: bytes) -> None:
         if self._bom_buf is not None:  # START
@@ -754,41 +794,8 @@ class EventStreamParser:
         if REPLACEMENT in text:
             return self._lines_frames(lines, i, pairs, pos, seplen)
         self.last_data = None
-        index = self.event_count
         extra = 6 + 2 * seplen
-        last_id = self._last_id
-        events = self._events
-        on_batch = self._on_batch
-        starts: list[int] | None = None
-        if on_batch is not None and on_batch(payloads, index, pos, extra):
-            self.event_count = index + pairs
-            if events is not None or self._track_frames:
-                starts = batch_offsets(payloads, pos, extra)
-            if events is not None:
-                events.extend(
-                    map(
-                        tuple.__new__,
-                        repeat(SSEEvent, pairs),
-                        zip(
-                            repeat("message", pairs),
-                            text.split("\n"),
-                            repeat(last_id, pairs),
-                            repeat(None, pairs),
-                            range(index, index + pairs),
-                            starts,  # type: ignore[arg-type]
-                            strict=False,
-                        ),
-                    )
-                )
-        else:
-            starts = batch_offsets(payloads, pos, extra)
-            for k, data in enumerate(text.split("\n")):
-                self.event_count = index + k + 1
-                if events is not None:
-                    events.append(SSEEvent("message", data, last_id, None, index + k, starts[k]))
-                self._on_data("message", data, index + k, starts[k] + 6)  # may switch dialect
-        if starts is not None and self._track_frames:
-            self._frame_ends.extend(islice(starts, 1, None))
+        self._dispatch_run(payloads, lambda: text.split("\n"), pos, extra)
         pos += len(joined) - (pairs - 1) + pairs * extra
         self._block_start = pos
         return pos, i + 2 * pairs

@@ -33,7 +33,7 @@ def _closed_data(etype: str, data: str, index: int, data_off: int) -> None:
     raise ReassemblerStateError("feed() after close()")
 
 
-def _closed_batch(payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+def _closed_batch(payloads: list[bytes], index: int, pos: int, extra: int) -> int:
     raise ReassemblerStateError("feed() after close()")
 
 
@@ -290,6 +290,6 @@ class StreamReassembler:
                 )
         self._acc.accept(etype, data, index, data_off)
 
-    def _detect_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
-        """Before the dialect is known, events go one by one (declining the run)."""
-        return False
+    def _detect_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> int:
+        """Before the dialect is known, events go one by one (none taken whole)."""
+        return 0

@@ -851,3 +851,36 @@ def test_a_read_of_whole_frames_at_rest_is_taken_whole() -> None:
                 :-1
             ]
             assert list(out.frame_ends) == list(itertools.accumulate(map(len, frames)))[1:]
+
+
+@pytest.mark.parametrize("cut", [None, 900, 2000])
+def test_a_run_is_taken_whole_up_to_its_odd_chunk_and_after_detection(
+    cut: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short stream read whole (or in two reads): detection decides the dialect at the
+    first event, the rest of the run is offered to it whole, and a finish chunk and
+    ``[DONE]`` at its end go one by one without taking the common chunks before them
+    along. The text is the oracle's; the general path sees the three odd events only."""
+    from sse_proxy.core.dialects.openai_chat import OpenAIChatAccumulator
+
+    one_by_one: list[str] = []
+    accept = OpenAIChatAccumulator.accept
+
+    def counting(self: OpenAIChatAccumulator, etype: str, data: str, i: int, off: int) -> None:
+        one_by_one.append(data)
+        accept(self, etype, data, i, off)
+
+    monkeypatch.setattr(OpenAIChatAccumulator, "accept", counting)
+    body = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'
+    frames = [b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n']
+    frames += [body % (b" t%d" % i) for i in range(64)]
+    frames += [b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n']
+    frames += [b"data: [DONE]\n\n"]
+    stream = b"".join(frames)
+    pieces = [stream] if cut is None else [stream[:cut], stream[cut:]]
+    for quiet in (True, False):
+        one_by_one.clear()
+        diff = compare(stream, pieces, "openai", quiet=quiet)
+        assert diff is None, diff
+        odd = 4 if cut is not None else 3  # a cut mid-frame: that frame goes the general way
+        assert len(one_by_one) <= odd, one_by_one

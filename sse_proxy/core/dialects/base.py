@@ -108,19 +108,19 @@ class Accumulator:
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         """Take one dispatched event (``offset``: where its data starts in the stream)."""
 
-    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
-        """Take a run of single-line ``data:`` events whole, or return False untouched.
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> int:
+        """Take the first events of a run of single-line ``data:`` events whole; how many.
 
         See :data:`sse_proxy.core.framing.BatchCallback`: the framer has checked every payload
-        (valid UTF-8, no U+FFFD). This default declines, so the framer dispatches the events
-        one by one.
+        (valid UTF-8, no U+FFFD). This default takes none, so the framer dispatches the
+        events one by one.
         """
-        return False
+        return 0
 
     def accept_one(self, payload: bytes, index: int, pos: int) -> bool:
         """One such frame in a read of its own (:data:`sse_proxy.core.framing.OneCallback`):
         a batch of one, unless the dialect has a leaner way to take it."""
-        return self.accept_batch([payload], index, pos, 8)
+        return self.accept_batch([payload], index, pos, 8) == 1
 
     def finish(self) -> None:
         """End of stream: checks that need the whole stream."""

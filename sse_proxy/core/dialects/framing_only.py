@@ -14,8 +14,8 @@ __all__ = ["DIALECT", "FramingOnly"]
 class FramingOnly(Accumulator):
     """Takes every event and keeps nothing."""
 
-    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
-        return True  # nothing to extract; the framer has validated the payloads
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> int:
+        return len(payloads)  # nothing to extract; the framer has validated the payloads
 
     def stream_meta(self) -> StreamMeta:
         return StreamMeta()

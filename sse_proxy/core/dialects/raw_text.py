@@ -29,13 +29,13 @@ class RawTextAccumulator(Accumulator):
         self._parts.append(data)
         self._fffd(data, data, index, offset)
 
-    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> bool:
+    def accept_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> int:
         """Each payload is valid UTF-8 on its own (the framer checked), so the joined
-        bytes decode to the joined texts."""
-        if b"[DONE]" in payloads:
-            return False
-        self._parts.append(b"".join(payloads).decode())
-        return True
+        bytes decode to the joined texts; those up to a ``[DONE]`` (which ends no text)."""
+        taken = payloads.index(b"[DONE]") if b"[DONE]" in payloads else len(payloads)
+        if taken:
+            self._parts.append(b"".join(payloads[:taken]).decode())
+        return taken
 
     def stream_meta(self) -> StreamMeta:
         """Raw text says nothing about itself."""
