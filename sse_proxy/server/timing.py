@@ -8,7 +8,7 @@ end of the stream.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from itertools import compress
@@ -168,13 +168,20 @@ class StreamObserver:
             self.first_text = now
 
     def _bucket_gaps(self) -> None:
+        """The gaps put aside, into their buckets: sorted, a stream's gaps fall in a few
+        buckets, and each bucket's share is found by two searches, not one per gap."""
         new_gaps = self._new_gaps
         if not new_gaps:
             return
         counts = self.gaps.fill()
-        for gap in new_gaps:
-            counts[bisect_left(GAP_BOUNDS, gap)] += 1
-        self._gap_max = max(self._gap_max, *new_gaps)
+        ordered = sorted(new_gaps)
+        i, n, last = 0, len(ordered), len(GAP_BOUNDS)
+        while i < n:
+            b = bisect_left(GAP_BOUNDS, ordered[i])
+            j = bisect_right(ordered, GAP_BOUNDS[b], i) if b < last else n
+            counts[b] += j - i
+            i = j
+        self._gap_max = max(self._gap_max, ordered[-1])
         del new_gaps[:]
 
     # -- alerts ------------------------------------------------------------------------

@@ -483,3 +483,35 @@ def test_a_request_body_is_parsed_once_and_only_when_its_model_is_asked_for(
     big = RequestContext(route="t")
     big.read_body(b'{"model": "m", "x": "' + b"y" * MODEL_BODY_LIMIT + b'"}')
     assert big.request_model is None  # over the limit: never kept
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_gaps_on_and_beside_every_bucket_bound_land_where_bisect_puts_them(seed: int) -> None:
+    """The batch bucketing (sorted, a bucket's share found by searching) against the plain
+    rule, one search per gap, for gaps exactly on each bound, a step either side of it,
+    beyond the last, and repeated."""
+    import math
+    import random
+    from bisect import bisect_left
+
+    import structlog
+
+    from sse_proxy.core import StreamReassembler
+    from sse_proxy.obs.sink import AlertSink
+    from sse_proxy.server.timing import GAP_BOUNDS, StreamObserver
+
+    rng = random.Random(seed)
+    edges = [g for b in GAP_BOUNDS for g in (math.nextafter(b, 0), b, math.nextafter(b, 9))]
+    gaps = [rng.choice([*edges, 0.0, 1e4]) for _ in range(600)]
+    r = StreamReassembler("openai", emit_events=False, frame_ends=False, keep_text=False)
+    obs = StreamObserver(
+        r, AlertSink(structlog.get_logger()), RequestContext(route="t"), stall_threshold=0,
+        now=lambda: 0.0,
+    )  # fmt: skip
+    obs._new_gaps.extend(gaps)
+    obs._bucket_gaps()
+    expected = [0] * (len(GAP_BOUNDS) + 1)
+    for gap in gaps:
+        expected[bisect_left(GAP_BOUNDS, gap)] += 1
+    assert obs.gaps.counts == expected, seed
+    assert obs._gap_max == max(gaps), seed
