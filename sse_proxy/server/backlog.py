@@ -8,8 +8,9 @@ while requests are starting that work is queued here: it runs once no admitted r
 owes its client a first byte and none has started for ``quiet_s`` (starts spread over some
 milliseconds are one burst: between two of them no first byte may be owed, and the queue
 run then, in the burst, is what the next requests wait behind), or after ``max_wait``,
-whichever comes first, in slices of ``slice_s`` that let the loop in between. A quiet proxy
-runs it at once, as before.
+whichever comes first, in slices of ``slice_s`` that let the loop in between. Streams that
+end together are spread the same way (:meth:`Backlog.ending`). A quiet proxy runs it at
+once, as before.
 
 Nothing is dropped or reordered within a stream: a scrape of the metrics, the inspector and
 a shutdown run what is queued first (:meth:`Backlog.flush`).
@@ -34,6 +35,8 @@ QUIET: Final = 0.005
 """And it waits until no request has started for this long (a burst's starts, spread)."""
 SLICE: Final = 0.002
 """Run queued work for about this long, then let the loop serve reads and writes again."""
+BUNCH: Final = 0.001
+"""Streams that end within this long of the last one are a bunch (see :meth:`Backlog.ending`)."""
 
 
 class Backlog:
@@ -44,6 +47,7 @@ class Backlog:
         "_due",
         "_handle",
         "_jobs",
+        "_last_end",
         "_last_start",
         "_quiet",
         "_since",
@@ -62,6 +66,7 @@ class Backlog:
         self._due = math.inf  # when the handle runs the queue (the monotonic clock)
         self._since = 0.0  # when the queue's first job came
         self._last_start = -math.inf
+        self._last_end = -math.inf
         self._wait = max_wait
         self._quiet = quiet_s
         self._slice = slice_s
@@ -83,6 +88,17 @@ class Backlog:
         self.waiting -= 1
         if self.waiting == 0 and self._jobs:
             self._schedule()
+
+    def ending(self, now: float) -> bool:
+        """A stream ends at ``now`` (the monotonic clock): whether its summing up should be
+        queued. Yes while requests owe a first byte, and when another stream ended a
+        moment ago: streams that end together (as they start together) would otherwise be
+        summed up in one turn of the loop, a hundred microseconds each, while the others'
+        events wait. A lone stream's end is summed up at once, before its client sees
+        the end."""
+        bunched = now - self._last_end < BUNCH
+        self._last_end = now
+        return bunched or self.waiting > 0
 
     def defer(self, job: Callable[[], object]) -> None:
         """Run ``job`` once requests have stopped starting (at most ``max_wait``)."""

@@ -487,11 +487,12 @@ class _SseRelay:
             self.metrics.active.dec()
             if task is not None:
                 state.active.discard(task)
-        if ended_by == "upstream_eof" and not self.cfg.strict_end and self.backlog.waiting:
+        end = time.monotonic()
+        if ended_by == "upstream_eof" and not self.cfg.strict_end and self.backlog.ending(end):
             # the summary needs nothing from how the body ends: the client's end goes first
-            # while others wait for a first byte (otherwise the stream is summed up, its
-            # reads put off observed, before its client sees the end, as on a quiet proxy)
-            end = time.monotonic()
+            # while others wait for a first byte or streams end together (otherwise the
+            # stream is summed up, its reads put off observed, before its client sees the
+            # end, as on a quiet proxy)
             with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
                 await self.resp.write_eof()
             self.backlog.defer(lambda: self._finish(ended_by, received, first_byte, end))

@@ -166,6 +166,24 @@ async def test_flush_runs_everything_now_and_a_failing_job_costs_no_other() -> N
     assert len(backlog) == 0
 
 
+def test_streams_that_end_together_are_queued_a_lone_end_is_not() -> None:
+    """The first of a bunch of ends is summed up at once (a lone stream: before its client
+    sees the end), the ends that follow it within BUNCH are queued, and an end with a first
+    byte owed is queued whenever it comes."""
+    from sse_proxy.server.backlog import BUNCH
+
+    backlog = Backlog()
+    t = 100.0
+    assert not backlog.ending(t)
+    assert backlog.ending(t + BUNCH / 2)
+    assert backlog.ending(t + BUNCH)  # (within BUNCH of the last end, not of the first)
+    assert not backlog.ending(t + 3 * BUNCH)
+    backlog.request_started()
+    assert backlog.ending(t + 10 * BUNCH)
+    backlog.first_byte_sent()
+    assert not backlog.ending(t + 20 * BUNCH)
+
+
 def _slow_and_fast_upstream(release: asyncio.Event) -> web.Application:
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -263,3 +281,57 @@ async def test_every_request_counts_once_in_its_route_whenever_its_count_is_put_
                 assert _route_requests(await resp.text()) == 3.0
         async with session.get(url + "/_sse-proxy/metrics") as resp:
             assert _route_requests(await resp.text()) == 4.0
+
+
+def _released_together(release: asyncio.Event, arrived: list[asyncio.Event]) -> web.Application:
+    async def chat(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        delta = {"choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        await resp.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
+        arrived.pop().set()
+        await release.wait()  # every stream's end comes in the same moment
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+@pytest.mark.asyncio
+async def test_streams_that_end_together_are_each_summed_up_once_and_counted(
+    start_app: StartApp, start: StartProxy, logs: LogEntries
+) -> None:
+    """Forty streams whose ends come in one moment (the ends bunch: most summaries are
+    queued): none is lost or doubled, every body is whole, and a scrape counts them all."""
+    n = 40
+    release = asyncio.Event()
+    arrived = [asyncio.Event() for _ in range(n)]
+    waits = [e.wait() for e in arrived]
+    url = await start(await start_app(_released_together(release, arrived)))
+
+    async def one(session: aiohttp.ClientSession) -> str:
+        async with session.post(url + "/v1/chat/completions", json={"stream": True}) as resp:
+            assert b"data: [DONE]" in await resp.read()
+            return resp.headers["X-SSE-Proxy-Stream-Id"]
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        streams = [asyncio.create_task(one(session)) for _ in range(n)]
+        async with asyncio.timeout(30):
+            await asyncio.gather(*waits)  # every stream open, its end held
+        release.set()
+        ids = await asyncio.gather(*streams)
+        async with session.get(url + "/_sse-proxy/metrics") as resp:
+            metrics = await resp.text()
+    counted = sum(
+        float(line.rpartition(" ")[2])
+        for line in metrics.splitlines()
+        if line.startswith("sse_proxy_streams_total{")
+    )
+    assert counted == n, metrics
+    for sid in ids:
+        await wait_for(logs, "stream.summary", sid)
+    summaries = [e["stream_id"] for e in logs if e["event"] == "stream.summary"]
+    assert sorted(summaries) == sorted(ids)
