@@ -82,7 +82,9 @@ class Watchdog:
         self._put(watch, delay)
         return watch
 
-    def __len__(self) -> int:
+    def pending(self) -> int:
+        """Watches not yet due or cancelled, counted bin by bin (not a ``__len__``: a
+        watchdog is always true, and ``dog or ...`` must not count them)."""
         return sum(map(len, self._bins.values()))
 
     def _put(self, watch: Watch, delay: float) -> None:

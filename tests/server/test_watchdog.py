@@ -65,7 +65,7 @@ async def _many_deadlines() -> None:
         assert d.met_at is not None
         # never early (the loop's clock is in milliseconds), never much late
         assert d.at - 0.002 <= d.met_at <= d.at + LATE, (d.at, d.met_at, d.calls)
-    assert len(dog) == 0  # nothing left behind
+    assert dog.pending() == 0  # nothing left behind
 
 
 test_deadlines_are_met_in_order_not_early = _on_each_loop(_many_deadlines)
@@ -95,11 +95,11 @@ async def _cancelled() -> None:
     dog.watch(0.06, kept.check)
     watch.cancel()
     watch.cancel()  # twice is harmless
-    assert len(dog) == 1  # gone at once, not when its time comes
+    assert dog.pending() == 1  # gone at once, not when its time comes
     async with asyncio.timeout(30):
         await kept.met.wait()
     assert gone.calls == []
-    assert len(dog) == 0
+    assert dog.pending() == 0
 
 
 test_a_cancelled_watch_is_never_called = _on_each_loop(_cancelled)
@@ -195,3 +195,41 @@ async def _failing_check() -> None:
 
 
 test_a_failing_check_costs_no_other_deadline = _on_each_loop(_failing_check)
+
+
+@_on_each_loop
+async def test_a_stream_start_does_not_count_the_watches_already_set() -> None:
+    """A stream's stall watch goes on the app's watchdog, and starting one more watch never
+    walks the others (a watchdog's truth was a count of every bin, taken at each stream
+    start by ``watchdog or ...``: it grew with the streams open, issue 23)."""
+    import structlog
+
+    from sse_proxy.core import StreamReassembler
+    from sse_proxy.obs.sink import AlertSink
+    from sse_proxy.server.context import RequestContext
+    from sse_proxy.server.timing import StreamObserver
+
+    loop = asyncio.get_running_loop()
+    dog = Watchdog(loop)
+    watches = [dog.watch(i * 0.013 + 5.0, lambda: None) for i in range(300)]
+
+    class Counted(dict[int, set[Any]]):
+        walks = 0
+
+        def values(self) -> Any:
+            Counted.walks += 1
+            return super().values()
+
+    dog._bins = Counted(dog._bins)
+    r = StreamReassembler("openai", emit_events=False, frame_ends=False, keep_text=False)
+    obs = StreamObserver(
+        r, AlertSink(structlog.get_logger()), RequestContext(route="t"), stall_threshold=30.0,
+        now=loop.time,
+    )  # fmt: skip
+    obs.start(dog)
+    assert Counted.walks == 0
+    assert dog.pending() == len(watches) + 1  # its watch is on this watchdog
+    obs.stop()
+    for w in watches:
+        w.cancel()
+    assert dog.pending() == 0
