@@ -58,11 +58,13 @@ async def _read_all(url: str, *, lean: bool, slow: bool = False) -> tuple[bytes,
     async with aiohttp.ClientSession(auto_decompress=False) as session, session.get(url) as r:
         made = lean_body(r.content) if lean else False
         got, reads = [], 0
+        if slow:
+            await asyncio.sleep(0.2)  # the upstream fills the buffer past its high-water mark
         while chunk := await r.content.readany():
             got.append(chunk)
             reads += 1
             if slow:
-                await asyncio.sleep(0.002)  # the buffer fills past its high-water mark
+                await asyncio.sleep(0.002)
         assert r.content.is_eof()
         return b"".join(got), reads, made
 
