@@ -3,7 +3,7 @@
 Hand-run (not a test); issue 23. ``bench/proxy_README.md`` ("Scale and first byte") says
 what every figure means and why the pinned and unpinned figures differ::
 
-    .venv/bin/python -m bench.bench_scale                  # both modes, every contender (~12 min)
+    .venv/bin/python -m bench.bench_scale                  # both modes, every contender (~13 min)
     .venv/bin/python -m bench.bench_scale --quick          # shorter ladder, fewer streams
     .venv/bin/python -m bench.bench_scale --modes unpinned \
         --contenders direct,bare-uvloop,sse-uvloop     # one mode, three rows
