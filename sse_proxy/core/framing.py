@@ -419,7 +419,25 @@ class EventStreamParser:
         if self._track_frames:
             self._frame_ends.extend(islice(starts, 1, None))
         texts = datas() if events is not None or taken < n else []
-        if events is not None:
+        if taken == n:  # (all of it, the usual: the events built at C speed)
+            if events is not None:
+                events.extend(
+                    map(
+                        tuple.__new__,
+                        repeat(SSEEvent, n),
+                        zip(
+                            repeat("message", n),
+                            texts,
+                            repeat(self._last_id, n),
+                            repeat(None, n),
+                            range(index, index + n),
+                            starts,  # (one more: the offset after the run)
+                            strict=False,
+                        ),
+                    )
+                )
+            return
+        if events is not None and taken:
             self._run_events(texts, starts, index, 0, taken)
         k = taken
         again = True  # offer what follows the first odd event whole (once: linear)
