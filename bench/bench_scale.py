@@ -457,7 +457,8 @@ def run_contender(
         for lv in ladder:
             res = load.run(f"ladder{lv}", 60)
             why = _sustained(res)
-            out.ladder.append(f"{lv}: " + (why or f"ok, {res['events_per_s']:,.0f} ev/s"))
+            ok = f"ok, {res['events_per_s']:,.0f} ev/s, p99 {res['lat_p99_ms']:,.0f} ms"
+            out.ladder.append(f"{lv}: " + (why or ok))
             if why is not None:
                 break
             out.sustained, out.sustained_eps = lv, res["events_per_s"]
