@@ -419,26 +419,10 @@ class EventStreamParser:
         if self._track_frames:
             self._frame_ends.extend(islice(starts, 1, None))
         texts = datas() if events is not None or taken < n else []
-        if taken == n:  # (all of it, the usual: the events built at C speed)
-            if events is not None:
-                events.extend(
-                    map(
-                        tuple.__new__,
-                        repeat(SSEEvent, n),
-                        zip(
-                            repeat("message", n),
-                            texts,
-                            repeat(self._last_id, n),
-                            repeat(None, n),
-                            range(index, index + n),
-                            starts,  # (one more: the offset after the run)
-                            strict=False,
-                        ),
-                    )
-                )
-            return
         if events is not None and taken:
-            self._run_events(texts, starts, index, 0, taken)
+            self._run_events(texts[:taken] if taken < n else texts, starts, index)
+        if taken == n:
+            return
         k = taken
         again = True  # offer what follows the first odd event whole (once: linear)
         while k < n:
@@ -455,27 +439,25 @@ class EventStreamParser:
                 if more:
                     self.event_count = index + k + more
                     if events is not None:
-                        self._run_events(texts, starts, index, k, more)
+                        self._run_events(texts[k : k + more], starts[k:], index + k)
                     k += more
 
-    def _run_events(
-        self, texts: list[str], starts: list[int], index: int, first: int, count: int
-    ) -> None:
-        """Events ``first`` .. ``first + count - 1`` of a run, built at C speed."""
+    def _run_events(self, texts: list[str], starts: list[int], index: int) -> None:
+        """The events of ``texts`` (event ``index`` on, starting at ``starts``, which may
+        run on past them), built at C speed: as many as there are texts."""
         assert self._events is not None
-        last = first + count
         self._events.extend(
             map(
                 tuple.__new__,
-                repeat(SSEEvent, count),
+                repeat(SSEEvent),
                 zip(
-                    repeat("message", count),
-                    islice(texts, first, last),
-                    repeat(self._last_id, count),
-                    repeat(None, count),
-                    range(index + first, index + last),
-                    islice(starts, first, last),
-                    strict=True,
+                    repeat("message"),
+                    texts,
+                    repeat(self._last_id),
+                    repeat(None),
+                    count(index),
+                    starts,
+                    strict=False,
                 ),
             )
         )
