@@ -67,7 +67,7 @@ class LeanBody(StreamReader):
         return data
 
 
-_USABLE: Final = type(StreamReader) is type and all(
+_USABLE: Final = all(
     name in getattr(StreamReader, "__slots__", ()) for name in _RELIES_ON
 )
 
