@@ -67,9 +67,7 @@ class LeanBody(StreamReader):
         return data
 
 
-_USABLE: Final = all(
-    name in getattr(StreamReader, "__slots__", ()) for name in _RELIES_ON
-)
+_USABLE: Final = all(name in getattr(StreamReader, "__slots__", ()) for name in _RELIES_ON)
 
 
 def lean_body(content: StreamReader) -> bool:
