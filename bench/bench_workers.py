@@ -45,6 +45,16 @@ import aiohttp
 SSE_PROXY = str(Path(sys.executable).with_name("sse-proxy"))
 
 
+def _read_shared(fd: int) -> bytes:
+    """The log the workers write, read without moving the offset they share with it (a
+    ``seek(0)`` here between two of their writes would make the next overwrite the start)."""
+    parts, at = [], 0
+    while block := os.pread(fd, 1 << 16, at):
+        parts.append(block)
+        at += len(block)
+    return b"".join(parts)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -227,10 +237,9 @@ def run_one(
             pids: list[int] = []
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and len(pids) < workers:
-                log.seek(0)
                 pids = [
                     json.loads(line)["pid"]
-                    for line in log.read().splitlines()
+                    for line in _read_shared(log.fileno()).splitlines()
                     if b'"proxy.started"' in line
                 ]
                 time.sleep(0.1)
@@ -250,10 +259,9 @@ def run_one(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        log.seek(0)
         errors = [
             line
-            for line in log.read().decode("utf-8", "replace").splitlines()
+            for line in _read_shared(log.fileno()).decode("utf-8", "replace").splitlines()
             if '"level":"error"' in line
         ]
     if errors:

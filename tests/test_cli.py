@@ -197,3 +197,29 @@ def test_health_reads_the_effective_settings(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}/_ops/health" in gone.stderr
     bad = run("health", "--url", "file:///etc/passwd")
     assert bad.returncode == 1  # never 2: Docker reserves it
+
+
+def test_a_log_read_while_the_child_writes_loses_no_line() -> None:
+    """ServeProcess reads its child's stderr file while the child writes to it: reading
+    must not move the offset they share (a ``seek(0)`` did, and the child's next line then
+    overwrote the start of the file: CI once saw the tail of ``proxy.started`` alone)."""
+    import tempfile
+
+    from tests.support.cli import read_shared
+
+    n = 3000
+    script = (
+        "import sys\n"
+        f"for i in range({n}):\n"
+        '    sys.stderr.write(\'{"i": %d, "pad": "%s"}\\n\' % (i, \'x\' * 200))\n'
+        "    sys.stderr.flush()\n"
+    )
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        proc = subprocess.Popen([sys.executable, "-c", script], stderr=log)
+        reads = 0
+        while proc.poll() is None or reads == 0:
+            read_shared(log.fileno())
+            reads += 1
+        proc.wait(30)
+        lines = read_shared(log.fileno()).decode().splitlines()
+    assert [json.loads(line)["i"] for line in lines] == list(range(n)), f"{reads} reads"

@@ -49,6 +49,19 @@ def run_cli(
     )
 
 
+def read_shared(fd: int) -> bytes:
+    """The whole of a file a child process writes to, read without moving its offset.
+
+    The child's stderr is this very open file (one offset, shared): a ``seek(0)`` here
+    between two of its writes makes its next line overwrite the file's start.
+    """
+    parts, at = [], 0
+    while block := os.pread(fd, 1 << 16, at):
+        parts.append(block)
+        at += len(block)
+    return b"".join(parts)
+
+
 class ServeProcess:
     """``sse-proxy serve`` as a real subprocess, its stderr (the JSON log) in a file.
 
@@ -82,8 +95,7 @@ class ServeProcess:
     def log_text(self) -> str:
         if self._log.closed:
             return self.text
-        self._log.seek(0)
-        return self._log.read().decode("utf-8", "replace")
+        return read_shared(self._log.fileno()).decode("utf-8", "replace")
 
     def lines(self) -> list[dict[str, Any]]:
         """The JSON log lines so far (asserting that every whole line is JSON)."""
