@@ -361,7 +361,8 @@ def _sustained(res: dict[str, Any]) -> str | None:
     """Why a ladder level is not sustained (None: it is)."""
     streams = res["streams"]
     if res["error_count"] > MAX_ERROR_RATE * streams:
-        return f"{res['error_count']} of {streams} streams failed"
+        first, count = next(iter(res["errors"].items()))
+        return f"{res['error_count']} of {streams} streams failed ({first} x{count})"
     if res["content_frames"] != streams * SHAPE_EVENTS:
         return f"{res['content_frames']} of {streams * SHAPE_EVENTS} content frames"
     if res["max_gap_ms"] > STALL_X * SHAPE_PACE_MS:
