@@ -341,7 +341,8 @@ def _role_bare(argv: Sequence[str]) -> int:
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
     app.router.add_route("*", "/{tail:.*}", handler)
-    run_on(args.loop, _serve(app, args.port, backlog=128))  # aiohttp's default, as sse-proxy's
+    # aiohttp's default, as a bare proxy has it (sse-proxy queues 2,048: server/run.py)
+    run_on(args.loop, _serve(app, args.port, backlog=128))
     return 0
 
 

@@ -168,11 +168,19 @@ def _refuse_own_address(routes: Sequence[Route], host: str, port: int | None) ->
             )
 
 
+LISTEN_BACKLOG = 2048
+"""Connections the kernel completes and queues before the proxy accepts them (capped by
+``net.core.somaxconn``). aiohttp's 128 is fewer than a burst of stream starts: beyond it
+a client's SYN is dropped and retried a second later, then three, then seven (2,000
+streams started together took 29 s to all begin, a few timed out). 2,048 is uvicorn's
+and gunicorn's; a queued connection costs the kernel a socket, nothing here."""
+
+
 async def _listen(
     runner: web.AppRunner, host: str, port: int, reuse_port: bool, what: str = ""
 ) -> str:
     """Open a site of ``runner`` on ``host:port``; its base URL (the port it got, if 0)."""
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=LISTEN_BACKLOG)
     try:
         await site.start()
     except OSError as exc:
