@@ -53,17 +53,21 @@ def _upstream(pieces: list[bytes], *, hold: asyncio.Event | None = None) -> web.
     return app
 
 
-async def _read_all(url: str, *, lean: bool, slow: bool = False) -> tuple[bytes, int, bool]:
-    """(the body, its readany calls, whether the body was made lean)"""
+async def _read_all(
+    url: str, *, lean: bool, slow: asyncio.Event | None = None
+) -> tuple[bytes, int, bool]:
+    """(the body, its readany calls, whether the body was made lean); ``slow``: read only
+    once it is set (the upstream has filled the buffer past its high-water mark), then
+    slowly."""
     async with aiohttp.ClientSession(auto_decompress=False) as session, session.get(url) as r:
         made = lean_body(r.content) if lean else False
         got, reads = [], 0
-        if slow:
-            await asyncio.sleep(0.2)  # the upstream fills the buffer past its high-water mark
+        if slow is not None:
+            await slow.wait()
         while chunk := await r.content.readany():
             got.append(chunk)
             reads += 1
-            if slow:
+            if slow is not None:
                 await asyncio.sleep(0.002)
         assert r.content.is_eof()
         return b"".join(got), reads, made
@@ -95,16 +99,18 @@ async def test_a_slow_reader_pauses_the_upstream_and_resumes_it(start_app: Start
     pieces = [b"data: %06d %s\n\n" % (i, b"y" * 200) for i in range(20_000)]
     url = await start_app(_upstream(pieces))
     paused: list[bool] = []
+    full = asyncio.Event()
     orig_pause = aiohttp.client_proto.ResponseHandler.pause_reading
 
     def pause_reading(self: aiohttp.client_proto.ResponseHandler) -> None:
         paused.append(True)
+        full.set()
         orig_pause(self)
 
     aiohttp.client_proto.ResponseHandler.pause_reading = pause_reading  # type: ignore[method-assign]
     try:
         body, reads, made = await asyncio.wait_for(
-            _read_all(url + "/stream", lean=True, slow=True), 60
+            _read_all(url + "/stream", lean=True, slow=full), 60
         )
     finally:
         aiohttp.client_proto.ResponseHandler.pause_reading = orig_pause  # type: ignore[method-assign]
