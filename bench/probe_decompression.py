@@ -27,9 +27,9 @@ import brotli
 import structlog
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.server import decompress
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 
 MIB = 1 << 20
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from sse_proxy import __version__
 from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
-from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
 from sse_proxy.names import MODES
 from sse_proxy.settings import LOG_FORMATS
@@ -364,7 +364,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _test_client(args: argparse.Namespace) -> int:
-    from sse_proxy.tools.testclient import HarnessOptions, run_test_client
+    from sse_proxy.tools.testclient.harness import HarnessOptions, run_test_client
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":

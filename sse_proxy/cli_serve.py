@@ -13,7 +13,7 @@ import math
 import os
 from typing import Any
 
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import MODES
 from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
 

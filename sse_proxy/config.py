@@ -17,14 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from sse_proxy.errors import ConfigError
-from sse_proxy.settings import MODES, Config, RouteSpec, SettingError, StartupNote
+from sse_proxy.settings import Config, RouteSpec, SettingError, StartupNote
 
 __all__ = [
     "CONFIG_ENV",
-    "MODES",
-    "Config",
-    "RouteSpec",
-    "StartupNote",
     "config_path",
     "load_config",
     "load_config_with_notes",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 
 __all__ = [
     "ADMIN_PREFIX",

@@ -67,7 +67,7 @@ def sse_chaos_strategies(
     into ``name:seed`` entries. ``variants="openai"`` (a dialect) adds that dialect's shape
     variants (Azure's first chunk, ``include_usage``...) and the token variants.
     """
-    from sse_proxy.rechunk.shapes import VARIANT_DIALECTS
+    from sse_proxy.rechunk.shapes.rewriter import VARIANT_DIALECTS
     from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, VARIANTS
 
     names = list(STRATEGIES)

@@ -1,12 +1,14 @@
 """The package's import graph: no circle, and no arrow pointing up.
 
 Read from the source (``ast``), not from ``sys.modules``: every ``import`` counts, those
-inside functions too (a lazy import hides a circle, it does not remove it), except those
-under ``if TYPE_CHECKING:``, which never run. The layers, bottom up: the sans-IO core and
-the planners (with ``errors`` and ``names``, the vocabulary every layer shares); the
-observability shared by server and tools (``obs``); the inspector; the server shell; the
-tools and the CLI. The sans-IO rule itself (no asyncio, aiohttp, structlog or logging in
-the core) is checked by ``tests/core/test_reassembler.py`` in a fresh interpreter.
+inside functions too (a lazy import hides a circle, it does not remove it), and those
+under ``if TYPE_CHECKING:`` as well (a type-only import is still a dependency a reader
+must follow, and two modules that name each other's types are one module). The layers,
+bottom up: the sans-IO core and the planners (with ``errors`` and ``names``, the
+vocabulary every layer shares); the observability shared by server and tools (``obs``);
+the inspector; the server shell; the tools and the CLI. The sans-IO rule itself (no
+asyncio, aiohttp, structlog or logging in the core) is checked by
+``tests/core/test_reassembler.py`` in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -40,22 +42,11 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement that can run (``if TYPE_CHECKING:`` bodies skipped)."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                yield from _imports(ast.Module(body=[child], type_ignores=[]))
-            continue
+    """Every import statement, wherever it stands (``if TYPE_CHECKING:`` bodies too)."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        yield from _imports(node)
 
 
 def _targets(node: ast.Import | ast.ImportFrom, here: str, modules: set[str]) -> set[str]:
@@ -191,7 +182,7 @@ def test_no_upward_import(graph: Graph) -> None:
         ("sse_proxy.core.framing", "sse_proxy.obs.logs"),
         ("sse_proxy.rechunk.planner", "sse_proxy.server.headers"),
         ("sse_proxy.rechunk.strategies", "sse_proxy.core.utf8"),
-        ("sse_proxy.core.dialects", "sse_proxy.config"),
+        ("sse_proxy.core.dialects.registry", "sse_proxy.config"),
         ("sse_proxy.inspect.web", "sse_proxy.server.keys"),
         ("sse_proxy.obs.sink", "sse_proxy.server.taps"),
         ("sse_proxy.server.relay", "sse_proxy.tools.fixtures"),
@@ -205,7 +196,8 @@ def test_an_upward_import_is_found(graph: Graph, module: str, target: str) -> No
     assert upward(with_arrow) == [(module, target)]
 
 
-def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
+def test_type_checking_imports_count(tmp_path: Path) -> None:
+    """A type-only import is an arrow like any other: the two modules below form a circle."""
     pkg = tmp_path / "sse_proxy"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -217,7 +209,8 @@ def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
     (pkg / "c.py").write_text("g = 1\n")
     assert import_graph(pkg) == {
         "sse_proxy": set(),
-        "sse_proxy.a": {"sse_proxy.c"},
+        "sse_proxy.a": {"sse_proxy", "sse_proxy.b", "sse_proxy.c"},
         "sse_proxy.b": {"sse_proxy", "sse_proxy.a"},  # the package runs first
         "sse_proxy.c": set(),
     }
+    assert circles(import_graph(pkg)) == [["sse_proxy.a", "sse_proxy.b"]]

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from sse_proxy.config import Config, load_config
+from sse_proxy.config import load_config
 from sse_proxy.errors import ConfigError
+from sse_proxy.settings import Config
 from tests.support.cli import ROOT, SSE_PROXY
 
 DOCUMENTED = ROOT / "config" / "sse-proxy.toml"

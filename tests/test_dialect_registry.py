@@ -18,11 +18,11 @@ import pytest
 
 import sse_proxy
 from sse_proxy.cli import build_parser
-from sse_proxy.config import Config
 from sse_proxy.core import StreamReassembler, dialect_for_path, normalize_dialect
-from sse_proxy.core.dialects import DIALECTS, TEXT_DIALECTS, Dialect, DialectAccumulator
+from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS, Dialect, DialectAccumulator
 from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS, MOCK_FAULT_HEADER
 from sse_proxy.server.tracing import RequestSpan
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures.streams import SHAPES
 from sse_proxy.tools.mock_upstream import mock_upstream

@@ -22,7 +22,7 @@ from sse_proxy.core.alerts import (
     Truncated,
     UnterminatedFrame,
 )
-from sse_proxy.core.dialects import DIALECTS, dialect_for_path, normalize_dialect
+from sse_proxy.core.dialects.registry import DIALECTS, dialect_for_path, normalize_dialect
 from sse_proxy.core.events import SSEEvent
 from sse_proxy.core.reassembler import Limits, Output, StreamReassembler
 from sse_proxy.core.toolschema import ToolSchemas

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, CrlfFraming, ReplacementChar, Truncated
-from sse_proxy.core.dialects import (
+from sse_proxy.core.dialects.registry import (
     DIALECTS,
     DetectingAccumulator,
     Dialect,

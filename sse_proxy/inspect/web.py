@@ -18,7 +18,6 @@ from typing import Any
 
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.hosts import is_loopback, parse_host
 from sse_proxy.inspect.html import esc, page, render_events, render_strip, render_timeline
 from sse_proxy.inspect.registry import Registry, StreamRecord
@@ -26,6 +25,7 @@ from sse_proxy.inspect.strip import analyse
 from sse_proxy.obs.console import console_value
 from sse_proxy.obs.redact import mask_chunks
 from sse_proxy.recording import encode_end, encode_header, encode_read
+from sse_proxy.settings import Config
 
 __all__ = [
     "REGISTRY",

@@ -27,7 +27,7 @@ from sse_proxy.errors import ChaosSpecError
 from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
 from sse_proxy.rechunk.sensitive import CONTEXT, sensitive_positions
-from sse_proxy.rechunk.shapes import DialectOf, ShapeRewriter
+from sse_proxy.rechunk.shapes.rewriter import DialectOf, ShapeRewriter
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
 

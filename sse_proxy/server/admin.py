@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.inspect.registry import Registry
 from sse_proxy.inspect.web import REGISTRY, Guard, add_ui_routes, unguarded
-from sse_proxy.server.admission import FrontDoorGuard, json_error
-from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS, WorkerCounts
+from sse_proxy.server.front_door import FrontDoorGuard
+from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS
+from sse_proxy.server.replies import json_error
+from sse_proxy.server.workers import WorkerCounts
+from sse_proxy.settings import Config
 
 __all__ = ["add_admin_routes", "make_admin_app", "reserve_admin_prefix"]
 

@@ -14,17 +14,13 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.inspect.web import REGISTRY, registry_for
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes, reserve_admin_prefix
-from sse_proxy.server.admission import (
-    FrontDoorGuard,
-    admit,
-    defer_continue,
-    response_starts,
-)
+from sse_proxy.server.admission import admit
 from sse_proxy.server.dispatch import remember_resolutions
+from sse_proxy.server.exchange import ProxyParts, ProxyState
+from sse_proxy.server.front_door import FrontDoorGuard, response_starts
 from sse_proxy.server.keys import (
     CONFIG,
     METRICS,
@@ -34,13 +30,13 @@ from sse_proxy.server.keys import (
     STATE,
     STREAM_TAPS,
     TRACING,
-    ProxyParts,
-    ProxyState,
 )
 from sse_proxy.server.network import Network
+from sse_proxy.server.request_body import defer_continue
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.tracing import Tracing
 from sse_proxy.server.upstream import forward, session_ctx
+from sse_proxy.settings import Config
 
 __all__ = ["make_app"]
 

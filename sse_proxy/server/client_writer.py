@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 
-__all__ = ["ClientGone", "ClientWriter"]
+__all__ = ["ClientGone", "ClientWriter", "cut_off"]
 
 _DRAIN_EVERY = 0x10000  # StreamWriter.write's own LIMIT
 _COPY_UP_TO = 2048  # a token's read is framed in one small copy; a larger one by parts
@@ -110,3 +110,10 @@ class ClientWriter:
         ):
             self._writer = writer
             self._transport = transport
+
+
+def cut_off(request: web.Request) -> None:
+    """End the client's response without its terminating chunk: never a fake completion."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()

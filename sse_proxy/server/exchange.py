@@ -8,12 +8,16 @@ admission takes a request apart into a dozen parameters again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
+import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from sse_proxy.config import Config
+from sse_proxy.inspect.registry import Registry
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.obs.redact import redact_url
@@ -21,14 +25,55 @@ from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
-from sse_proxy.server.routes import Route
-from sse_proxy.server.tracing import RequestSpan
-from sse_proxy.server.watchdog import Watch
+from sse_proxy.server.network import Network
+from sse_proxy.server.routes import Route, RouteTable
+from sse_proxy.server.tap_types import Tap
+from sse_proxy.server.tracing import RequestSpan, Tracing
+from sse_proxy.server.watchdog import Watch, Watchdog
+from sse_proxy.settings import Config
 
-if TYPE_CHECKING:  # (keys imports the taps, which import this)
-    from sse_proxy.server.keys import ProxyParts
+__all__ = ["Exchange", "ProxyParts", "ProxyState", "RequestContext", "TapFactory"]
 
-__all__ = ["Exchange", "RequestContext"]
+
+@dataclass
+class ProxyState:
+    """What the running server knows across requests."""
+
+    shutting_down: bool = False
+    active: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The SSE relays' tasks."""
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The handlers' tasks of the requests past the front door (a shutdown waits for them)."""
+    backlog: Backlog = field(default_factory=Backlog)
+    """Streams' bookkeeping that waits while other requests wait for a first byte."""
+
+
+@dataclass(slots=True, eq=False)
+class ProxyParts:
+    """What a forwarded request reads of its application, in one object taken once per
+    request: an ``app[KEY]`` is a Python call with its own checks and ``request.app`` two
+    properties, and a request's path made some twenty of them (issue 23). The objects are
+    the ones under the app's keys, which the admin app and the tools read."""
+
+    cfg: Config
+    metrics: Metrics
+    state: ProxyState
+    routes: RouteTable
+    network: Network
+    tracing: Tracing
+    taps: list[TapFactory]
+    """The app's ``STREAM_TAPS`` list itself (tools append to it once the app runs)."""
+    registry: Registry | None
+    """The inspector's registry (``--ui``), or None."""
+    session: aiohttp.ClientSession | None = None
+    """The upstream session, while the app runs (as are the three below)."""
+    upstream_timeout: aiohttp.ClientTimeout | None = None
+    """The upstream requests' timeout, the same for every request: built with the session."""
+    loop: asyncio.AbstractEventLoop | None = None
+    """The app's event loop: given to asyncio's helpers, which otherwise look it up (on
+    Python 3.11 a ``getpid`` system call each time)."""
+    watchdog: Watchdog | None = None
+    """The loop's watchdog (the deadlines of every stream)."""
 
 
 class Exchange:
@@ -150,3 +195,7 @@ class Exchange:
     def mode(self) -> str:
         """The mode asked for: ``chaos`` with a spec, else the server's."""
         return "chaos" if self.spec is not None else self.cfg.mode
+
+
+TapFactory = Callable[[Exchange], Tap | None]
+"""Makes a tap for each SSE stream of the app (``STREAM_TAPS``); None: not this one."""

@@ -21,9 +21,9 @@ from typing import Final, NamedTuple
 import aiohttp
 from yarl import URL
 
-from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.obs.redact import hold_secret, redact_url
+from sse_proxy.settings import Config
 
 __all__ = ["Hop", "Network", "no_proxy_matches", "tls_reason"]
 

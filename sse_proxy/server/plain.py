@@ -1,72 +1,21 @@
-"""The plain relay, and what both relays share.
+"""The plain relay: a response that is not an event stream.
 
-A response that is not an event stream is passed through as it comes, unobserved; its
-one line is ``proxy.request``. The idle watch and the cut-off are the SSE relay's too.
+It is passed through as it comes, unobserved; its one line is ``proxy.request``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import aiohttp
 from aiohttp import web
 
 from sse_proxy.obs.redact import redact_url
-from sse_proxy.server.client_writer import ClientGone
+from sse_proxy.server.client_writer import ClientGone, cut_off
+from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.watchdog import Watch, Watchdog
 
-__all__ = ["IdleWatch", "cut_off", "relay_plain"]
-
-
-class IdleWatch:
-    """The idle timeout between upstream chunks, without a timer per chunk or per stream.
-
-    A read only stamps the time (``last``); the loop's :class:`~.watchdog.Watchdog` looks
-    at the stamp when the deadline it was set for comes, sets it again for the moved
-    deadline, and once the gap passes the limit closes the upstream response, which wakes
-    the pending read with an error that the relay then reports as ``timeout``.
-    """
-
-    __slots__ = ("_idle", "_upstream", "_watch", "expired", "last", "now")
-
-    def __init__(
-        self,
-        upstream: aiohttp.ClientResponse,
-        idle: float,
-        take_over: Watch | None,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        """``take_over``: the deadline of the wait for the head, due no later than this
-        one (it only ever checks early, never late), which becomes this watch. ``loop``:
-        the running loop, given (looking it up is a system call on Python 3.11)."""
-        self._upstream = upstream
-        self._idle = idle
-        self.now = loop.time
-        self.last = self.now()
-        self.expired = False
-        self._watch: Watch | None = None
-        if take_over is not None and idle:
-            take_over.retarget(self._check)
-            self._watch = take_over
-        elif idle:
-            self._watch = Watchdog.of(loop).watch(idle, self._check)
-
-    def _check(self) -> float | None:
-        # The deadline moves with every read; a deadline re-armed per read would cost more.
-        left = self.last + self._idle - self.now()
-        if left > 0:
-            return left
-        self._watch = None
-        self.expired = True
-        self._upstream.close()
-        return None
-
-    def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
+__all__ = ["relay_plain"]
 
 
 async def relay_plain(
@@ -116,10 +65,3 @@ async def _write(resp: web.StreamResponse, data: bytes) -> None:
         await resp.write(data)
     except (ConnectionError, aiohttp.ClientConnectionError, RuntimeError) as exc:
         raise ClientGone from exc
-
-
-def cut_off(request: web.Request) -> None:
-    """End the client's response without its terminating chunk: never a fake completion."""
-    transport = request.transport
-    if transport is not None:
-        transport.close()

@@ -29,8 +29,9 @@ from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from aiohttp.web_request import BaseRequest
 
 from sse_proxy.obs.logs import get_logger
-from sse_proxy.server.admission import json_error, refuse_connect
+from sse_proxy.server.front_door import refuse_connect
 from sse_proxy.server.keys import CONFIG
+from sse_proxy.server.replies import json_error
 
 __all__ = ["ProxyAppRunner"]
 

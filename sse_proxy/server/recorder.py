@@ -12,14 +12,14 @@ from aiohttp import web
 
 from sse_proxy.obs.redact import HELD, HeldBytes, redact_head, redact_url, scrub_held
 from sse_proxy.recording import encode_end, encode_header, encode_read
-from sse_proxy.server.taps import StreamEnd
+from sse_proxy.server.tap_types import StreamEnd
 
 __all__ = ["Recorder"]
 
 
 class Recorder:
     """Appends one stream's reads to ``DIR/<time>-<stream_id>.ssrec``: a
-    :class:`~sse_proxy.server.taps.ReadTap`.
+    :class:`~sse_proxy.server.tap_types.ReadTap`.
 
     Writes are small and buffered; a recording is opt-in diagnostics, not the hot path.
     A value the proxy holds is masked in the reads too (same length: offsets stay true),

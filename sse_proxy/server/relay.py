@@ -33,8 +33,8 @@ from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import Planner, Write, make_planner
-from sse_proxy.server.body_reader import lean_body
-from sse_proxy.server.client_writer import ClientGone, ClientWriter
+from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
+from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
 from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.exchange import Exchange
@@ -43,17 +43,18 @@ from sse_proxy.server.headers import (
     loggable_headers,
     response_headers_for_client,
 )
-from sse_proxy.server.plain import IdleWatch, cut_off, relay_plain
+from sse_proxy.server.plain import relay_plain
 from sse_proxy.server.recorder import Recorder
+from sse_proxy.server.tap_types import StreamEnd
 from sse_proxy.server.taps import (
     InspectorTap,
     MetricsTap,
     SpanTap,
-    StreamEnd,
     SummaryLine,
     Taps,
 )
 from sse_proxy.server.timing import StreamObserver
+from sse_proxy.server.upstream_body import lean_body
 
 __all__ = ["respond"]
 

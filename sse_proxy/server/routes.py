@@ -23,10 +23,10 @@ from urllib.parse import unquote_plus, urlsplit
 from multidict import CIMultiDict
 from yarl import URL
 
-from sse_proxy.config import Config, RouteSpec
 from sse_proxy.errors import ConfigError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.obs.redact import hold_secret, redact_url
+from sse_proxy.settings import Config, RouteSpec
 
 __all__ = [
     "CLIENT_AUTH_HEADERS",

@@ -23,8 +23,7 @@ from urllib.parse import urlsplit
 import structlog
 from aiohttp import web
 
-from sse_proxy.config import Config, StartupNote
-from sse_proxy.core.dialects import DIALECTS, Provider, normalize_dialect
+from sse_proxy.core.dialects.registry import DIALECTS, Provider, normalize_dialect
 from sse_proxy.errors import ChaosSpecError, ConfigError, ProxyError, UsageError
 from sse_proxy.inspect.web import close_feeds
 from sse_proxy.obs.logs import configure_logging, get_logger
@@ -32,6 +31,7 @@ from sse_proxy.obs.redact import redact_url
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.admin import make_admin_app
 from sse_proxy.server.app import make_app
+from sse_proxy.server.exchange import ProxyState
 from sse_proxy.server.keys import (
     CONFIG,
     METRICS,
@@ -39,13 +39,12 @@ from sse_proxy.server.keys import (
     ROUTES,
     STATE,
     WORKERS,
-    ProxyState,
-    WorkerCounts,
 )
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import ProxyAppRunner
 from sse_proxy.server.routes import Route, RouteTable
-from sse_proxy.server.workers import supervise
+from sse_proxy.server.workers import WorkerCounts, supervise
+from sse_proxy.settings import Config, StartupNote
 
 __all__ = [
     "Listeners",

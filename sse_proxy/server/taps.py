@@ -16,89 +16,27 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, ParamSpec, Protocol, cast, runtime_checkable
+from collections.abc import Callable, Iterable, Sequence
+from typing import ParamSpec, cast
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.inspect.registry import StreamRecord
-from sse_proxy.obs.metrics import GapHistogram, Metrics
+from sse_proxy.obs.metrics import Metrics
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.server.exchange import Exchange
+from sse_proxy.server.tap_types import ObserveTap, ReadTap, StreamEnd, Tap, WriteTap
 from sse_proxy.server.tracing import RequestSpan
 
 __all__ = [
     "ClientWrites",
     "InspectorTap",
     "MetricsTap",
-    "ObserveTap",
-    "ReadTap",
     "SpanTap",
-    "StreamEnd",
     "SummaryLine",
-    "Tap",
-    "TapFactory",
     "Taps",
-    "WriteTap",
 ]
 
 _P = ParamSpec("_P")
-
-
-class StreamEnd(NamedTuple):
-    """How one stream went: computed once at its end, the same for every tap (immutable:
-    a named tuple, which is built at C speed where a frozen dataclass sets each of its
-    nine fields through ``object.__setattr__``, 16k instructions a stream)."""
-
-    ended_by: str
-    fields: dict[str, Any]
-    """The ``stream.summary`` fields (``text`` too with ``--log-text``); not to be changed."""
-    alerts: Mapping[str, int]
-    """Exact counts per alert name, the rate-limited ones included."""
-    closing: tuple[Alert, ...]
-    """The alerts the stream's close raised (already logged and counted)."""
-    received: int
-    """Bytes read from the upstream."""
-    events: int
-    ttfb: float | None
-    """Seconds from the upstream request to its first byte (None: no byte came)."""
-    duration: float
-    gaps: GapHistogram
-    """The inter-event gaps."""
-
-
-@runtime_checkable
-class Tap(Protocol):
-    """An observer of one stream."""
-
-    def finish(self, end: StreamEnd) -> None:
-        """The stream is over; called once, in the order the taps were listed."""
-
-
-@runtime_checkable
-class ReadTap(Tap, Protocol):
-    """A tap that also sees every upstream read as it arrived (compressed, if it was)."""
-
-    def read(self, chunk: bytes) -> None: ...
-
-
-@runtime_checkable
-class ObserveTap(Tap, Protocol):
-    """A tap that also sees what the reassembler was fed (decompressed; a large read
-    whole) and the alerts that raised."""
-
-    def observed(self, chunk: bytes, alerts: tuple[Alert, ...]) -> None: ...
-
-
-@runtime_checkable
-class WriteTap(Tap, Protocol):
-    """A tap that also sees every write to the client when the proxy re-chunks it (frames,
-    chaos); in passthrough the writes are the reads."""
-
-    def wrote(self, data: bytes) -> None: ...
-
-
-TapFactory = Callable[[Exchange], Tap | None]
-"""Makes a tap for each SSE stream of the app (``STREAM_TAPS``); None: not this one."""
 
 
 def _fan(hooks: Sequence[Callable[_P, None]]) -> Callable[_P, None] | None:

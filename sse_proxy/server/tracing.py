@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from sse_proxy import __version__
-from sse_proxy.config import Config
 from sse_proxy.core.alerts import Alert
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ConfigError
 from sse_proxy.obs.redact import mask_message_text, redact_text, scrub_held
 from sse_proxy.server.context import RequestContext
+from sse_proxy.settings import Config
 
 __all__ = ["RequestSpan", "Tracing", "route_of"]
 

@@ -15,19 +15,15 @@ from multidict import CIMultiDict, istr
 from sse_proxy.errors import UpstreamError, UpstreamTimeout
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.redact import redact_url
-from sse_proxy.server.admission import (
-    RequestTooLarge,
-    json_error,
-    request_body,
-    too_large,
-    whole_body,
-)
+from sse_proxy.server.deadlines import HeadDeadline
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
-from sse_proxy.server.keys import CONFIG, NETWORK, PARTS, ProxyParts
+from sse_proxy.server.keys import CONFIG, NETWORK, PARTS
 from sse_proxy.server.network import tls_reason
 from sse_proxy.server.relay import respond
-from sse_proxy.server.watchdog import FINE, Watch, Watchdog
+from sse_proxy.server.replies import json_error, too_large
+from sse_proxy.server.request_body import RequestTooLarge, request_body, whole_body
+from sse_proxy.server.watchdog import Watchdog
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
 __all__ = ["UpstreamRequest", "forward", "map_upstream_errors", "session_ctx", "upstream_failed"]
@@ -98,7 +94,7 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
             trace_request_ctx={"exchange": ex},
         )
         # the wait for the response's head has the idle timeout too (the body: an IdleWatch)
-        deadline = _HeadDeadline(parts, cfg.idle_timeout) if cfg.idle_timeout else None
+        deadline = HeadDeadline(parts, cfg.idle_timeout) if cfg.idle_timeout else None
         try:
             upstream = await upstream_cm
         except BaseException as exc:
@@ -115,43 +111,6 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
         finally:
             if ex.idle_watch is not None:  # (a relay that took it over has cancelled it)
                 ex.idle_watch.cancel()
-
-
-class _HeadDeadline:
-    """``asyncio.timeout`` for one await, without its timer and context manager (a
-    request's start is the proxy's per-request cost, issue 23): a watchdog deadline."""
-
-    __slots__ = ("_cancelling", "_fired", "_task", "_watch")
-
-    def __init__(self, parts: ProxyParts, seconds: float) -> None:
-        task = asyncio.current_task(parts.loop)  # (the loop given: no lookup, no syscall)
-        assert task is not None  # a handler runs in a task
-        self._task = task
-        self._cancelling = task.cancelling()
-        self._fired = False
-        assert parts.watchdog is not None  # (set while the app runs)
-        self._watch = parts.watchdog.watch(seconds, self._fire)
-
-    def _fire(self) -> None:
-        self._fired = True
-        self._task.cancel()
-
-    def expired(self) -> bool:
-        """Whether the cancellation being handled is this deadline's (and only its)."""
-        return self._fired and self._task.uncancel() <= self._cancelling
-
-    def cancel(self) -> None:
-        self._watch.cancel()
-
-    def hand_over(self) -> Watch:
-        """The head is here: the deadline's watch, for the body's :class:`IdleWatch` to
-        take over (until it does, it only waits)."""
-        self._watch.retarget(_until_taken_over)
-        return self._watch
-
-
-def _until_taken_over() -> float:
-    return FINE
 
 
 async def _websocket(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:

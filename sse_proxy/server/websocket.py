@@ -22,9 +22,9 @@ import aiohttp
 from aiohttp import WSCloseCode, WSMsgType, web
 from multidict import CIMultiDict
 
-from sse_proxy.server.admission import json_error
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import request_headers_for_upstream
+from sse_proxy.server.replies import json_error
 from sse_proxy.server.routes import carries_credential
 
 __all__ = ["WS_HANDSHAKE_HEADERS", "is_websocket_upgrade", "relay_websocket"]

@@ -25,16 +25,40 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sse_proxy.config import Config, StartupNote
 from sse_proxy.obs.logs import get_logger
+from sse_proxy.settings import Config, StartupNote
 
-__all__ = ["WorkerTarget", "supervise"]
+__all__ = ["WorkerCounts", "WorkerTarget", "supervise"]
 
 WorkerTarget = Callable[[Config, Sequence[StartupNote], Any], None]
 """A worker's main: its settings, the start-up notes, and the shared counts that
-:meth:`~sse_proxy.server.keys.WorkerCounts.shared` reads."""
+:meth:`~WorkerCounts.shared` reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCounts:
+    """How many workers should run, how many do, and how many exits the parent has handled
+    since it started (read at each health check and scrape)."""
+
+    configured: int
+    live: Callable[[], int]
+    restarts: Callable[[], int] = lambda: 0
+
+    @classmethod
+    def single(cls) -> WorkerCounts:
+        return cls(1, lambda: 1)
+
+    @classmethod
+    def shared(cls, configured: int, shared: Any) -> WorkerCounts:
+        """Counts the supervisor keeps in shared memory: [live, restarts]."""
+        return cls(configured, lambda: int(shared[0]), lambda: int(shared[1]))
+
+    def fields(self) -> dict[str, int]:
+        return {"live": self.live(), "configured": self.configured, "restarts": self.restarts()}
+
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0

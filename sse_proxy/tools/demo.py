@@ -19,7 +19,7 @@ import structlog
 from aiohttp import web
 
 from sse_proxy.core import StreamReassembler
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.console import console_value
 from sse_proxy.tools import fixtures

@@ -19,7 +19,7 @@ import collections
 from typing import Final
 
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.taps import ReadTap, StreamEnd
+from sse_proxy.server.tap_types import ReadTap, StreamEnd
 
 __all__ = ["CAP", "Lockstep", "Pace"]
 

@@ -67,14 +67,14 @@ async def start_stack(
     """Start ``upstream`` (default: the built-in mock with ``mock_seed``, ``first_text``
     and ``mock_tools``: its streams carry the tool-call fixture) and a proxy.
 
-    ``settings`` are :class:`sse_proxy.config.Config` fields for the proxy (``mode``,
+    ``settings`` are :class:`sse_proxy.settings.Config` fields for the proxy (``mode``,
     ``chaos``, ``seed``...); it always listens on an ephemeral loopback port. If the proxy
     cannot start, the upstream is stopped before the error propagates. With a
     ``lockstep``, the proxy reads each upstream write apart (the mock is given it; an
     ``upstream`` starter must have been).
     """
-    from sse_proxy.config import Config
     from sse_proxy.server.run import start_proxy
+    from sse_proxy.settings import Config
 
     if upstream is None:
         from sse_proxy.tools.mock_upstream import start_mock_upstream

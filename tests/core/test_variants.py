@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sse_proxy.core import Alert, Level, StreamReassembler, ToolSchemas
-from sse_proxy.rechunk.shapes import apply_variants
+from sse_proxy.rechunk.shapes.rewriter import apply_variants
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures.content import TOOL_CALLS
 from sse_proxy.tools.fixtures.tools import tool_request_body

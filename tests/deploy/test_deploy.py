@@ -3,7 +3,7 @@
 The manifests are checked against the Kubernetes API schemas shipped by the
 ``kubernetes-validate`` package (offline, strict: unknown fields fail), then their contents
 against the proxy itself: every ``SSE_PROXY_*`` name is a real setting and loads into a
-valid :class:`~sse_proxy.config.Config`, the probes and the scrape annotations point at that
+valid :class:`~sse_proxy.settings.Config`, the probes and the scrape annotations point at that
 config's admin port and prefix, the NetworkPolicy fences the traffic port and the admin
 port apart, and the pod's grace period outlasts the proxy's.
 """
@@ -18,8 +18,9 @@ import aiohttp
 import pytest
 import yaml
 
-from sse_proxy.config import Config, load_config
+from sse_proxy.config import load_config
 from sse_proxy.server.run import admin_url, start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from tests.support.cli import ROOT
 
 SIDECAR = ROOT / "deploy" / "kubernetes" / "sidecar.yaml"

@@ -21,8 +21,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.support.cli import ROOT

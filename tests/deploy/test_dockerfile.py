@@ -18,7 +18,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from sse_proxy.config import Config, load_config
+from sse_proxy.config import load_config
+from sse_proxy.settings import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

@@ -28,11 +28,11 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from sse_proxy.config import Config
 from sse_proxy.core import StreamReassembler
 from sse_proxy.core.alerts import ReplacementChar
 from sse_proxy.inspect.report import first_difference_at
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.support.browser import ThreadLoop, chromium

@@ -12,10 +12,10 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.inspect.registry import Registry
 from sse_proxy.recording import load_recording
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import start_mock_upstream
 
 UI = "/_sse-proxy/ui"

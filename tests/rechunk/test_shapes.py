@@ -18,7 +18,7 @@ import pytest
 from sse_proxy.core import StreamReassembler
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.rechunk.planner import ChaosPlanner, Write
-from sse_proxy.rechunk.shapes import (
+from sse_proxy.rechunk.shapes.rewriter import (
     SHAPE_STAGES,
     TOKEN_STAGES,
     VARIANT_DIALECTS,

@@ -13,9 +13,9 @@ import aiohttp
 import pytest
 import structlog
 
-from sse_proxy.config import Config
 from sse_proxy.server.keys import STATE
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.support.logs import LogEntries, eventually, metric_sum

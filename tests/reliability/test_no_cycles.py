@@ -14,8 +14,8 @@ import gc
 import aiohttp
 import pytest
 
-from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import mock_upstream
 
 STREAMS = 12

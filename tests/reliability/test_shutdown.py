@@ -20,9 +20,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.server.keys import STATE
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from tests.support.logs import eventually, wait_for
 from tests.support.net import STREAM_ID, free_port
 from tests.support.timing import assert_did_not_wait, assert_fired_on_time

@@ -20,8 +20,8 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from tests.support.browser import ThreadLoop, chromium
 from tests.support.upstreams import Seen, recording_app
 

@@ -15,8 +15,9 @@ import openai
 import pytest
 from aiohttp import web
 
-from sse_proxy.config import Config
-from sse_proxy.hosts import FrontDoor, parse_host, parse_origin
+from sse_proxy.hosts import parse_host, parse_origin
+from sse_proxy.server.front_door import FrontDoor
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named
 from tests.support.net import free_port, port_of, raw_exchange, running_app, running_proxy

@@ -20,10 +20,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.obs.redact import HELD, HeldBytes
-from sse_proxy.server.admission import json_error
+from sse_proxy.server.replies import json_error
 from sse_proxy.server.routes import RouteTable
+from sse_proxy.settings import Config
 from tests.support.cli import ServeProcess
 from tests.support.logs import configured_logging
 from tests.support.net import STREAM_ID, free_port, running_app

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from sse_proxy.config import RouteSpec
+from sse_proxy.settings import RouteSpec
 from tests.support.net import port_of, raw_exchange, running_app, running_proxy
 from tests.support.upstreams import Seen, recording_app
 

@@ -23,10 +23,10 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import format_exception_redacted, redact_text
+from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.support.cli import ServeProcess
 from tests.support.net import dead_port, free_port, raw_exchange, running_proxy

@@ -19,9 +19,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sse_proxy.config import Config, load_config
+from sse_proxy.config import load_config
 from sse_proxy.errors import ConfigError, UsageError
 from sse_proxy.server.run import admin_url, start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.support.cli import ServeProcess, cli_env, run_cli
 from tests.support.logs import metric_sum

@@ -9,10 +9,10 @@ import pytest
 from google import genai
 from google.genai import types
 
-from sse_proxy.config import Config, RouteSpec
 from sse_proxy.server.keys import ROUTES
 from sse_proxy.server.routes import Route
 from sse_proxy.server.run import app_env, start_proxy, stop_proxy
+from sse_proxy.settings import Config, RouteSpec
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import mock_upstream
 

@@ -8,9 +8,9 @@ import importlib.util
 import aiohttp
 import pytest
 
-from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import loop_factory
+from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.support.cli import ServeProcess
 from tests.support.net import free_port

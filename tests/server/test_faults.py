@@ -16,8 +16,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named, summary, wait_for
 from tests.support.net import STREAM_ID, dead_port

@@ -14,7 +14,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from sse_proxy.server.admission import WHOLE_BODY_BYTES
+from sse_proxy.server.request_body import WHOLE_BODY_BYTES
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries
 from tests.support.net import STREAM_ID, raw_exchange
@@ -406,8 +406,8 @@ async def test_chaos_mode_server_takes_the_chaos_header_as_an_override(
     mock_url: str, session: aiohttp.ClientSession
 ) -> None:
     """A server started in chaos mode lets a request pick its own strategy and seed."""
-    from sse_proxy.config import Config
     from sse_proxy.server.run import start_proxy, stop_proxy
+    from sse_proxy.settings import Config
 
     runner, url = await start_proxy(
         Config(upstream=mock_url, port=0, mode="chaos", chaos="random", seed=1)

@@ -10,11 +10,12 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from sse_proxy.config import Config, RouteSpec, load_config
+from sse_proxy.config import load_config
 from sse_proxy.errors import ConfigError
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.run import start_proxy
+from sse_proxy.settings import Config, RouteSpec
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, wait_for
 from tests.support.stack import StartProxy

@@ -9,10 +9,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.network import Hop, Network, no_proxy_matches
 from sse_proxy.server.run import start_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named
 from tests.support.net import dead_port

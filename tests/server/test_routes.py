@@ -8,9 +8,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sse_proxy.config import Config, RouteSpec, load_config
+from sse_proxy.config import load_config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.routes import RouteTable, join_upstream
+from sse_proxy.settings import Config, RouteSpec
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import start_mock_upstream
 from tests.support.logs import LogEntries, named, summary, wait_for

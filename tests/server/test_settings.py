@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from sse_proxy.config import Config, load_config, load_config_with_notes
+from sse_proxy.config import load_config, load_config_with_notes
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from tests.support.cli import SSE_PROXY
 from tests.support.logs import LogEntries, named
 from tests.support.net import raw_exchange

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS
-from sse_proxy.rechunk.shapes import apply_variants
+from sse_proxy.rechunk.shapes.rewriter import apply_variants
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures.streams import serialize, tool_frames
 from sse_proxy.tools.fixtures.tools import tool_request_body

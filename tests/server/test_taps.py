@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, Truncated
-from sse_proxy.server.taps import ClientWrites, StreamEnd, Taps
+from sse_proxy.server.tap_types import StreamEnd
+from sse_proxy.server.taps import ClientWrites, Taps
 from sse_proxy.server.timing import _GapHistogram
 
 

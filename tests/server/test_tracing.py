@@ -12,9 +12,9 @@ import asyncio
 import aiohttp
 import pytest
 
-from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, wait_for
 from tests.support.net import STREAM_ID

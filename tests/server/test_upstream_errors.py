@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
-from sse_proxy.config import Config
 from sse_proxy.errors import ConfigError
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from tests.support.cli import run_cli
 from tests.support.logs import LogEntries, metric_sum, named
 from tests.support.net import dead_port, free_port

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 
-from sse_proxy.config import Config, RouteSpec
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config, RouteSpec
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, named, wait_for
 from tests.support.peers import forward_proxy, private_ca

@@ -263,9 +263,9 @@ async def test_too_many_exits_in_the_window_stop_the_parent_with_exit_1() -> Non
 async def test_health_and_metrics_say_when_a_worker_is_missing() -> None:
     """With fewer live workers than configured, health says degraded (still 200: the
     others serve) and the gauges say how many."""
-    from sse_proxy.config import Config
-    from sse_proxy.server.keys import WorkerCounts
     from sse_proxy.server.run import start_proxy, stop_proxy
+    from sse_proxy.server.workers import WorkerCounts
+    from sse_proxy.settings import Config
 
     live = [1]
     async with mock_upstream() as upstream:

@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 
 __all__ = [
     "STREAM_ID",

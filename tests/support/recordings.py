@@ -8,9 +8,9 @@ from pathlib import Path
 
 import aiohttp
 
-from sse_proxy.config import Config
 from sse_proxy.recording import Recording, encode_end, encode_header, encode_read, load_recording
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import start_mock_upstream
 
 CLIENTS = "tests.tools.clients"

@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from sse_proxy.config import Config
 from sse_proxy.server.run import start_proxy, stop_proxy
+from sse_proxy.settings import Config
 
 __all__ = ["AppStarter", "ProxyStarter", "StartApp", "StartProxy"]
 

@@ -23,9 +23,9 @@ from sse_proxy.cli import main
 from sse_proxy.errors import UsageError
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.tools.stack import proxy_stack
-from sse_proxy.tools.testclient import Case, HarnessOptions, run_test_client
 from sse_proxy.tools.testclient.browser.page import PageReads
 from sse_proxy.tools.testclient.commands import rerun_line
+from sse_proxy.tools.testclient.harness import Case, HarnessOptions, run_test_client
 
 CLIENTS = Path(__file__).parent / "clients" / "browser"
 BROWSERS = ("chromium", "firefox")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sse_proxy.core import StreamReassembler
-from sse_proxy.core.dialects import detect
+from sse_proxy.core.dialects.registry import detect
 from tests.support.cli import CLI
 from tests.support.recordings import write_recording
 

@@ -18,7 +18,7 @@ import pytest
 
 from conformance.page import published
 from conformance.run import BY_NAME, HERE, PAGE
-from sse_proxy.tools.testclient import HarnessOptions, run_test_client
+from sse_proxy.tools.testclient.harness import HarnessOptions, run_test_client
 
 SUBSET = (
     "browser-fetch-chromium",

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from pytest_aiohttp import AiohttpClient
 
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.tools import fixtures

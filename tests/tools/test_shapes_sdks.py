@@ -19,7 +19,7 @@ import pytest
 from google import genai
 from google.genai import types
 
-from sse_proxy.rechunk.shapes import VARIANT_DIALECTS
+from sse_proxy.rechunk.shapes.rewriter import VARIANT_DIALECTS
 from sse_proxy.rechunk.spec import VARIANTS
 from sse_proxy.recording import Recording
 from sse_proxy.tools.fixtures.content import TOOL_SCHEMAS

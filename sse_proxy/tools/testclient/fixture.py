@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS
-from sse_proxy.rechunk.shapes import split_frames
+from sse_proxy.rechunk.shapes.rewriter import split_frames
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.testclient.diagnose import split_parts

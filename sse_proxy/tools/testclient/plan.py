@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sse_proxy.core.dialects import DIALECTS
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ChaosSpecError, UsageError
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
 from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS, TEST_CLIENT_LEGACY_NAMES, names_help

@@ -16,8 +16,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sse_proxy.rechunk.shapes import VARIANT_DIALECTS, apply_variants, split_frames
 from sse_proxy.rechunk.shapes.events import parse_frame
+from sse_proxy.rechunk.shapes.rewriter import VARIANT_DIALECTS, apply_variants, split_frames
 from sse_proxy.rechunk.shapes.tokens import slot_of
 from sse_proxy.rechunk.spec import SHAPE_VARIANTS, TOKEN_VARIANTS
 from sse_proxy.tools.fixtures.variants import VARIANTS, Variant, hint_for

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.taps import StreamEnd
+from sse_proxy.server.tap_types import StreamEnd
 
 __all__ = ["CaseWatch", "Delivered"]
 

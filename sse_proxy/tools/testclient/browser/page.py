@@ -26,7 +26,7 @@ from aiohttp import WSMsgType, web
 
 from sse_proxy.server.delivery import Reported
 from sse_proxy.server.exchange import Exchange
-from sse_proxy.server.taps import StreamEnd
+from sse_proxy.server.tap_types import StreamEnd
 
 __all__ = ["CasePage", "PageReads", "PageServer", "Verdict"]
 
