@@ -214,3 +214,51 @@ def test_type_checking_imports_count(tmp_path: Path) -> None:
         "sse_proxy.c": set(),
     }
     assert circles(import_graph(pkg)) == [["sse_proxy.a", "sse_proxy.b"]]
+
+
+# aiohttp's modules whose names any module may import; its other modules (the router's,
+# the connection handler's, the body reader's, the writer's) are internals, and so is any
+# underscored name: only sse_proxy/server/aiohttp_internals.py imports those.
+AIOHTTP_PUBLIC = frozenset({"aiohttp", "aiohttp.web", "aiohttp.hdrs", "aiohttp.abc"})
+AIOHTTP_ERRORS = "aiohttp.http_exceptions"  # the parser's exceptions, for their answers
+INTERNALS = "sse_proxy.server.aiohttp_internals"
+
+
+def aiohttp_internals_used(root: Path = PACKAGE) -> dict[str, list[str]]:
+    """Module name -> the aiohttp internals it imports (modules or underscored names)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        here = _module_name(path, root)
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("aiohttp.")]
+                bad = [n for n in names if n not in AIOHTTP_PUBLIC]
+            elif (node.module or "").split(".")[0] == "aiohttp" and not node.level:
+                module = node.module or ""
+                bad = [f"{module}.{a.name}" for a in node.names if a.name.startswith("_")]
+                if module not in AIOHTTP_PUBLIC and module != AIOHTTP_ERRORS:
+                    bad.append(module)
+            else:
+                continue
+            if bad:
+                found.setdefault(here, []).extend(bad)
+    return found
+
+
+def test_aiohttp_internals_are_used_in_one_module() -> None:
+    used = aiohttp_internals_used()
+    assert set(used) == {INTERNALS}, used
+
+
+def test_an_aiohttp_internal_is_found(tmp_path: Path) -> None:
+    pkg = tmp_path / "sse_proxy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from aiohttp.web_protocol import RequestHandler\n")
+    (pkg / "b.py").write_text("from aiohttp.http_exceptions import _Private\n")
+    (pkg / "c.py").write_text("import aiohttp.streams\nfrom aiohttp import web, hdrs\n")
+    assert aiohttp_internals_used(pkg) == {
+        "sse_proxy.a": ["aiohttp.web_protocol"],
+        "sse_proxy.b": ["aiohttp.http_exceptions._Private"],
+        "sse_proxy.c": ["aiohttp.streams"],
+    }

@@ -18,7 +18,7 @@ from sse_proxy.inspect.web import REGISTRY, registry_for
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.server.admin import add_admin_routes, reserve_admin_prefix
 from sse_proxy.server.admission import admit
-from sse_proxy.server.dispatch import remember_resolutions
+from sse_proxy.server.aiohttp_internals import remember_resolutions
 from sse_proxy.server.exchange import ProxyParts, ProxyState
 from sse_proxy.server.front_door import FrontDoorGuard, response_starts
 from sse_proxy.server.keys import (

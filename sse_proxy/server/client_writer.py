@@ -7,7 +7,8 @@ frames as HTTP/1.1 chunked, uncompressed, gets each further chunk from :meth:`se
 ``transport.write`` of the framed bytes, aiohttp's byte counters kept as it keeps them,
 and its flow control honoured as it does it (a drain every 64 KiB written, which waits
 only while the transport is paused). Anything else (HTTP/1.0, compression, a declared
-length) stays on ``StreamResponse.write``.
+length, an aiohttp whose writer :func:`.aiohttp_internals.chunked_writer` does not know)
+stays on ``StreamResponse.write``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import asyncio
 
 import aiohttp
 from aiohttp import web
-from aiohttp.http_writer import StreamWriter
+from aiohttp.abc import AbstractStreamWriter
+
+from sse_proxy.server.aiohttp_internals import chunked_writer
 
 __all__ = ["ClientGone", "ClientWriter", "cut_off"]
 
-_DRAIN_EVERY = 0x10000  # StreamWriter.write's own LIMIT
+_DRAIN_EVERY = 0x10000  # aiohttp's StreamWriter.write's own LIMIT
 _COPY_UP_TO = 2048  # a token's read is framed in one small copy; a larger one by parts
 _GONE = (ConnectionError, aiohttp.ClientConnectionError, RuntimeError)
 
@@ -37,7 +40,7 @@ class ClientWriter:
     def __init__(self, resp: web.StreamResponse, request: web.BaseRequest) -> None:
         self._resp = resp
         self._request = request
-        self._writer: StreamWriter | None = None
+        self._writer: AbstractStreamWriter | None = None
         self._transport: asyncio.Transport | None = None
         self._decided = False
 
@@ -81,7 +84,7 @@ class ClientWriter:
         except _GONE as exc:
             raise ClientGone(str(exc)) from exc
 
-    def _put(self, writer: StreamWriter, data: bytes) -> None:
+    def _put(self, writer: AbstractStreamWriter, data: bytes) -> None:
         transport = self._transport
         assert transport is not None
         if transport.is_closing():
@@ -99,17 +102,9 @@ class ClientWriter:
         writer.buffer_size += size
 
     def _take_over(self) -> None:
-        writer = self._request.writer
-        transport = self._request.transport
-        if (
-            type(writer) is StreamWriter
-            and transport is not None
-            and writer.chunked
-            and writer.length is None
-            and not self._resp.compression
-        ):
-            self._writer = writer
-            self._transport = transport
+        found = chunked_writer(self._request, self._resp)
+        if found is not None:
+            self._writer, self._transport = found
 
 
 def cut_off(request: web.Request) -> None:

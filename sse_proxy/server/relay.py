@@ -33,6 +33,7 @@ from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import Planner, Write, make_planner
+from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
@@ -54,7 +55,6 @@ from sse_proxy.server.taps import (
     Taps,
 )
 from sse_proxy.server.timing import StreamObserver
-from sse_proxy.server.upstream_body import lean_body
 
 __all__ = ["respond"]
 

@@ -41,7 +41,7 @@ from sse_proxy.server.keys import (
     WORKERS,
 )
 from sse_proxy.server.network import Network
-from sse_proxy.server.protocol import ProxyAppRunner
+from sse_proxy.server.protocol import proxy_app_runner
 from sse_proxy.server.routes import Route, RouteTable
 from sse_proxy.server.workers import WorkerCounts, supervise
 from sse_proxy.settings import Config, StartupNote
@@ -114,7 +114,7 @@ async def start_proxy(
     app[WORKERS] = workers = workers or WorkerCounts.single()
     app[METRICS].worker_counts = workers.fields
     app[_LISTENERS] = listeners = Listeners()
-    runner = ProxyAppRunner(
+    runner = proxy_app_runner(
         app,
         handler_cancellation=True,
         access_log=None,
@@ -124,7 +124,7 @@ async def start_proxy(
     try:
         listeners.url = listeners.admin_url = await _listen(runner, cfg.host, cfg.port, reuse_port)
         if cfg.admin_port is not None:
-            admin = ProxyAppRunner(
+            admin = proxy_app_runner(
                 make_admin_app(app), access_log=None, shutdown_timeout=_ADMIN_SHUTDOWN_S
             )
             await admin.setup()
@@ -180,14 +180,12 @@ async def _listen(
 ) -> str:
     """Open a site of ``runner`` on ``host:port``; its base URL (the port it got, if 0)."""
     site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=LISTEN_BACKLOG)
+    before = len(runner.addresses)
     try:
         await site.start()
     except OSError as exc:
         raise UsageError(f"{what}cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    server = site._server
-    assert server is not None
-    sockets = getattr(server, "sockets", None) or []
-    bound, got = sockets[0].getsockname()[:2]
+    bound, got = runner.addresses[before][:2]  # the new site's first socket
     shown = f"[{bound}]" if ":" in bound else bound
     return f"http://{shown}:{got}"
 

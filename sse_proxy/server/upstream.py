@@ -9,12 +9,13 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import aiohttp
-from aiohttp import hdrs, web
-from multidict import CIMultiDict, istr
+from aiohttp import web
+from multidict import CIMultiDict
 
 from sse_proxy.errors import UpstreamError, UpstreamTimeout
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.redact import redact_url
+from sse_proxy.server.aiohttp_internals import NOT_ADDED, REQUEST_CLASS
 from sse_proxy.server.deadlines import HeadDeadline
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import loggable_headers, request_headers_for_upstream
@@ -26,7 +27,7 @@ from sse_proxy.server.request_body import RequestTooLarge, request_body, whole_b
 from sse_proxy.server.watchdog import Watchdog
 from sse_proxy.server.websocket import is_websocket_upgrade, relay_websocket
 
-__all__ = ["UpstreamRequest", "forward", "map_upstream_errors", "session_ctx", "upstream_failed"]
+__all__ = ["forward", "map_upstream_errors", "session_ctx", "upstream_failed"]
 
 
 async def forward(ex: Exchange) -> web.StreamResponse:
@@ -203,8 +204,8 @@ async def session_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
     connector = app[NETWORK].connector()
     async with aiohttp.ClientSession(
-        request_class=UpstreamRequest,
-        skip_auto_headers=_NOT_ADDED,
+        request_class=REQUEST_CLASS,
+        skip_auto_headers=NOT_ADDED,
         trace_configs=[_connection_trace()] if cfg.log_level == "debug" else None,
         connector=connector,
         auto_decompress=False,
@@ -223,44 +224,6 @@ async def session_ctx(app: web.Application) -> AsyncIterator[None]:
             sock_connect=cfg.connect_timeout or None,
         )
         yield
-
-
-_NOT_ADDED: Final = frozenset(map(istr, ("Accept-Encoding", "User-Agent", "Content-Type")))
-"""What aiohttp would add to a request that lacks it and the proxy does not: the client's
-request goes up as it came (HTTP and WebSocket alike)."""
-_SKIPPED: Final[CIMultiDict[None]] = CIMultiDict((name, None) for name in sorted(_NOT_ADDED))
-_ADDED: Final = tuple(
-    (name, value)
-    for name, value in aiohttp.ClientRequest.DEFAULT_HEADERS.items()
-    if name not in _NOT_ADDED
-)
-
-
-class UpstreamRequest(aiohttp.ClientRequest):
-    """aiohttp's client request, its headers copied at C speed: aiohttp copies the headers
-    one by one in Python (twice, the session's defaults merged in first), and builds the
-    headers it must not add anew for every request, which was a tenth of a stream start's
-    work in the interpreter (issue 23). What it sends is the same, which the tests check
-    against aiohttp's own class; anything this does not expect is left to aiohttp."""
-
-    def update_headers(self, headers: Any) -> None:
-        if type(headers) is not CIMultiDict or hdrs.HOST in headers:
-            super().update_headers(headers)
-            return
-        host = self.url.host_port_subcomponent
-        assert host is not None  # (an absolute URL: the route's upstream)
-        self.headers = merged = CIMultiDict(((hdrs.HOST, host),))
-        merged.extend(headers)
-
-    def update_auto_headers(self, skip_auto_headers: Any) -> None:
-        if skip_auto_headers != _NOT_ADDED:
-            super().update_auto_headers(skip_auto_headers)
-            return
-        self._skip_auto_headers = _SKIPPED  # (only read: shared)
-        headers = self.headers
-        for name, value in _ADDED:
-            if name not in headers:
-                headers[name] = value
 
 
 def _connection_trace() -> aiohttp.TraceConfig:

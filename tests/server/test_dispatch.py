@@ -14,8 +14,8 @@ from aiohttp.web_urldispatcher import UrlDispatcher, UrlMappingMatchInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sse_proxy.server.aiohttp_internals import MAX_RESOLVED_PATHS, _RememberingDispatcher
 from sse_proxy.server.app import make_app
-from sse_proxy.server.dispatch import MAX_RESOLVED_PATHS, _RememberingDispatcher
 from sse_proxy.settings import Config, RouteSpec
 
 SEGMENTS = st.sampled_from(

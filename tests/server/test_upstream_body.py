@@ -1,4 +1,4 @@
-"""The upstream body without aiohttp's per-chunk bookkeeping (``server/upstream_body.py``),
+"""The upstream body without aiohttp's per-chunk bookkeeping (``server/aiohttp_internals.py``),
 against a real loopback upstream: the same bytes as aiohttp's own reader, small events or
 large, its flow control (paused past the high-water mark, resumed once drained), its end,
 and its errors."""
@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.streams import StreamReader
 
-from sse_proxy.server.upstream_body import LeanBody, lean_body
+from sse_proxy.server.aiohttp_internals import LeanBody, lean_body
 from tests.support.stack import StartApp
 
 SEED = 23

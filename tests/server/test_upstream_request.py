@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 from yarl import URL
 
-from sse_proxy.server.upstream import _NOT_ADDED, UpstreamRequest
+from sse_proxy.server.aiohttp_internals import NOT_ADDED, UpstreamRequest
 
 NAMES = st.sampled_from(
     [
@@ -31,7 +31,7 @@ NAMES = st.sampled_from(
 )
 VALUES = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=8)
 HEADERS = st.lists(st.tuples(NAMES, VALUES), max_size=8)
-SKIPS = st.sampled_from([_NOT_ADDED, None, frozenset(), frozenset({"User-Agent"})])
+SKIPS = st.sampled_from([NOT_ADDED, None, frozenset(), frozenset({"User-Agent"})])
 URLS = st.sampled_from(["http://127.0.0.1:8080/v1/x", "http://example.test/p?q=1", "http://[::1]/"])
 
 
@@ -69,7 +69,7 @@ def test_the_fast_path_is_taken() -> None:
     """The case the proxy sends (a CIMultiDict without Host, the session's skipped names)
     gives the same headers, Host first and no User-Agent or Accept-Encoding added."""
     headers = CIMultiDict([("X-Dup", "1"), ("x-dup", "2"), ("Authorization", "Bearer k")])
-    got, skipped = _built(UpstreamRequest, "http://127.0.0.1:9/v1", headers, _NOT_ADDED)
+    got, skipped = _built(UpstreamRequest, "http://127.0.0.1:9/v1", headers, NOT_ADDED)
     assert got[0] == ("Host", "127.0.0.1:9")
     names = [k.lower() for k, _ in got]
     assert names == ["host", "x-dup", "x-dup", "authorization", "accept", "content-length"]

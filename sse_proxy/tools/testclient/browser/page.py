@@ -144,9 +144,7 @@ class PageServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        port = self._runner.addresses[0][1]
         self.origin = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
