@@ -313,9 +313,9 @@ class EventStreamParser:
         machine, after which ``_at_rest`` says whether the next read may take a shortcut.
         """
         n = len(chunk)
-        # (Slices, indexing and `in`, not find() or startswith(): on Python 3.11 those parse
-        # their arguments as a tuple, some 400 instructions a call, at every token. An int
-        # operand of `in` is a memchr, several times faster than a 1-byte substring search.)
+        # (Slices, indexing and `in`, not find() or startswith(): those parse their
+        # arguments as a tuple on every call, at every token. An int operand of `in` is a
+        # memchr, cheaper than a 1-byte substring search.)
         if (
             self._at_rest
             and n > 7

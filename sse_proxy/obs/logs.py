@@ -83,8 +83,8 @@ def resolve_format(fmt: str, stream: Any) -> str:
 class UtcTimestamp:
     """The ``timestamp`` field as structlog's ``TimeStamper(fmt="iso", utc=True)`` writes
     it (``2026-12-03T15:47:22.123456Z``; no fraction on a whole second, as isoformat()),
-    with the part up to the second formatted once a second: isoformat() with a time zone,
-    then replace(), was a tenth of a summary line's cost (issue 23)."""
+    with the part up to the second formatted once a second, since isoformat() with a time
+    zone, then replace(), on every line is a visible part of the line's cost."""
 
     __slots__ = ("_clock", "_second")
 
@@ -243,8 +243,8 @@ def write_line(log: Any, level: str, event: str, fields: dict[str, Any]) -> None
     """``log.<level>(event, **fields)``, the fields handed over as the dict they are.
 
     structlog's own call passes a line's fields as keywords twice before its processors
-    see them, each time a new dict: for the ``stream.summary`` line's forty fields that
-    was a third of the line's cost (issue 23). ``_process_event`` is the step structlog
+    see them, each time a new dict, which for the ``stream.summary`` line's forty fields
+    costs more than its processors. ``_process_event`` is the step structlog
     keeps for wrappers such as this one: the level filter, the processors (a ``DropEvent``
     ends the line, as in structlog) and the write are the same. ``fields`` is not changed.
     """
@@ -269,8 +269,8 @@ os.register_at_fork(after_in_child=_ids.clear)  # a worker draws its own, never 
 
 def new_stream_id() -> str:
     """16 random hex digits (as ``uuid4().hex[:16]`` was, without building a UUID), from
-    one ``os.urandom`` call per 256 ids: a system call per request is a cost every stream
-    start pays, and on a busy machine not a small one (issue 23)."""
+    one ``os.urandom`` call per 256 ids, so that a stream's start does not wait on the
+    kernel for its id."""
     while True:
         try:
             return _ids.pop()

@@ -110,7 +110,7 @@ class AlertSink:
 
     def summary_of(self, fields: Mapping[str, Any], *, level: str = "info") -> None:
         """:meth:`summary` of a mapping of fields (not changed), as a stream's end has them:
-        forty fields passed as keywords cost more than the line's JSON."""
+        forty fields are not copied into keywords for it."""
         level = "warning" if level == "warning" else "info"  # (the line has those two)
         if level != "warning" and not self._logs_info():
             return  # filtered out anyway: not worth binding a logger for

@@ -93,8 +93,8 @@ class Backlog:
         """A stream ends at ``now`` (the monotonic clock): whether its summing up should be
         queued. Yes while requests owe a first byte, and when another stream ended a
         moment ago: streams that end together (as they start together) would otherwise be
-        summed up in one turn of the loop, a hundred microseconds each, while the others'
-        events wait. A lone stream's end is summed up at once, before its client sees
+        summed up in one turn of the loop, one after the other, while the others' events
+        wait. A lone stream's end is summed up at once, before its client sees
         the end."""
         bunched = now - self._last_end < BUNCH
         self._last_end = now

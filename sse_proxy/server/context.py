@@ -110,8 +110,7 @@ class RequestContext:
     def read_body(self, body: bytes) -> None:
         """A JSON request body, for its ``model`` and the JSON Schemas of its tools; parsed
         when first asked for, not here: here is before the upstream request goes out, and
-        an agent's body of tens of KiB costs a parse of tens of microseconds, fifty times
-        over when fifty requests start together (issue 23)."""
+        an agent's body of tens of KiB is a parse that every start would wait for."""
         if len(body) <= MODEL_BODY_LIMIT:
             self._body = body
 

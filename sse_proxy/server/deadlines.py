@@ -24,7 +24,7 @@ class HeadDeadline:
     __slots__ = ("_cancelling", "_fired", "_task", "_watch")
 
     def __init__(self, parts: ProxyParts, seconds: float) -> None:
-        task = asyncio.current_task(parts.loop)  # (the loop given: no lookup, no syscall)
+        task = asyncio.current_task(parts.loop)  # (the loop given: not looked up again)
         assert task is not None  # a handler runs in a task
         self._task = task
         self._cancelling = task.cancelling()
@@ -74,7 +74,7 @@ class IdleWatch:
     ) -> None:
         """``take_over``: the deadline of the wait for the head, due no later than this
         one (it only ever checks early, never late), which becomes this watch. ``loop``:
-        the running loop, given (looking it up is a system call on Python 3.11)."""
+        the running loop, given, so that no read looks it up."""
         self._upstream = upstream
         self._idle = idle
         self.now = loop.time

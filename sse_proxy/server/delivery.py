@@ -40,8 +40,8 @@ __all__ = ["CUT_CAP", "CUT_MAX", "FIRST_CAP", "MISS_BUDGET", "PACE", "Delivery",
 CUT_CAP: Final = 0.15
 """Seconds one cut waits for the client to read what went before it, from its last
 progress (a client that is reading, but behind, gets more, up to :data:`CUT_MAX`). A
-client that reads returns at once; the cap is for one the scheduler left waiting (a
-loaded 2-core machine descheduled Node for over 50 ms now and then)."""
+client that reads returns at once; the cap is for one the scheduler left waiting on a
+loaded machine."""
 CUT_MAX: Final = 0.5
 FIRST_CAP: Final = 2.0
 """The first cut's wait: a client that just got its response may still be starting up

@@ -52,7 +52,7 @@ class ProxyState:
 class ProxyParts:
     """What a forwarded request reads of its application, in one object taken once per
     request: an ``app[KEY]`` is a Python call with its own checks and ``request.app`` two
-    properties, and a request's path made some twenty of them (issue 23). The objects are
+    properties, and a request's path would make some twenty of them. The objects are
     the ones under the app's keys, which the admin app and the tools read."""
 
     cfg: Config
@@ -70,8 +70,8 @@ class ProxyParts:
     upstream_timeout: aiohttp.ClientTimeout | None = None
     """The upstream requests' timeout, the same for every request: built with the session."""
     loop: asyncio.AbstractEventLoop | None = None
-    """The app's event loop: given to asyncio's helpers, which otherwise look it up (on
-    Python 3.11 a ``getpid`` system call each time)."""
+    """The app's event loop: given to asyncio's helpers, which otherwise look it up on
+    every call."""
     watchdog: Watchdog | None = None
     """The loop's watchdog (the deadlines of every stream)."""
 
@@ -80,8 +80,7 @@ class Exchange:
     """One request, from its admission to its last log line.
 
     A plain class, its optional fields defaults of the class: a stream start sets only the
-    nine it is given (a slotted dataclass set all twenty, a stream start's largest
-    ``__init__``, issue 23)."""
+    nine it is given (a slotted dataclass would set all twenty on every start)."""
 
     request: web.Request
     parts: ProxyParts

@@ -83,8 +83,8 @@ class FrontDoor:
         )
         self._served: dict[str, Authority] = {}
         """Host values already found served: a client sends the same one on every request,
-        and its parse (an IPv4 address through ``ipaddress``) cost more than the rest of
-        the front door. Bounded: a flood of distinct Hosts only empties it."""
+        and its parse (an IPv4 address through ``ipaddress``) is the front door's dearest
+        step. Bounded: a flood of distinct Hosts only empties it."""
 
     @classmethod
     def for_config(cls, cfg: Config) -> FrontDoor:
@@ -190,10 +190,10 @@ class FrontDoorGuard:
 
     The proxy's own app checks each request in its handlers (:meth:`refusal` at the top of
     the forwarding one, :meth:`around` the others): a middleware stays on the stack of
-    every request, and each resumption of a forwarded request's start passed through it
-    and through the layer aiohttp adds beside any middleware (issue 23). A target no route
+    every request, and each resumption of a forwarded request's start would pass through
+    it and through the layer aiohttp adds beside any middleware. A target no route
     can match (CONNECT's authority, ``*``) is answered by the server
-    (``protocol.unroutable_first``). The admin listener's app, which forwards nothing, has
+    (:func:`.protocol.unroutable_first`). The admin listener's app, which forwards nothing, has
     it as a middleware (:meth:`middleware`)."""
 
     __slots__ = ("_door", "in_flight")

@@ -4,7 +4,7 @@ On loopback a sender's unacknowledged bytes (``SIOCOUTQ``) drop to zero as soon 
 bytes sit in the receiver's socket buffer, not when the program reads them. What tells
 that the client has *read* a write is its own socket's receive queue. Linux reports it for
 any local TCP socket: by NETLINK_SOCK_DIAG (``inet_diag``: one exact lookup by 4-tuple,
-no table scan, about 20 us), or, more slowly, in ``/proc/net/tcp`` (the ``rx_queue``
+no table scan), or, more slowly, in ``/proc/net/tcp`` (the ``rx_queue``
 column). The client's socket is the one whose local address is the client's and whose
 remote address is ours; a client elsewhere has none here, and :meth:`PeerQueue.open`
 returns None.

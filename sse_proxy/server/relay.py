@@ -2,7 +2,7 @@
 relay that fits, the SSE relay here (each read forwarded, observed, maybe re-chunked) or
 the plain one (:mod:`.plain`).
 
-The per-read loop of :class:`_SseRelay` is the proxy's hot path (issue 9): read its
+The per-read loop of :class:`_SseRelay` is the proxy's hot path: read its
 comments before adding anything to it. What watches a stream is a tap (:mod:`.taps`).
 """
 
@@ -312,11 +312,11 @@ class _SseRelay:
         task; the rest in a task of its own (:meth:`_relay`).
 
         The first byte goes out before any task is made: a new task's first step waits a
-        turn of the loop behind everything else ready, which is where fifty streams that
-        start together lost their first bytes (issue 23). The rest runs in its own task
-        because each read resumes the waiting task through every coroutine it is nested
-        in, and the handler's nesting (aiohttp, the handler, forward, _http,
-        respond) costs a few percent of a token's CPU more. Whatever fails here is
+        turn of the loop behind everything else ready, so streams that start together
+        would each wait for all the others. The rest runs in its own task because each
+        read resumes the waiting task through every coroutine it is nested in, and the
+        handler's nesting (aiohttp, the handler, forward, _http, respond) would add to
+        every token's cost. Whatever fails here is
         handed to the task, which ends the stream as it would have."""
         loop = self.ex.parts.loop
         assert loop is not None  # (set while the app runs)

@@ -272,8 +272,8 @@ class RouteTable:
         self.admitted: dict[str, tuple[Route, URL]] = {}
         """Raw request targets admitted before, with their route and upstream URL: a client
         sends the same target request after request, and resolving its dot segments,
-        matching a route and joining and parsing the URL again was about a quarter of
-        what admission cost (issue 23). A pure function of the target and this table, so a
+        matching a route and joining and parsing the URL again each time is much of what
+        admission would cost. A pure function of the target and this table, so a
         hit is the outcome the checks would reach; bounded: past
         :data:`MAX_ADMITTED_TARGETS` targets (a client inventing paths), new ones are
         resolved each time."""

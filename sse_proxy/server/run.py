@@ -170,9 +170,9 @@ def _refuse_own_address(routes: Sequence[Route], host: str, port: int | None) ->
 LISTEN_BACKLOG = 2048
 """Connections the kernel completes and queues before the proxy accepts them (capped by
 ``net.core.somaxconn``). aiohttp's 128 is fewer than a burst of stream starts: beyond it
-a client's SYN is dropped and retried a second later, then three, then seven (2,000
-streams started together took 29 s to all begin, a few timed out). 2,048 is uvicorn's
-and gunicorn's; a queued connection costs the kernel a socket, nothing here."""
+a client's SYN is dropped and retried a second later, then three, then seven, so a large
+burst takes tens of seconds to begin. 2,048 is uvicorn's and gunicorn's; a queued
+connection costs the kernel a socket, nothing here."""
 
 
 async def _listen(
@@ -324,21 +324,17 @@ def _freeze_startup_heap() -> None:
     """Keep what startup built (modules, app, config) out of every later collection, and
     collect young objects less often.
 
-    A full collection walks every tracked object; a serving process's tens of thousands
-    of startup objects never become garbage, so walking them is pure cost: a pause of
-    tens of ms on the event loop every few hundred streams. Frozen, a full collection
-    walks only what the streams allocated.
+    A full collection walks every tracked object; a serving process's startup objects
+    never become garbage, so walking them is pure cost, a pause on the event loop. Frozen,
+    a full collection walks only what the streams allocated.
 
-    A young collection walks the young objects still alive, and a request's objects
-    live as long as its first byte is under way: at CPython's 700, fifty streams that
-    start together set off a few dozen collections that walk (and promote) exactly those,
-    about 40 us of every request's start (issue 23). At 10,000 a burst of starts sets off
-    none. What streams keep for their lifetime is walked as often as before (once young,
-    once middle-aged), in fewer, longer pauses; a middle collection after every two young
-    ones keeps the longest to some 30,000 objects. Measured over 500 paced streams
-    starting and ending: the collector's time 196 -> 128 ms, its longest pause 35 ms (a
-    full collection) -> 24 ms. Garbage only a collection frees (reference cycles, rare
-    here) waits for 10,000 allocations instead of 700.
+    A young collection walks the young objects still alive, and a request's objects live
+    as long as its first byte is under way: at CPython's 700, streams that start together
+    set off collections that walk (and promote) exactly those; at 10,000 a burst of starts
+    sets off none. What streams keep for their lifetime is walked as often as before, in
+    fewer, longer pauses; a middle collection after every two young ones keeps the
+    longest short. Garbage only a collection frees (reference cycles, rare here) waits for 10,000
+    allocations instead of 700.
     """
     gc.collect()
     gc.freeze()

@@ -208,8 +208,8 @@ class StreamObserver:
     # -- stall timer -------------------------------------------------------------------
 
     def start(self, watchdog: Watchdog | None = None) -> None:
-        """Watch for stalls (on ``watchdog``, the app's: no lookup of the running loop,
-        which on Python 3.11 is a ``getpid`` system call)."""
+        """Watch for stalls (on ``watchdog``, the app's, so that the running loop is not
+        looked up for each stream)."""
         if self.threshold > 0:
             self._watch = (watchdog or Watchdog.of()).watch(self.threshold, self._check)
 

@@ -147,7 +147,7 @@ _UPSTREAM_ERRORS: Final[tuple[tuple[tuple[type[BaseException], ...], str], ...]]
 class _MapUpstreamErrors:
     """``with map_upstream_errors():`` aiohttp's and the OS's errors inside as one
     :class:`UpstreamError`. A class, not a generator context manager: every request opens
-    its upstream inside one, and the generator's set-up was a few microseconds of it.
+    its upstream inside one, and a generator's set-up would be a part of every start.
 
     A body that outgrew the limit inside aiohttp's body writer comes out as aiohttp's
     error caused by :class:`RequestTooLarge`: that is re-raised as what it is.

@@ -1,14 +1,13 @@
 """Every stream's deadlines on one timer of the event loop.
 
 A stream has three: the wait for its response's head, the idle timeout between reads and
-the stall watch. A loop timer each (uvloop's ``call_later`` is a libuv handle, microseconds
-to set and to cancel) was a good part of what a stream start cost the proxy (issue 23);
-here a deadline is an entry in a bin, the bins' times in a heap, and the loop has one timer,
-for the earliest bin. A near deadline's bin is its 10 ms, rounded up (it is met at most
-that late); a far one's is its whole second, rounded down: the bin is looked at early,
-and a watch not due yet goes into the near bin it is due in (a check is never called
-before its time). Cancelling is a set removal; a stream adds nothing that stays once it
-ends.
+the stall watch. A loop timer each (a ``call_later`` handle to set and to cancel) would be
+a good part of what a stream start costs; here a deadline is an entry in a bin, the bins'
+times in a heap, and the loop has one timer, for the earliest bin. A near deadline's bin
+is its 10 ms, rounded up (it is met at most that late); a far one's is its whole second,
+rounded down: the bin is looked at early, and a watch not due yet goes into the near bin
+it is due in (a check is never called before its time). Cancelling is a set removal; a
+stream adds nothing that stays once it ends.
 """
 
 from __future__ import annotations

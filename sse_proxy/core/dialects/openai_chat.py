@@ -154,8 +154,8 @@ class OpenAIChatAccumulator(JsonAccumulator):
         """The common run: one choice, index 0, a delta holding only ``content``.
 
         The framer has checked the bytes (valid UTF-8, no U+FFFD). Each chunk goes
-        straight into the typed structs above with msgspec, twice as fast as dicts
-        (bench/bench_core.py), and decodes only if it is the common chunk. The run is
+        straight into the typed structs above with msgspec, faster than building dicts
+        (bench/bench_core.py measures it), and decodes only if it is the common chunk. The run is
         taken up to the first chunk of any other shape (``[DONE]``, broken JSON, another
         field set, a finish reason, an escaped U+FFFD), which comes back one event at a
         time with the rest.
