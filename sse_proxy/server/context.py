@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+import msgspec
 
 from sse_proxy.core.streammeta import short_str
 from sse_proxy.core.toolschema import ToolSchemas
@@ -119,8 +119,8 @@ class RequestContext:
         if body is None:
             return
         try:
-            obj = orjson.loads(body)
-        except orjson.JSONDecodeError:
+            obj = msgspec.json.decode(body)
+        except (msgspec.DecodeError, RecursionError):
             return
         if type(obj) is dict:
             self._model = short_str(obj.get("model"))

@@ -453,19 +453,19 @@ def test_a_request_body_is_parsed_once_and_only_when_its_model_is_asked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The body's JSON is read after the upstream request went out, by whoever first needs
-    it (the stream's logger, its observers), not on the way up (issue 23)."""
-    import orjson
+    it (the stream's logger, its observers), not on the way up."""
+    import msgspec
 
     from sse_proxy.server.context import MODEL_BODY_LIMIT
 
     parsed: list[bytes] = []
-    real = orjson.loads
+    real = msgspec.json.decode
 
     def counting(data: bytes) -> Any:
         parsed.append(data)
         return real(data)
 
-    monkeypatch.setattr(orjson, "loads", counting)  # the module the context parses with
+    monkeypatch.setattr(msgspec.json, "decode", counting)  # what the context parses with
     body = (
         b'{"model": "gpt-4o", "tools": [{"type": "function", "function": '
         b'{"name": "f", "parameters": {"type": "object"}}}]}'

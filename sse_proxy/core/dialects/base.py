@@ -26,8 +26,8 @@ _ESCAPED_FFFD = re.compile(r"\\u[fF][fF][fF][dD]")
 
 
 def text_of(value: object) -> str:
-    """``str(value)`` for a value out of upstream JSON, which may nest up to orjson's
-    1024 levels: ``str`` of that raises RecursionError, so it gets a shortened repr."""
+    """``str(value)`` for a value out of upstream JSON, which may nest deeply: ``str`` of
+    that raises RecursionError, so it gets a shortened repr."""
     if type(value) is str:
         return value
     try:
