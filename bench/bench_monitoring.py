@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from bench.bench_proxy import event, final_events
+from bench.rig import event, final_events
 from sse_proxy.core import Limits, StreamReassembler
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.sink import AlertSink

@@ -26,7 +26,7 @@ deltas 20 ms apart, a finish chunk and ``[DONE]``, from the upstream of ``bench_
   phase's wall time) and the send->arrival latency p99 of every event;
 * **peak RSS** after that phase (VmHWM), and per stream over the idle process;
 * **saturated CPU per event**, 50 streams, the upstream writing as fast as it can, and the
-  proxy's read and write syscalls per event (``/proc/PID/io``): how many events a read
+  proxy's read and write syscalls per event (psutil's I/O counters): how many events a read
   carried, which is what makes pinned and unpinned disagree;
 * **streams sustained**: the ladder ``--ladder`` (up to 2,000) of concurrent streams of the
   shape; a level is sustained when every frame of every stream arrives with the exact
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import bench_proxy as bp
+from bench import harness, rig
 
 SHAPE_EVENTS = 64  # content deltas per stream
 SHAPE_PACE_MS = 20.0
@@ -97,12 +97,12 @@ TURN_BURSTS = 12  # bursts of 50 per proxy in one round's turns
 TURN_PACED = 5  # 500-paced phases per proxy in one round's turns
 
 _CONTENT = re.compile(rb'"content":"[^"]')
-_TS_IN_TEXT = re.compile(rf"~T\d{{{bp.TS_DIGITS}}}")
+_TS_IN_TEXT = re.compile(rf"~T\d{{{rig.TS_DIGITS}}}")
 
 
 def expected_shape(n: int) -> bytes:
-    zero = 10 ** (bp.TS_DIGITS - 1)
-    return bp._TS_RE.sub(bp._TS_ZERO, bp.role_event(zero) + bp.expected_stream(n))
+    zero = 10 ** (rig.TS_DIGITS - 1)
+    return rig.TS_RE.sub(rig.TS_ZERO, rig.role_event(zero) + rig.expected_stream(n))
 
 
 # -- role: load generator --------------------------------------------------------------------
@@ -144,10 +144,10 @@ async def _stream(
     if delay:
         await asyncio.sleep(delay)
     params = {"n": str(n), "pace_ms": f"{pace:g}", "role": "1"}
-    body = bp._REQUEST_BODY
+    body = rig.REQUEST_BODY
     if lenient:
         user = f"bench:n={n}:pace_ms={pace:g}:tsc=1:role=1"
-        body = json.dumps({**json.loads(bp._REQUEST_BODY), "user": user}).encode()
+        body = json.dumps({**json.loads(rig.REQUEST_BODY), "user": user}).encode()
     timed = bool(spec.get("timed", True))
     chunks: list[bytes] = []
     frames = content = 0
@@ -156,7 +156,7 @@ async def _stream(
     acc.streams += 1
     t0 = time.perf_counter_ns()
     try:
-        async with session.post(url, params=params, data=body, headers=bp._REQUEST_HEADERS) as r:
+        async with session.post(url, params=params, data=body, headers=rig.REQUEST_HEADERS) as r:
             if r.status != 200:
                 acc.errors[f"HTTP {r.status}: {(await r.read())[:100]!r}"] += 1
                 return
@@ -190,9 +190,9 @@ async def _stream(
                     content += 1
                     i = part.find(b'"t":')
                     if i >= 0 and not lenient:
-                        acc.lats.append(wall - int(part[i + 4 : i + 4 + bp.TS_DIGITS]))
-                    elif (i := part.find(bp.TS_MARK)) >= 0:
-                        acc.lats.append(wall - int(part[i + 2 : i + 2 + bp.TS_DIGITS]))
+                        acc.lats.append(wall - int(part[i + 4 : i + 4 + rig.TS_DIGITS]))
+                    elif (i := part.find(rig.TS_MARK)) >= 0:
+                        acc.lats.append(wall - int(part[i + 2 : i + 2 + rig.TS_DIGITS]))
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         acc.errors[f"{type(exc).__name__}: {str(exc)[:100]}"] += 1
         return
@@ -200,20 +200,13 @@ async def _stream(
     acc.frames += frames if timed else got.count(b"\n\n")
     acc.content_frames += content
     if lenient:
-        if _text_of(got) != "".join(bp.TOKENS[i % len(bp.TOKENS)] for i in range(n)):
+        if _text_of(got) != "".join(rig.TOKENS[i % len(rig.TOKENS)] for i in range(n)):
             acc.errors["content text differs from what the upstream sent"] += 1
             return
-    elif bp._TS_RE.sub(bp._TS_ZERO, got) != expected:
+    elif rig.TS_RE.sub(rig.TS_ZERO, got) != expected:
         acc.errors[f"stream bytes differ from what the upstream sent ({len(got)} bytes)"] += 1
         return
     acc.ok += 1
-
-
-def _pct(vals: list[int], p: float) -> float:
-    if not vals:
-        return float("nan")
-    vals = sorted(vals)
-    return vals[min(len(vals) - 1, round(p / 100 * (len(vals) - 1)))] / 1e6
 
 
 async def _phase(session: Any, url: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -247,13 +240,13 @@ async def _phase(session: Any, url: str, spec: dict[str, Any]) -> dict[str, Any]
         "content_frames": acc.content_frames,
         "wall_s": wall,
         "events_per_s": acc.content_frames / wall if wall > 0 else 0.0,
-        "ttfb_p50_ms": _pct(acc.ttfb, 50),
-        "ttfb_max_ms": _pct(acc.ttfb, 100),
-        "ttft_p50_ms": _pct(acc.ttft, 50),
-        "gap_p50_ms": _pct(acc.gaps, 50),
-        "gap_p99_ms": _pct(acc.gaps, 99),
-        "lat_p50_ms": _pct(acc.lats, 50),
-        "lat_p99_ms": _pct(acc.lats, 99),
+        "ttfb_p50_ms": harness.pct_ms(acc.ttfb, 50),
+        "ttfb_max_ms": harness.pct_ms(acc.ttfb, 100),
+        "ttft_p50_ms": harness.pct_ms(acc.ttft, 50),
+        "gap_p50_ms": harness.pct_ms(acc.gaps, 50),
+        "gap_p99_ms": harness.pct_ms(acc.gaps, 99),
+        "lat_p50_ms": harness.pct_ms(acc.lats, 50),
+        "lat_p99_ms": harness.pct_ms(acc.lats, 99),
         "max_gap_ms": acc.max_gap / 1e6,
         "errors": dict(acc.errors.most_common(4)),
         "error_count": sum(acc.errors.values()),
@@ -281,29 +274,29 @@ def _role_load(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="bench_scale _load")
     ap.add_argument("--url", required=True)
     ap.add_argument("--plan", required=True)
-    ap.add_argument("--loop", default="uvloop", choices=bp.LOOPS)
+    ap.add_argument("--loop", default="uvloop", choices=rig.LOOPS)
     args = ap.parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 65536 if hard == resource.RLIM_INFINITY else hard
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    loop = args.loop if bp.uvloop_note() is None else "asyncio"
-    bp.run_on(loop, _load_main(args.url, json.loads(args.plan)))
+    loop = args.loop if rig.uvloop_note() is None else "asyncio"
+    rig.run_on(loop, _load_main(args.url, json.loads(args.plan)))
     return 0
 
 
-class ScaleLoad(bp.LoadGen):
+class ScaleLoad(rig.LoadGen):
     """The load generator process of this bench (its own phases, on uvloop)."""
 
     def __init__(self, url: str, phases: list[dict[str, Any]]) -> None:
-        argv = [sys.executable, "-m", "bench.bench_scale", "_load", "--url", url + bp.API_PATH]
+        argv = [sys.executable, "-m", "bench.bench_scale", "_load", "--url", url + rig.API_PATH]
         self.proc = subprocess.Popen(
             [*argv, "--plan", json.dumps(phases)],
-            cwd=bp.ROOT,
+            cwd=harness.ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            preexec_fn=bp._die_with_parent,  # noqa: PLW1509 - one prctl call, no locks
+            preexec_fn=harness.die_with_parent,  # noqa: PLW1509 - one prctl call, no locks
         )
         import queue
         import threading
@@ -315,18 +308,7 @@ class ScaleLoad(bp.LoadGen):
 # -- the orchestrator ------------------------------------------------------------------------
 
 
-def _io(pids: Sequence[int]) -> tuple[int, int]:
-    """Read and write syscalls of ``pids`` so far (``/proc/PID/io``: syscr, syscw)."""
-    r = w = 0
-    for pid in pids:
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-                key, _, val = line.partition(":")
-                if key == "syscr":
-                    r += int(val)
-                elif key == "syscw":
-                    w += int(val)
-    return r, w
+_io = harness.io_calls
 
 
 @dataclass
@@ -371,14 +353,14 @@ def _sustained(res: dict[str, Any]) -> str | None:
 
 
 def run_contender(
-    name: str, mode: str, args: argparse.Namespace, upstream: bp.Service, workdir: Path
+    name: str, mode: str, args: argparse.Namespace, upstream: harness.Service, workdir: Path
 ) -> Result:
     out = Result(name, mode)
-    bp.PIN = mode == "pinned"
-    lenient = name in bp.LENIENT
+    rig.PIN = mode == "pinned"
+    lenient = name in rig.LENIENT
     slow = name in ("litellm", "mitmproxy")
     try:
-        svc = bp.start_contender(name, upstream, workdir)
+        svc = rig.start_contender(name, upstream, workdir)
     except (RuntimeError, OSError) as exc:
         out.note = f"did not start: {exc}"
         return out
@@ -401,10 +383,10 @@ def run_contender(
     ]  # fmt: skip
     phases += [{"name": f"ladder{lv}", "streams": lv, **shape, "timeout_s": 60} for lv in ladder]
     load = ScaleLoad(url, phases)
-    bp.pin(pids, "proxy")
-    bp.pin([*upstream.pids, load.proc.pid], "load")
+    rig.pin(pids, "proxy")
+    rig.pin([*upstream.pids, load.proc.pid], "load")
     ours = [*pids, *upstream.pids, load.proc.pid]
-    busy0 = bp.machine_busy_ticks() - bp.ticks(ours)
+    busy0 = harness.machine_busy_seconds() - harness.own_cpu(ours)
     t_start = time.monotonic()
 
     def check(res: dict[str, Any]) -> None:
@@ -413,7 +395,7 @@ def run_contender(
 
     try:
         check(load.run("warm", 120))
-        out.idle_rss_mib = bp.rss_mib(pids)
+        out.idle_rss_mib = harness.rss_mib(pids)
         res = load.run("ttft", 120)
         check(res)
         out.ttft_ms, out.gap_p50_ms, out.gap_p99_ms = (
@@ -436,17 +418,17 @@ def run_contender(
         check(res)
         out.paced_eps, out.paced_p99_ms = res["events_per_s"], res["lat_p99_ms"]
         out.paced_max_gap_ms = res["max_gap_ms"]
-        out.peak_rss_mib = bp.peak_rss_mib(pids)
+        out.peak_rss_mib = harness.peak_rss_mib(pids)
         marks: dict[str, Any] = {}
 
         def before() -> None:
-            marks["cpu"] = bp.cpu_seconds(pids)
+            marks["cpu"] = harness.cpu_seconds(pids)
             marks["io"] = _io(pids)
 
         res = load.run("saturated", 180, before)
         check(res)
         if pids:
-            cpu = bp.cpu_seconds(pids) - marks["cpu"]
+            cpu = harness.cpu_seconds(pids) - marks["cpu"]
             r1, w1 = _io(pids)
             events = max(1, res["frames"])
             out.sat_cpu_us = 1e6 * cpu / events
@@ -467,8 +449,8 @@ def run_contender(
         out.note = f"failed: {exc}"
     finally:
         wall = time.monotonic() - t_start
-        others = bp.machine_busy_ticks() - bp.ticks(ours) - busy0
-        out.others_pct = 100 * max(0, others) / bp.CLK_TCK / max(wall, 1e-9)
+        others = harness.machine_busy_seconds() - harness.own_cpu(ours) - busy0
+        out.others_pct = 100 * max(0, others) / max(wall, 1e-9)
         load.stop()
         if svc is not None:
             svc.stop()
@@ -497,7 +479,7 @@ def take_turns(mode: str, workdir: Path) -> Turns:
     events/s and p99) with :data:`SSE` and :data:`REFERENCE` taking turns (:class:`Turns`);
     every stream checked for exact content as in the contenders' runs."""
     out = Turns()
-    bp.PIN = mode == "pinned"
+    rig.PIN = mode == "pinned"
     shape = {"n": SHAPE_EVENTS, "pace_ms": SHAPE_PACE_MS}
     phases: list[dict[str, Any]] = [
         {"name": "warm", "streams": BURST_STREAMS, "n": 2, "timeout_s": 120},
@@ -506,17 +488,17 @@ def take_turns(mode: str, workdir: Path) -> Turns:
         *({"name": f"paced{i}", "streams": PACED_STREAMS, "spread_ms": SHAPE_PACE_MS, **shape}
           for i in range(TURN_PACED)),
     ]  # fmt: skip
-    loop = "asyncio" if bp.uvloop_note() else "uvloop"
-    upstream = bp._start_upstream(workdir, loop)
-    started: list[tuple[bp.Service, ScaleLoad]] = []
+    loop = "asyncio" if rig.uvloop_note() else "uvloop"
+    upstream = rig.start_upstream(workdir, loop)
+    started: list[tuple[harness.Service, ScaleLoad]] = []
     try:
         for name in (REFERENCE, SSE):
-            svc = bp.start_contender(name, upstream, workdir)
+            svc = rig.start_contender(name, upstream, workdir)
             assert svc is not None, f"{name} has no process"
             started.append((svc, ScaleLoad(svc.url, phases)))
         for svc, load in started:
-            bp.pin(svc.pids, "proxy")
-            bp.pin([*upstream.pids, load.proc.pid], "load")
+            rig.pin(svc.pids, "proxy")
+            rig.pin([*upstream.pids, load.proc.pid], "load")
 
         def run(load: ScaleLoad, phase: str) -> dict[str, Any]:
             res = load.run(phase, 120)
@@ -789,13 +771,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.ttft_streams is None:
         args.ttft_streams = 4 if args.quick else 8
-    bp.PROXY_SRC = args.proxy_src
-    bp.SSE_LOG_LEVEL = args.sse_log_level
+    rig.PROXY_SRC = args.proxy_src
+    rig.SSE_LOG_LEVEL = args.sse_log_level
     modes = [m for m in args.modes.split(",") if m]
     names = [c for c in args.contenders.split(",") if c]
-    print(f"bench_scale: {os.cpu_count()} CPUs ({bp._cpu_model()}); {bp._versions()}")
-    print(f"sse-proxy under test: {bp._proxy_source()}, --log-level {bp.SSE_LOG_LEVEL}")
-    print(f"load average at start: {bp._loadavg()}")
+    print(f"bench_scale: {os.cpu_count()} CPUs ({harness.cpu_model()}); {rig.versions()}")
+    print(f"sse-proxy under test: {rig.proxy_source()}, --log-level {rig.SSE_LOG_LEVEL}")
+    print(f"load average at start: {harness.loadavg()}")
     print(
         f"shape: a role chunk, {SHAPE_EVENTS} deltas {SHAPE_PACE_MS:g} ms apart, finish, [DONE]; "
         f"ladder {args.ladder}; TTFT over {args.ttft_streams} streams; saturated "
@@ -804,11 +786,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     skipped: dict[str, str] = {}
     for name in names:
         why = (
-            bp.nginx_available()
+            rig.nginx_available()
             if name == "nginx"
-            else bp.uvloop_note()
+            else rig.uvloop_note()
             if name.endswith("uvloop")
-            else bp.contender_unavailable(name)
+            else rig.contender_unavailable(name)
         )
         if why:
             skipped[name] = why
@@ -826,8 +808,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows = []
                 for name in names:
                     # the rig on uvloop where it can: its CPU is the box's, not the contender's
-                    loop = "asyncio" if bp.uvloop_note() else "uvloop"
-                    upstream = bp._start_upstream(workdir, loop)
+                    loop = "asyncio" if rig.uvloop_note() else "uvloop"
+                    upstream = rig.start_upstream(workdir, loop)
                     try:
                         print(f"   {mode}, round {rnd + 1}: {name} ...", flush=True)
                         rows.append(run_contender(name, mode, args, upstream, workdir))
@@ -844,7 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for text, good in lines:
         tag = {True: "PASS", False: "MISSED", None: "n/a"}[good]
         print(f"[{tag:<6}] {text}")
-    print(f"\n(total {time.monotonic() - t0:.0f} s; load average at end: {bp._loadavg()})")
+    print(f"\n(total {time.monotonic() - t0:.0f} s; load average at end: {harness.loadavg()})")
     return 0
 
 

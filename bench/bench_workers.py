@@ -42,6 +42,8 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.harness import free_port, process_cpu
+
 SSE_PROXY = str(Path(sys.executable).with_name("sse-proxy"))
 
 
@@ -53,12 +55,6 @@ def _read_shared(fd: int) -> bytes:
         parts.append(block)
         at += len(block)
     return b"".join(parts)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def build_stream(events: int) -> bytes:
@@ -180,13 +176,9 @@ async def _load(
     return done, done * events, received, elapsed
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 once it is gone)."""
+    return process_cpu(pid) or 0.0
 
 
 def _own_cpu() -> float:
@@ -217,7 +209,7 @@ def run_one(
     warmup: float,
     events: int,
 ) -> Result:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SSE_PROXY_")}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     with tempfile.TemporaryFile() as log:
@@ -246,11 +238,11 @@ def run_one(
             expected = build_stream(events)
             if warmup:
                 asyncio.run(_load(base, concurrency, warmup, expected, events))
-            before = (sum(map(_cpu_seconds, pids)), _own_cpu(), _cpu_seconds(upstream_pid))
+            before = (sum(_cpu_of(pid) for pid in pids), _own_cpu(), _cpu_of(upstream_pid))
             streams, n_events, n_bytes, elapsed = asyncio.run(
                 _load(base, concurrency, seconds, expected, events)
             )
-            after = (sum(map(_cpu_seconds, pids)), _own_cpu(), _cpu_seconds(upstream_pid))
+            after = (sum(_cpu_of(pid) for pid in pids), _own_cpu(), _cpu_of(upstream_pid))
             cpu = [(b - a) / elapsed for a, b in zip(before, after, strict=True)]
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -285,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.workers.split(",")]
 
-    up_port = _free_port()
+    up_port = free_port()
     ctx = multiprocessing.get_context("spawn")
     upstream_proc = ctx.Process(target=_run_upstream, args=(up_port, args.events), daemon=True)
     upstream_proc.start()

@@ -39,9 +39,10 @@ from multiprocessing.connection import Connection
 
 from bench.bench_core import core_revision
 from bench.corpus import lf_corpus
+from bench.harness import process_cpu
 from sse_proxy.core import StreamReassembler
 
-__all__ = ["CASES", "Built", "Case", "build_case", "openai_chunk", "proc_cpu"]
+__all__ = ["CASES", "Built", "Case", "build_case", "openai_chunk"]
 
 READ_64K = 64 * 1024
 TARGET_SLOWDOWN = 5.0  # a worst case may be at most this many times slower than typical
@@ -251,17 +252,6 @@ def _child(
         conn.close()
 
 
-def proc_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) ``pid`` has used so far, from /proc; None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class Result:
     """One (input, reads) measurement; ``timeout``/``error`` say how it did not finish."""
@@ -299,7 +289,7 @@ def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) ->
     The child sends ``("start", cpu, bytes, reads)`` when timing begins, ``("progress",
     bytes, worst, cpu)`` after each read of the first pass (when there is more than one), then
     ``("done", figures)`` or ``("error", message)``. Past the cap the child is killed; its
-    CPU time from /proc bounds the figures it did not reach.
+    CPU time (psutil) bounds the figures it did not reach.
     """
     label = "one read" if read_size <= 0 else f"{read_size // 1024} KiB"
     res = Result(name, label, size)
@@ -323,8 +313,8 @@ def _run_case(name: str, size: int, read_size: int, args: argparse.Namespace) ->
                     res.error = f"building the input took over {_BUILD_TIMEOUT:g} s"
                     break
                 res.timeout = True
-                cpu = proc_cpu(proc.pid or 0)
-                if cpu is None:  # no /proc: the wall-clock cap bounds it instead
+                cpu = process_cpu(proc.pid or 0)
+                if cpu is None:  # (gone): the wall-clock cap bounds it instead
                     cpu = start_cpu + args.cap
                 res.total = max(cpu - start_cpu, 0.0)
                 res.worst = max(res.worst, cpu - last_cpu)  # the feed under way at the cap

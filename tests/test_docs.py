@@ -31,7 +31,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--contenders",
         "--previous",  # kubectl logs
         "--repeat",
-        "--spread-ms",  # python -m bench.burst_pair
+        "--spread-ms",  # python -m bench.investigations.burst_pair
         "--pace-ms",
         "--gap-ms",
         "--events",
@@ -39,7 +39,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--sse-log-level",
         "--window-cpu",
         "--window-opcodes",
-        "--window",  # python -m bench.instructions
+        "--window",  # python -m bench.investigations.instructions
         "--simulate",
         "--rm",  # docker run
         "--stop-timeout",

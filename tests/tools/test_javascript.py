@@ -73,7 +73,7 @@ def test_a_fresh_text_decoder_per_read_fails_utf8_and_random_every_time(
 ) -> None:
     """Node's fetch hands the reader whatever one socket read holds; with every cut read
     apart the per-read decoder is caught on each seed, and the hint is JavaScript's (ten
-    seeds each: bench/chaos_delivery.py)."""
+    seeds each: bench/investigations/chaos_delivery.py)."""
     code, out, report = _test_client(
         tmp_path, buggy_client, "--only", "utf8,random", "--seeds", "2"
     )

@@ -7,11 +7,11 @@ harness sets (dummy keys included), then both stopped.
 from __future__ import annotations
 
 import shlex
-import socket
 from collections.abc import Sequence
 
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
 from sse_proxy.tools.testclient.plan import BASELINE, FAULTS, Case, HarnessOptions
+from sse_proxy.tools.testclient.process import free_port
 from sse_proxy.tools.testclient.run import DUMMY_KEYS, client_env
 from sse_proxy.tools.testclient.shapes import SEEDED, is_variant_group
 
@@ -49,12 +49,6 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
     return f"{_cmd_text(parts)} {_cmd_text(options.subject)}"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def by_hand(
     options: HarnessOptions,
     fixture: Fixture,
@@ -68,7 +62,7 @@ def by_hand(
     """
     if case.cut is not None or case.fault is not None or options.browser is not None:
         return None
-    up_port, px_port = ports or (_free_port(), _free_port())
+    up_port, px_port = ports or (free_port(), free_port())
     if fixture.recording is not None and options.fixture:
         up = ["sse-proxy", "replay", options.fixture, "--no-timing", "--port", str(up_port)]
     else:

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ from typing import Final
 
 from sse_proxy.errors import UsageError
 
-__all__ = ["ERR_KEEP", "GRACE", "Ran", "output_limit", "run_command"]
+__all__ = ["ERR_KEEP", "GRACE", "Ran", "free_port", "output_limit", "run_command"]
 
 GRACE: Final = 0.5
 """Seconds the output CMD left behind is waited for once CMD has exited."""
@@ -235,3 +236,10 @@ async def _wait(
         changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(changed.wait(), min(left, poll))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free a moment ago, for a process that must be told its port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -32,7 +31,7 @@ from typing import Any, Final
 import aiohttp
 
 from sse_proxy.errors import BrowserError, UsageError
-from sse_proxy.tools.testclient.process import kill_session
+from sse_proxy.tools.testclient.process import free_port, kill_session
 
 __all__ = ["BROWSERS", "Browser", "find_browser"]
 
@@ -100,12 +99,6 @@ def find_browser(name: str) -> tuple[str, str | None]:
     return binary, driver
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Browser:
     """A running headless browser and its BiDi connection; :meth:`launch` starts one."""
 
@@ -166,7 +159,7 @@ class Browser:
         return BrowserError(f"{self.name} exited at start: {' / '.join(tail) or 'no output'}")
 
     async def _start_chromium(self, binary: str, driver: str) -> str:
-        port = _free_port()
+        port = free_port()
         log = self._dir / "chromedriver.log"
         self._spawn([driver, f"--port={port}", "--allowed-ips=127.0.0.1"], log)
         self._driver_url = f"http://127.0.0.1:{port}"

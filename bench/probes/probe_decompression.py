@@ -9,8 +9,8 @@ body whole (or the ``stream.not_observed`` reason), and the worst stall.
 
 Hand-run, not a test (figures depend on the machine's load)::
 
-    .venv/bin/python -m bench.probe_decompression
-    .venv/bin/python -m bench.probe_decompression --slice 262144     # compare step sizes
+    .venv/bin/python -m bench.probes.probe_decompression
+    .venv/bin/python -m bench.probes.probe_decompression --slice 262144     # compare step sizes
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 An in-process upstream tries to push ``--mb`` MB of OpenAI-shaped SSE per stream as fast
 as TCP lets it; ``--streams`` clients read through a real ``sse-proxy serve`` subprocess at
 ``--rate-kib`` KiB/s each for ``--seconds``. The proxy's RSS (``VmRSS`` of
-``/proc/PID/status``) is sampled throughout; printed: baseline, peak, growth per stream,
+psutil) is sampled throughout; printed: baseline, peak, growth per stream,
 and how far upstream got ahead of the client (what sits in buffers along the chain).
 
 Hand-run, not a test::
 
-    .venv/bin/python -m bench.probe_backpressure                  # ~65 s
-    .venv/bin/python -m bench.probe_backpressure --streams 8 --seconds 30
+    .venv/bin/python -m bench.probes.probe_backpressure                  # ~65 s
+    .venv/bin/python -m bench.probes.probe_backpressure --streams 8 --seconds 30
 
 Exit status 1 when the growth per stream exceeds ``--max-growth-mib``, else 0.
 """
@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,25 +29,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from bench._procs import stop, wait_listening
+from bench.harness import free_port, rss_kib, stop, wait_listening
 
 MIB = 1024 * 1024
-
-
-def rss_kib(pid: int) -> int:
-    """Resident set size of ``pid`` in KiB, from /proc/PID/status."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -9,9 +9,11 @@ the machine does to one it does to the other, and the ratio of the two is steady
 their absolute values are not. Each round starts fresh processes; the median ratio over
 the rounds is the result.
 
-    .venv/bin/python -m bench.paced_pair                 # 5 rounds of 50 streams x 300 events
-    .venv/bin/python -m bench.paced_pair --rounds 9 --contenders bare-uvloop,sse-uvloop
-    .venv/bin/python -m bench.paced_pair --contenders sse-baseline,sse-uvloop --baseline-src /tmp/b
+    .venv/bin/python -m bench.investigations.paced_pair     # 5 rounds of 50 streams x 300 events
+    .venv/bin/python -m bench.investigations.paced_pair --rounds 9 \
+        --contenders bare-uvloop,sse-uvloop
+    .venv/bin/python -m bench.investigations.paced_pair \
+        --contenders sse-baseline,sse-uvloop --baseline-src /tmp/b
 
 Running both at once adds a little contention (each proxy uses about 15 % of a CPU here),
 the same for both. It is a hand-run benchmark, not a test.
@@ -28,19 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_proxy import (
-    API_PATH,
-    PEER_PACE_MS,
-    TARGET_PACED_CPU,
-    LoadGen,
-    Service,
-    _cpu_model,
-    _loadavg,
-    _start_upstream,
-    cpu_seconds,
-    frames_per_stream,
-    start_contender,
-)
+from bench import rig
+from bench.bench_proxy import PEER_PACE_MS, TARGET_PACED_CPU
+from bench.harness import Service, cpu_model, cpu_seconds, loadavg
+from bench.rig import API_PATH, LoadGen, frames_per_stream, start_contender, start_upstream
 
 __all__ = ["main"]
 
@@ -48,7 +41,7 @@ __all__ = ["main"]
 def _round(
     names: list[str], streams: int, events: int, workdir: Path
 ) -> dict[str, dict[str, float]]:
-    upstream = _start_upstream(workdir)
+    upstream = start_upstream(workdir)
     services: dict[str, Service] = {}
     loads: dict[str, LoadGen] = {}
     try:
@@ -115,7 +108,7 @@ def _round(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m bench.paced_pair", description=__doc__.split("\n")[0]
+        prog="python -m bench.investigations.paced_pair", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument(
@@ -135,20 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the reference first, then the one compared with it (bench_proxy's names)",
     )
     args = ap.parse_args(argv)
-    import bench.bench_proxy as bp
-
     for given in (args.proxy_src, args.baseline_src):
-        if given is not None and bp.package_in(given) is None:
+        if given is not None and rig.package_in(given) is None:
             ap.error(f"{given}: no sse_proxy/ (or proxy/) package there")
-    bp.PROXY_SRC = args.proxy_src.resolve() if args.proxy_src else None
-    bp.BASELINE_SRC = args.baseline_src.resolve() if args.baseline_src else None
-    if "sse-baseline" in args.contenders and bp.BASELINE_SRC is None:
+    rig.PROXY_SRC = args.proxy_src.resolve() if args.proxy_src else None
+    rig.BASELINE_SRC = args.baseline_src.resolve() if args.baseline_src else None
+    if "sse-baseline" in args.contenders and rig.BASELINE_SRC is None:
         ap.error("sse-baseline needs --baseline-src DIR")
     names = args.contenders.split(",")
     if len(names) != 2 or args.rounds < 1:
         ap.error("--contenders: exactly two names; --rounds: at least 1")
     ref, other = names
-    print(f"paced_pair: {_cpu_model()}; Python {sys.version.split()[0]}; load {_loadavg()}")
+    print(f"paced_pair: {cpu_model()}; Python {sys.version.split()[0]}; load {loadavg()}")
     print(
         f"{args.rounds} rounds; each: {ref} and {other} side by side, {args.streams} streams x "
         f"{args.events} events at {PEER_PACE_MS:g} ms, fresh processes ({API_PATH})"
@@ -174,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         f"side-by-side rounds (min {min(ratios):.2f}, max {max(ratios):.2f})  "
         f"[target <= {TARGET_PACED_CPU}x]"
     )
-    print(f"(total {time.monotonic() - started:.0f} s; load average at end: {_loadavg()})")
+    print(f"(total {time.monotonic() - started:.0f} s; load average at end: {loadavg()})")
     return 0
 
 

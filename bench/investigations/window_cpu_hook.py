@@ -10,10 +10,11 @@ process's CPU time over the window, per request, is appended to
 ``$BURST_WINDOW_DIR/<pid>.txt``. This is the figure a burst's TTFB follows: whatever the
 proxy spends in the window, on the starts or on anything else, the last starts wait for.
 
-With ``BURST_WINDOW_MARKS=1`` (``bench.instructions --window``) a window's start also calls
-``os.getppid()`` and its end ``os.getpgrp()``: two C functions nothing else in an aiohttp
-proxy calls, which callgrind is told to zero its counters before and to dump them before
-(``--zero-before=os_getppid --dump-before=os_getpgrp``), so that each dump is one window.
+With ``BURST_WINDOW_MARKS=1`` (``bench.investigations.instructions --window``) a window's
+start also calls ``os.getppid()`` and its end ``os.getpgrp()``: two C functions nothing
+else in an aiohttp proxy calls, which callgrind is told to zero its counters before and to
+dump them before (``--zero-before=os_getppid --dump-before=os_getpgrp``), so that each dump
+is one window.
 
 With ``BURST_WINDOW_OPCODES=1`` (``burst_pair --window-opcodes``) every bytecode run in a
 window is counted by the function it ran in (``sys.settrace`` with opcode events: tens of

@@ -4,10 +4,11 @@ Hand-run (not a test). Issue 23, item 1: the per-request work of sse-proxy again
 bare aiohttp proxy of ``bench_proxy.py``, on the same loop, counted rather than timed
 where it can be (cProfile's call counts do not move with the machine's load)::
 
-    .venv/bin/python -m bench.start_cost                        # 400 requests, bursts of 50
-    .venv/bin/python -m bench.start_cost --loop asyncio --top 40
-    .venv/bin/python -m bench.start_cost --events 64 --requests 200
-    .venv/bin/python -m bench.start_cost --serve-arg=--log-level=info   # what logging adds
+    .venv/bin/python -m bench.investigations.start_cost            # 400 requests, bursts of 50
+    .venv/bin/python -m bench.investigations.start_cost --loop asyncio --top 40
+    .venv/bin/python -m bench.investigations.start_cost --events 64 --requests 200
+    .venv/bin/python -m bench.investigations.start_cost --serve-arg=--log-level=info
+    # (what logging adds)
 
 Each contender runs in a child (``_profiled``: the contender's own ``__main__`` under a
 cProfile that SIGUSR1 turns on and SIGUSR2 off and dumps), in front of the upstream of
@@ -34,14 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.bench_proxy import (
-    LoadGen,
-    Service,
-    _free_port,
-    _sse_proxy_argv,
-    _start_upstream,
-    cpu_seconds,
-)
+from bench.harness import Service, cpu_seconds, free_port
+from bench.rig import LoadGen, sse_proxy_argv, start_upstream
 
 _LAYERS = (
     ("sse_proxy", "/sse_proxy/"),
@@ -95,10 +90,10 @@ def _contender_argv(name: str, upstream_url: str, port: int, extra: Sequence[str
     loop = name.rpartition("-")[2]
     if name.startswith("bare-"):
         return [
-            "bench.bench_proxy", "_bare", "--port", str(port), "--upstream", upstream_url,
+            "bench.rig", "_bare", "--port", str(port), "--upstream", upstream_url,
             "--loop", loop,
         ]  # fmt: skip
-    sse = _sse_proxy_argv()
+    sse = sse_proxy_argv()
     module = sse[2] if sse[:2] == [sys.executable, "-m"] else "sse_proxy"
     return [
         module, "serve", "--upstream", upstream_url, "--port", str(port),
@@ -119,10 +114,10 @@ def _wait_file(path: Path, timeout: float = 20) -> None:
 def _one(
     name: str, upstream: Service, workdir: Path, args: argparse.Namespace, profiled: bool
 ) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     out = workdir / f"{name}.prof"
     out.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "bench.start_cost", "_profiled", "--out", str(out)]
+    argv = [sys.executable, "-m", "bench.investigations.start_cost", "_profiled", "--out", str(out)]
     if args.proxy_src is not None and name.startswith("sse-"):
         argv += ["--src", str(args.proxy_src)]
     argv += _contender_argv(name, upstream.url, port, args.serve_arg)
@@ -195,7 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_profiled"]:
         return _role_profiled(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m bench.start_cost", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.investigations.start_cost", description=__doc__
+    )
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--burst", type=int, default=50, help="streams started together")
     ap.add_argument("--events", type=int, default=1, help="content events per stream")
@@ -212,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"each, loop {args.loop}; load average {os.getloadavg()[0]:.2f} at start", flush=True)
     with tempfile.TemporaryDirectory(prefix="start-cost-") as tmp:
         workdir = Path(tmp)
-        upstream = _start_upstream(workdir)
+        upstream = start_upstream(workdir)
         try:
             runs: dict[str, dict[str, Any]] = {}
             cpus: dict[str, list[dict[str, Any]]] = {name: [] for name in names}

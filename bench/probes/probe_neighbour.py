@@ -17,9 +17,9 @@ Every hostile body must also reach the client byte for byte (checked by SHA-256)
 
 Hand-run, not a test::
 
-    .venv/bin/python -m bench.probe_neighbour --quick      # ~0.2 MB inputs, 10 s cap
-    .venv/bin/python -m bench.probe_neighbour              # ~1 MB inputs, 30 s cap
-    .venv/bin/python -m bench.probe_neighbour --case invalid-ff --cap 180
+    .venv/bin/python -m bench.probes.probe_neighbour --quick      # ~0.2 MB inputs, 10 s cap
+    .venv/bin/python -m bench.probes.probe_neighbour              # ~1 MB inputs, 30 s cap
+    .venv/bin/python -m bench.probes.probe_neighbour --case invalid-ff --cap 180
 
 A case that is still running at ``--cap`` seconds is cut off and reported as
 ``FAIL (timeout)``; its proxy is then stopped (SIGTERM, SIGKILL after 3 s: a proxy stuck in
@@ -38,7 +38,6 @@ import itertools
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,10 +47,10 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from bench._procs import stop, wait_listening
 from bench.bench_core import core_revision
 from bench.corpus import lf_corpus
-from bench.worst_case import CASES, build_case, proc_cpu
+from bench.harness import free_port, process_cpu, stop, wait_listening
+from bench.worst_case import CASES, build_case
 
 MIB = 1 << 20
 GZIP_CASES = ("gzip-comments", "gzip-typical")
@@ -159,13 +158,6 @@ def spawn(cmd: list[str], log_path: str) -> subprocess.Popen[bytes]:
         )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @dataclass
 class Neighbour:
     """Arrival times (monotonic s) of the neighbour's reads, and each read's worst lag."""
@@ -249,7 +241,7 @@ async def run_case(
                 quiet_start = time.monotonic()
                 await asyncio.sleep(args.quiet)
                 row.baseline_gap = _max_gap(nb.arrivals, quiet_start, time.monotonic())
-                cpu0 = proc_cpu(proc.pid) or 0.0
+                cpu0 = process_cpu(proc.pid) or 0.0
                 start = time.monotonic()
                 digest = hashlib.sha256()
                 expected = ""
@@ -263,7 +255,7 @@ async def run_case(
                     row.timeout = True
                 end = time.monotonic()
                 row.seconds = end - start
-                row.proxy_cpu = (proc_cpu(proc.pid) or 0.0) - cpu0
+                row.proxy_cpu = (process_cpu(proc.pid) or 0.0) - cpu0
                 if row.timeout:
                     # Still stalled: the gap so far counts (it is only a lower bound).
                     last = nb.arrivals[-1] if nb.arrivals else start
@@ -321,7 +313,14 @@ async def probe(args: argparse.Namespace) -> int:
     up_port = free_port()
     up_url = f"http://127.0.0.1:{up_port}"
     cmd = [
-        *(sys.executable, "-m", "bench.probe_neighbour", "--upstream", "--port", str(up_port)),
+        *(
+            sys.executable,
+            "-m",
+            "bench.probes.probe_neighbour",
+            "--upstream",
+            "--port",
+            str(up_port),
+        ),
         *("--size", str(args.size), "--gzip-size", str(args.gzip_size)),
         *("--write-kib", str(args.write_kib)),
         *(a for n in args.case for a in ("--case", n)),
@@ -341,7 +340,7 @@ async def probe(args: argparse.Namespace) -> int:
         f"max gap over {args.quiet:g} s before the hostile request (this machine's noise); "
         "'MB dec' = decoded size; 'max lag' = upstream stamp to arrival, worst neighbour tick; "
         "'proxy CPU' = CPU the "
-        "proxy used meanwhile (/proc; 10 ms ticks)\n",
+        "proxy used meanwhile (psutil; 10 ms ticks)\n",
         flush=True,
     )
     t_start = time.monotonic()
@@ -386,7 +385,7 @@ ALL_CASES = (*(c.name for c in CASES), *GZIP_CASES)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m bench.probe_neighbour", description=(__doc__ or "").split("\n")[0]
+        prog="python -m bench.probes.probe_neighbour", description=(__doc__ or "").split("\n")[0]
     )
     p.add_argument("--quick", action="store_true", help="~0.2 MB inputs, 10 s cap per input")
     p.add_argument("--case", action="append", choices=ALL_CASES, help="input (repeatable)")

@@ -9,11 +9,12 @@ worse), and the medians are printed with each round's ratio to the first sse-pro
 that two trees of sse-proxy (``NAME@TREE``, e.g. ``git archive`` of main) and the bare
 aiohttp proxy are compared in the same minutes::
 
-    .venv/bin/python -m bench.burst_pair                           # bare, sse-proxy; 3 rounds
-    .venv/bin/python -m bench.burst_pair --contenders bare-uvloop,sse-uvloop@/tmp/main,sse-uvloop
+    .venv/bin/python -m bench.investigations.burst_pair            # bare, sse-proxy; 3 rounds
+    .venv/bin/python -m bench.investigations.burst_pair \
+        --contenders bare-uvloop,sse-uvloop@/tmp/main,sse-uvloop
     # the outside harness's burst: starts spread over 20 ms, On the Bench's paced shape,
     # sse-proxy at its default log level, an idle moment before each burst
-    .venv/bin/python -m bench.burst_pair --spread-ms 20 --pace-ms 20 --events 64 \
+    .venv/bin/python -m bench.investigations.burst_pair --spread-ms 20 --pace-ms 20 --events 64 \
         --gap-ms 200 --sse-log-level info
 
 CPU per request is the proxy process's (``/proc``), over the bursts only. With
@@ -26,7 +27,8 @@ with the totals by package: which code the first bytes wait for, and how much of
 sse-proxy's (the proxy runs tens of times slower meanwhile, so the timings then mean
 nothing; ``--pace-ms 4000`` keeps streams' later events out of the window)::
 
-    .venv/bin/python -m bench.burst_pair --rounds 1 --bursts 4 --spread-ms 20 --pace-ms 4000 \
+    .venv/bin/python -m bench.investigations.burst_pair --rounds 1 --bursts 4 --spread-ms 20 \
+        --pace-ms 4000 \
         --events 1 --gap-ms 300 --sse-log-level info --window-opcodes 40
 """
 
@@ -45,7 +47,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import bench_proxy as bp
+from bench import harness, rig
 from bench.bench_scale import ScaleLoad
 
 
@@ -54,10 +56,10 @@ def one_round(
 ) -> tuple[float, float, float, float]:
     """(CPU us per request, median TTFB p50 ms, median last first byte ms over the bursts,
     median CPU us per request in a burst's window or NaN) of a fresh contender."""
-    bp.PROXY_SRC = Path(src) if src else None
-    upstream = bp._start_upstream(workdir, "uvloop")
+    rig.PROXY_SRC = Path(src) if src else None
+    upstream = rig.start_upstream(workdir, "uvloop")
     try:
-        svc = bp.start_contender(name, upstream, workdir)
+        svc = rig.start_contender(name, upstream, workdir)
         assert svc is not None, "direct has no process to measure"
         burst = {
             "streams": args.streams,
@@ -68,12 +70,12 @@ def one_round(
         phases = [{"name": "warm", **burst, "timeout_s": 60}]
         phases += [{"name": f"b{i}", **burst} for i in range(args.bursts)]
         load = ScaleLoad(svc.url, phases)
-        bp.pin(svc.pids, "proxy")
-        bp.pin([*upstream.pids, load.proc.pid], "load")
+        rig.pin(svc.pids, "proxy")
+        rig.pin([*upstream.pids, load.proc.pid], "load")
         try:
             load.run("warm", 60)
             time.sleep(0.2)
-            cpu0 = bp.cpu_seconds(svc.pids)
+            cpu0 = harness.cpu_seconds(svc.pids)
             ttfb, last = [], []
             for i in range(args.bursts):
                 if args.gap_ms:
@@ -83,7 +85,7 @@ def one_round(
                     raise RuntimeError(f"{name}: {res['errors']}")
                 ttfb.append(res["ttfb_p50_ms"])
                 last.append(res["ttfb_max_ms"])
-            cpu = bp.cpu_seconds(svc.pids) - cpu0
+            cpu = harness.cpu_seconds(svc.pids) - cpu0
             window = _window_cpu(svc.pids, args.bursts)
             if args.window_opcodes:
                 _add_opcodes(
@@ -162,13 +164,15 @@ def _install_window_hook(tmp: Path, streams: int) -> None:
     hook = tmp / "window-hook"
     (hook / "out").mkdir(parents=True)
     shutil.copyfile(Path(__file__).with_name("window_cpu_hook.py"), hook / "sitecustomize.py")
-    os.environ["PYTHONPATH"] = bp._with_pythonpath(hook)
+    os.environ["PYTHONPATH"] = harness.with_pythonpath(hook)
     os.environ["BURST_WINDOW_DIR"] = str(hook / "out")
     os.environ["BURST_WINDOW_STREAMS"] = str(streams)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.burst_pair", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.investigations.burst_pair", description=__doc__
+    )
     ap.add_argument("--contenders", default="bare-uvloop,sse-uvloop", help="NAME or NAME@TREE")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bursts", type=int, default=8, help="bursts per contender per round")
@@ -197,14 +201,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.window_opcodes:
         args.window_cpu = True
         os.environ["BURST_WINDOW_OPCODES"] = "1"
-    bp.PIN = args.pin
-    bp.SSE_LOG_LEVEL = args.sse_log_level
+    rig.PIN = args.pin
+    rig.SSE_LOG_LEVEL = args.sse_log_level
     names = [c for c in args.contenders.split(",") if c]
     print(
         f"burst_pair: {args.rounds} rounds x {args.bursts} bursts of {args.streams} streams"
         f" (started within {args.spread_ms:g} ms{', pinned' if args.pin else ''});"
     )
-    print(f"load average at start {bp._loadavg()}", flush=True)
+    print(f"load average at start {harness.loadavg()}", flush=True)
     got: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in names}
     with tempfile.TemporaryDirectory(prefix="burst-pair-") as tmp:
         if args.window_cpu:

@@ -12,11 +12,13 @@ misses or system calls, which is why the timed benchmarks stay. With the starts 
 of a second apart (``--spread-ms 10000``) each request runs alone and the count repeats
 to within about 0.2 %, which is what a change to one request's path is best measured by::
 
-    .venv/bin/python -m bench.instructions                      # bare, sse-proxy; 2 rounds
-    .venv/bin/python -m bench.instructions --contenders sse-uvloop@/tmp/main,sse-uvloop
-    .venv/bin/python -m bench.instructions --sse-log-level warning --bursts 6
-    .venv/bin/python -m bench.instructions --spread-ms 10000 --bursts 2   # one at a time
-    .venv/bin/python -m bench.instructions --window --pace-ms 4000 --simulate
+    .venv/bin/python -m bench.investigations.instructions          # bare, sse-proxy; 2 rounds
+    .venv/bin/python -m bench.investigations.instructions \
+        --contenders sse-uvloop@/tmp/main,sse-uvloop
+    .venv/bin/python -m bench.investigations.instructions --sse-log-level warning --bursts 6
+    .venv/bin/python -m bench.investigations.instructions --spread-ms 10000 --bursts 2
+    # (one at a time)
+    .venv/bin/python -m bench.investigations.instructions --window --pace-ms 4000 --simulate
 
 With ``--window`` only each burst's window is counted: from its first request to its last
 first byte, as ``burst_pair --window-cpu`` times it (``window_cpu_hook.py`` marks the
@@ -49,13 +51,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import bench_proxy as bp
+from bench import harness, rig
 from bench.bench_scale import ScaleLoad
 
 
 def _argv(name: str, upstream: str, port: int, level: str) -> list[str]:
     if name == "bare-uvloop":
-        argv = [sys.executable, "-m", "bench.bench_proxy", "_bare", "--upstream", upstream]
+        argv = [sys.executable, "-m", "bench.rig", "_bare", "--upstream", upstream]
         return [*argv, "--port", str(port), "--loop", "uvloop"]
     argv = [sys.executable, "-m", "sse_proxy", "serve", "--upstream", upstream]
     argv += ["--port", str(port), "--mode", "passthrough", "--log-level", level]
@@ -70,15 +72,15 @@ SIMULATED = ("I1mr", "D1mr", "D1mw", "Bcm", "Bim")
 def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> dict[str, float]:
     """Instructions (and, simulated, misses) per request of a fresh contender over
     ``args.bursts`` bursts: all of each burst, or with ``--window`` its window only."""
-    upstream = bp._start_upstream(workdir, "uvloop")
-    port = bp._free_port()
+    upstream = rig.start_upstream(workdir, "uvloop")
+    port = harness.free_port()
     out = workdir / f"callgrind.{name.replace('@', '_').replace('/', '_')}.{time.time_ns()}"
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
     valgrind.append(f"--callgrind-out-file={out}")
     if args.simulate:
         valgrind += ["--cache-sim=yes", "--branch-sim=yes"]
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict layouts in every run
-    cwd = bp.ROOT
+    cwd = harness.ROOT
     paths = []
     if args.window:
         hook = workdir / f"hook.{out.name}"
@@ -93,10 +95,10 @@ def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> d
         paths.append(src)
         cwd = Path(src)
     if paths:
-        env["PYTHONPATH"] = bp._with_pythonpath(Path(os.pathsep.join(paths)))
+        env["PYTHONPATH"] = harness.with_pythonpath(Path(os.pathsep.join(paths)))
     argv = _argv(name, upstream.url, port, args.sse_log_level)
     try:
-        svc = bp.Service(
+        svc = harness.Service(
             name, valgrind + argv, port, log=workdir / f"{port}.log", env=env, cwd=cwd, wait_s=180
         )
         burst = {"streams": args.streams, "n": args.events, "spread_ms": args.spread_ms}
@@ -157,7 +159,9 @@ def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.investigations.instructions", description=__doc__
+    )
     ap.add_argument("--contenders", default="bare-uvloop,sse-uvloop")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--bursts", type=int, default=6, help="measured bursts per round")

@@ -8,8 +8,8 @@
 It takes minutes, so it is not a test; it prints what it saw and exits 1 when a claim
 fails::
 
-    .venv/bin/python -m bench.chaos_delivery              # 10 seeds, 2 default runs
-    .venv/bin/python -m bench.chaos_delivery --seeds 3 --runs 0
+    .venv/bin/python -m bench.investigations.chaos_delivery              # 10 seeds, 2 default runs
+    .venv/bin/python -m bench.investigations.chaos_delivery --seeds 3 --runs 0
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.harness import ROOT
+
 CLIENT = ROOT / "docs" / "javascript" / "sse-client.mjs"
 CORRECT = "pending += decoder.decode(chunk, { stream: true });"
 BUGGY = "pending += new TextDecoder().decode(chunk);"

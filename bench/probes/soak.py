@@ -5,14 +5,14 @@ Starts the built-in mock upstream (``sse-proxy mock-upstream``) and a real
 the proxy for ``--minutes``: OpenAI chat streams (checked byte-identical to
 :func:`sse_proxy.tools.fixtures.openai_chat_stream`) alternating with larger echoed SSE bodies
 (checked byte-identical too). Every ``--every`` seconds it prints streams completed,
-throughput (events/s, MB/s), the proxy's RSS and its open fds (``/proc/PID/fd``). At the
+throughput (events/s, MB/s), the proxy's RSS and its open fds (psutil). At the
 end it compares the first and last thirds of the run and checks the proxy's log: one
 ``stream.summary`` per stream, all ``ended_by=upstream_eof``.
 
 Hand-run, not a test::
 
-    .venv/bin/python -m bench.soak                      # 2 minutes
-    .venv/bin/python -m bench.soak --minutes 10 --concurrency 100
+    .venv/bin/python -m bench.probes.soak                      # 2 minutes
+    .venv/bin/python -m bench.probes.soak --minutes 10 --concurrency 100
 
 Exit status 1 on any wrong byte, missing summary, or RSS/fd growth past the thresholds.
 """
@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from bench._procs import stop, wait_listening
+from bench.harness import free_port, open_fds, rss_kib, stop, wait_listening
 from sse_proxy.tools import fixtures
 
 MB = 1_000_000
@@ -52,25 +51,6 @@ def echo_body(n: int) -> bytes:
         b'\xe6\x97\xa5\xe6\x9c\xac %s"}\n\n' % (j, n, j, b"x" * 40)
         for j in range(300)
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:

@@ -12,8 +12,8 @@ Prints min / median / p95 / max in ms per phase over ``--trials`` trials.
 
 Hand-run, not a test::
 
-    .venv/bin/python -m bench.probe_disconnect                 # ~10 s
-    .venv/bin/python -m bench.probe_disconnect --trials 100
+    .venv/bin/python -m bench.probes.probe_disconnect                 # ~10 s
+    .venv/bin/python -m bench.probes.probe_disconnect --trials 100
 
 Exit status 1 when any trial took longer than ``--limit-ms`` (default 1000), else 0.
 """
@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-from bench._procs import stop, wait_listening
+from bench.harness import free_port, stop, wait_listening
 
 PHASES = ("before_headers", "before_first_byte", "after_first_byte")
 HEAD = (
@@ -103,13 +102,6 @@ class Upstream:
         if conn.closed_at is None:
             conn.closed_at = time.monotonic()
             conn.closed.set()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def spawn_proxy(upstream: str, port: int) -> subprocess.Popen[bytes]:
