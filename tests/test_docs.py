@@ -1,10 +1,16 @@
 """The README and docs/ say what the code does: commands CI runs, flags the CLI accepts,
-links that lead somewhere, the mock upstream's real endpoints and faults, no machine paths."""
+links that lead somewhere, the mock upstream's real endpoints and faults, no machine paths.
+
+Every Markdown file of the repository (the READMEs of bench/, fuzz/ and deploy/, the bug
+reports under docs/bugs/ too) is held to the file-level rules: its links resolve, the
+repository files and modules it names exist, it names no machine path, and every
+``sse-proxy CMD --flag`` it shows is a flag of CMD."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 DOCS = [README, *PAGES]
+
+
+def _markdown_files() -> list[Path]:
+    """Every Markdown file the repository tracks (installed node_modules left out)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [ROOT / name for name in listed if "node_modules/" not in name]
+
+
+ALL_MARKDOWN = _markdown_files()
+PACKAGE_DIRS = frozenset(p.name for p in (ROOT / "sse_proxy").iterdir() if p.is_dir())
+"""The package's subpackages: a doc may name ``server/run.py`` for ``sse_proxy/server/run.py``."""
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/sse-proxy demo"
 OTHER_TOOLS_FLAGS = frozenset(
     {
@@ -54,8 +73,11 @@ _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 _REPO_PATH = re.compile(
-    r"(?<![\w./-])((?:sse_proxy|tests|bench|fuzz|scripts|config|deploy|docs)/[\w./-]*\w\.[a-z]+)\b"
+    r"(?<![\w./-])((?:sse_proxy|tests|bench|fuzz|scripts|config|deploy|docs|conformance)"
+    r"/[\w./-]*\w\.[a-z]+)\b"
 )
+_TICKED_PATH = re.compile(r"`([A-Za-z_][\w.-]*/[\w./-]*\.[A-Za-z]{1,5})(?::\d+)?`")
+_MODULE = re.compile(r"python3? -m ((?:bench|fuzz|conformance)(?:\.\w+)*)")
 _COMMAND = re.compile(r"sse-proxy\s+([a-z][a-z-]*|--[a-z-]+)([^|;&#`]*)")
 
 
@@ -99,7 +121,7 @@ def _logical_lines(text: str) -> list[str]:
     return text.replace("\\\n", " ").splitlines()
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", ALL_MARKDOWN, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_lead_to_files_and_headings(path: Path) -> None:
     broken = []
     for target in _LINK.findall(_FENCE.sub("", _text(path))):
@@ -114,12 +136,31 @@ def test_relative_links_lead_to_files_and_headings(path: Path) -> None:
     assert not broken, broken
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", ALL_MARKDOWN, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_files_named_in_the_docs_exist(path: Path) -> None:
-    """A file of the repository the docs name (`tests/...py`, `sse_proxy/...py`, ...) is there."""
-    named = _REPO_PATH.findall(_text(path))
-    missing = sorted({p for p in named if not (ROOT / p).exists()})
-    assert not missing, missing
+    """A file of the repository the docs name (`tests/...py`, `sse_proxy/...py`, ...) is there;
+    so is one named in backticks from the package (`server/run.py`, never by its old name
+    `proxy/`), and a module run with `python -m bench.X`."""
+    text = _text(path)
+    missing = {p for p in _REPO_PATH.findall(text) if not (ROOT / p).exists()}
+    for ticked in _TICKED_PATH.findall(text):
+        first = ticked.split("/", 1)[0]
+        if first in PACKAGE_DIRS and not (ROOT / "sse_proxy" / ticked).exists():
+            missing.add(ticked)
+        elif first == "proxy":
+            missing.add(ticked)  # the package's old name
+    for module in _MODULE.findall(text):
+        where = ROOT.joinpath(*module.split("."))
+        if not (where.with_suffix(".py").exists() or (where / "__main__.py").exists()):
+            missing.add(f"python -m {module}")
+    assert not missing, sorted(missing)
+
+
+def test_every_markdown_file_is_checked() -> None:
+    names = {p.relative_to(ROOT).as_posix() for p in ALL_MARKDOWN}
+    assert {"README.md", "bench/README.md", "fuzz/README.md", "deploy/README.md"} <= names
+    assert any(n.startswith("docs/bugs/") for n in names)
+    assert not any("node_modules/" in n for n in names)
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
@@ -151,7 +192,7 @@ def test_each_page_says_which_question_it_answers(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [*DOCS, *sorted((ROOT / "docs").glob("*.sh"))],
+    [*ALL_MARKDOWN, *sorted((ROOT / "docs").glob("*.sh"))],
     ids=lambda p: p.relative_to(ROOT).as_posix(),
 )
 def test_docs_name_no_machine_paths(path: Path) -> None:
@@ -160,12 +201,13 @@ def test_docs_name_no_machine_paths(path: Path) -> None:
 
 
 def test_documented_flags_exist() -> None:
-    """Every `sse-proxy CMD --flag` shown is a flag of CMD; any other --flag named in the
-    docs is one of sse-proxy's (or of the few other tools the docs run)."""
+    """Every `sse-proxy CMD --flag` shown, in any Markdown file, is a flag of CMD; any other
+    --flag named in the README and docs/ is one of sse-proxy's (or of the few other tools
+    they run; the bench and fuzz READMEs document their commands' own flags)."""
     options = _options()
     known = set().union(*options.values()) | OTHER_TOOLS_FLAGS
     wrong: list[str] = []
-    for path in DOCS:
+    for path in ALL_MARKDOWN:
         text = _text(path)
         for line in _logical_lines(text):
             for m in _COMMAND.finditer(line):
@@ -176,11 +218,12 @@ def test_documented_flags_exist() -> None:
                     continue  # prose: "sse-proxy is ...", "sse-proxy installs ..."
                 tail = tail.split(" -- ", 1)[0]  # test-client's CMD starts here
                 wrong += [
-                    f"{path.name}: sse-proxy {command} {flag}"
+                    f"{path.relative_to(ROOT)}: sse-proxy {command} {flag}"
                     for flag in _FLAG.findall(tail)
                     if flag not in options[command]
                 ]
-        wrong += [f"{path.name}: {f}" for f in _FLAG.findall(text) if f not in known]
+        if path in DOCS:
+            wrong += [f"{path.name}: {f}" for f in _FLAG.findall(text) if f not in known]
     assert not wrong, sorted(set(wrong))
 
 
