@@ -26,11 +26,11 @@ from aiohttp import web
 
 from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
+from sse_proxy.server.peer import unsent
 from sse_proxy.tools import fixtures
 
 if sys.platform != "win32":
-    import fcntl
-    import termios
+    pass
 
 if TYPE_CHECKING:
     from sse_proxy.tools.lockstep import Lockstep
@@ -214,17 +214,6 @@ async def _serve_sse(
     return resp
 
 
-def _unsent(sock: Any) -> int:
-    """Bytes the kernel has not yet had acknowledged (Linux ``SIOCOUTQ``); 0 elsewhere."""
-    if sys.platform == "win32":
-        return 0
-    try:
-        out = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
-    except (OSError, AttributeError, ValueError):
-        return 0
-    return int(struct.unpack("i", out)[0])
-
-
 async def _reset(request: web.Request) -> None:
     """Close the connection with a TCP RST (``SO_LINGER`` 0), not the chunked body's end.
 
@@ -237,7 +226,7 @@ async def _reset(request: web.Request) -> None:
         return
     sock = transport.get_extra_info("socket")
     for _ in range(1000):
-        if not transport.get_write_buffer_size() and (sock is None or not _unsent(sock)):
+        if not transport.get_write_buffer_size() and (sock is None or not unsent(sock)):
             break
         await asyncio.sleep(0.001)
     if sock is not None:
