@@ -16,17 +16,11 @@ from typing import Any, TypeVar
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
+from sse_proxy.tools.testclient.browser.bidi import CHROMIUM_ARGS
+
 __all__ = ["ThreadLoop", "chromium", "find_executable"]
 
 T = TypeVar("T")
-
-_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-proxy-server",
-)
 
 
 def find_executable(*names: str) -> str:
@@ -42,10 +36,11 @@ def find_executable(*names: str) -> str:
 
 
 def chromium(*flags: str, capabilities: dict[str, Any] | None = None) -> webdriver.Chrome:
-    """A headless Chromium with the flags that work in a container, plus ``flags``."""
+    """A headless Chromium with the flags ``sse-proxy test-client --browser`` starts it with
+    (they work in a container), plus ``flags``."""
     options = webdriver.ChromeOptions()
     options.binary_location = find_executable("chromium", "chromium-browser")
-    for arg in (*_FLAGS, *flags):
+    for arg in (*CHROMIUM_ARGS, *flags):
         options.add_argument(arg)
     for name, value in (capabilities or {}).items():
         options.set_capability(name, value)
