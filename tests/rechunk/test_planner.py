@@ -269,8 +269,6 @@ def test_rewrites_through_the_planner_keep_events(
     label: str, names: tuple[str, ...], seed: int, n_chunks: int, max_hold: int
 ) -> None:
     """With the core's own frame ends and any chunking; a small max_hold forces raw writes."""
-    if core_view(b"") is None:
-        pytest.skip("sse_proxy.core.StreamReassembler not available")
     stream = STREAMS[label]
     planner = ChaosPlanner(ChaosSpec(names, seed, frames_per_write=2), max_hold)
     writes = drive_with_core(planner, chunked(stream, seed, n_chunks))

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sse_proxy.core import StreamReassembler
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.rechunk.rewrites import BOM, apply_rewrites, is_complete_frame, rewrite_frame
 from sse_proxy.rechunk.spec import LINE_ENDING_REWRITES, REWRITES
@@ -59,12 +60,8 @@ def rewrite_stream(
     return b"".join(out)
 
 
-def core_view(stream: bytes) -> tuple[list[Event], list[str]] | None:
-    """Events and alert names (minus line-ending notes) from the core, if it is there yet."""
-    try:
-        from sse_proxy.core import StreamReassembler
-    except ImportError:
-        return None
+def core_view(stream: bytes) -> tuple[list[Event], list[str]]:
+    """Events and alert names (minus line-ending notes) from the core."""
     r = StreamReassembler(dialect="none")
     out = r.feed(stream)
     out2 = r.close()
@@ -131,18 +128,11 @@ def test_reference_parser_negative_controls() -> None:
 
 def test_reference_parser_agrees_with_core_on_the_corpus() -> None:
     for name, stream in STREAMS.items():
-        view = core_view(stream)
-        if view is None:
-            pytest.skip("sse_proxy.core.StreamReassembler not available")
-        assert view[0] == parse(stream), name
+        assert core_view(stream)[0] == parse(stream), name
 
 
 def test_frame_ends_agree_with_core() -> None:
     """The splitter used here must report what the core reports, or the test proves little."""
-    try:
-        from sse_proxy.core import StreamReassembler
-    except ImportError:
-        pytest.skip("sse_proxy.core.StreamReassembler not available")
     for name, stream in STREAMS.items():
         r = StreamReassembler(dialect="none")
         ends = list(r.feed(stream).frame_ends) + list(r.close().frame_ends)
