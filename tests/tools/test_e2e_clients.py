@@ -322,26 +322,17 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], message: str) -> 
     assert len(err.strip().splitlines()) == 1
 
 
+JS_CLIENTS = ROOT / "tests" / "tools" / "clients"
+
+
 @pytest.fixture(scope="module")
-def eventsource_parser_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with eventsource-parser installed from npm, or a skip."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not on PATH")
-    where = tmp_path_factory.mktemp("node-client")
-    try:
-        proc = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", "eventsource-parser@3"],
-            cwd=where,
-            capture_output=True,
-            timeout=180,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip("npm install eventsource-parser timed out (no network?)")
-    if proc.returncode != 0 or not (where / "node_modules" / "eventsource-parser").is_dir():
-        pytest.skip(f"npm install eventsource-parser failed (no network?): {proc.stderr[-200:]!r}")
-    shutil.copy(ROOT / "tests" / "tools" / "clients" / "eventsource_parser.mjs", where)
-    return where
+def eventsource_parser_dir() -> Path:
+    """The client script's folder, with eventsource-parser (pinned by its package-lock.json)
+    installed beside it by scripts/js-deps.sh; a missing node or package fails the test."""
+    assert shutil.which("node") is not None, "node is not on PATH: run scripts/system-deps.sh"
+    installed = JS_CLIENTS / "node_modules" / "eventsource-parser" / "package.json"
+    assert installed.is_file(), "eventsource-parser is not installed: run scripts/js-deps.sh"
+    return JS_CLIENTS
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 // eventsource-parser (npm) as a test subject: fetch the stream, parse, print the text.
-// Run from a directory whose node_modules holds eventsource-parser (the test copies it there).
+// eventsource-parser is installed beside it (package-lock.json here) by scripts/js-deps.sh.
 import { createParser } from "eventsource-parser";
 
 const dialect = process.env.SSE_PROXY_DIALECT ?? "openai";
