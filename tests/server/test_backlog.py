@@ -41,14 +41,19 @@ async def test_jobs_wait_for_the_first_byte_owed_and_run_in_order() -> None:
     assert not backlog.busy
 
 
-async def _starts_every(backlog: Backlog, gap: float, until: asyncio.Event) -> list[float]:
-    """Requests that start (and get their first byte at once) every ``gap`` seconds."""
+async def _starts_every(
+    backlog: Backlog, gap: float, until: asyncio.Event, at: dict[int, asyncio.Event] | None = None
+) -> list[float]:
+    """Requests that start (and get their first byte at once) every ``gap`` seconds (the
+    scenario's pace); ``at``: events set once that many requests have started."""
     loop = asyncio.get_running_loop()
     starts: list[float] = []
     while not until.is_set():
         backlog.request_started()
         starts.append(loop.time())
         backlog.first_byte_sent()
+        if at is not None and (reached := at.get(len(starts))) is not None:
+            reached.set()
         await asyncio.sleep(gap)
     return starts
 
@@ -68,12 +73,15 @@ async def test_jobs_wait_while_requests_keep_starting_then_run() -> None:
         if len(ran_at) == 3:
             all_ran.set()
 
-    stop = asyncio.Event()
-    burst = asyncio.create_task(_starts_every(backlog, 0.01, stop))
-    await asyncio.sleep(0.05)
+    stop, under_way, thirty_more = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    at = {5: under_way, 35: thirty_more}
+    burst = asyncio.create_task(_starts_every(backlog, 0.01, stop, at))
+    async with asyncio.timeout(10):
+        await under_way.wait()
     for _ in range(3):
         backlog.defer(job)
-    await asyncio.sleep(0.3)  # more starts, each within the quiet time of the last
+    async with asyncio.timeout(10):
+        await thirty_more.wait()  # more starts, each within the quiet time of the last
     stop.set()
     starts = await burst
     async with asyncio.timeout(10):

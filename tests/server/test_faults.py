@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from aiohttp.base_protocol import BaseProtocol
 
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.settings import Config
@@ -108,7 +109,7 @@ async def test_upstream_silent_before_headers_gives_504(
     """An upstream that accepts but never answers gives 504 after the idle timeout."""
 
     async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never answers (cancelled when the upstream stops)
 
     url = await start(await raw_upstream(hang), idle_timeout=0.4)
     began = time.monotonic()
@@ -133,14 +134,19 @@ async def test_connect_timeout_gives_504(
         listener.bind(("127.0.0.1", 0))
         listener.listen(0)
         port = listener.getsockname()[1]
-        # Fill the accept queue so that the kernel drops further SYNs.
-        for _ in range(4):
+        # Fill the accept queue so that the kernel drops further SYNs: the first connection
+        # completes (the queue of a backlog of 0 holds one), the next ones are never accepted.
+        loop = asyncio.get_running_loop()
+        for i in range(4):
             filler = socket.socket()
             filler.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(("127.0.0.1", port))
             fillers.append(filler)
-        await asyncio.sleep(0.1)
+            if i == 0:
+                async with asyncio.timeout(10):
+                    await loop.sock_connect(filler, ("127.0.0.1", port))
+            else:
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
         url = await start(f"http://127.0.0.1:{port}", connect_timeout=0.5, idle_timeout=30)
         began = time.monotonic()
         async with session.get(f"{url}/v1/text") as resp:
@@ -218,20 +224,25 @@ async def test_upstream_reset_mid_stream_cuts_the_client_off(
     logs: LogEntries,
 ) -> None:
     """A TCP reset after the first frame gives sse.truncated and a client payload error."""
+    first_seen = asyncio.Event()
 
     async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
         writer.write(SSE_HEAD + _chunk(b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n'))
         await writer.drain()
-        await asyncio.sleep(0.1)
+        await first_seen.wait()  # the client has the frame: the reset comes after it
         sock = writer.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.transport.abort()
 
     url = await start(await raw_upstream(reset))
     async with session.post(f"{url}/v1/chat/completions", json={"stream": True}) as resp:
-        got, error = await _read_until_error(resp)
+        async with asyncio.timeout(10):
+            first = await resp.content.readuntil(b"\n\n")
+        first_seen.set()
+        rest, error = await _read_until_error(resp)
         sid = resp.headers[STREAM_ID]
+    got = first + rest
     assert got.startswith(b"data: ")
     assert isinstance(error, aiohttp.ClientPayloadError)
     line = await wait_for(logs, "stream.summary", sid)
@@ -273,7 +284,7 @@ async def test_idle_timeout_mid_stream(
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await resp.write(b"data: one\n\n")
-        await asyncio.sleep(10)
+        await asyncio.Event().wait()  # then nothing (cancelled when the upstream stops)
         return resp
 
     app = web.Application()
@@ -358,25 +369,45 @@ async def test_client_disconnect_cancels_upstream(
 
 @pytest.mark.asyncio
 async def test_slow_client_slows_the_upstream(
-    start_app: StartApp, start: StartProxy, logs: LogEntries
+    start_app: StartApp, start: StartProxy, logs: LogEntries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A client that stops reading stalls the upstream (bounded buffers), not the proxy's RAM."""
+    """A client that stops reading stalls the upstream (bounded buffers), not the proxy's RAM:
+    the upstream's own connection is paused for writing (its socket buffers full, since the
+    proxy stopped reading it) before it has written 48 MiB; a proxy that kept reading would
+    never pause it and the upstream would finish."""
     frame = b"data: " + b"z" * (64 * 1024 - 8) + b"\n\n"
     total_frames = 2048  # 128 MiB if nothing pushed back
     sent = [0]
     done = asyncio.Event()
-    url = await start(await start_app(firehose_app(frame, total_frames, sent, done=done)))
+    upstream = await start_app(firehose_app(frame, total_frames, sent, done=done))
+    upstream_port = int(upstream.rsplit(":", 1)[1])
+    stalled = asyncio.Event()
+    at_stall: list[int] = []
+    pause_writing = BaseProtocol.pause_writing
+
+    def pausing(self: BaseProtocol) -> None:
+        pause_writing(self)
+        sockname = self.transport.get_extra_info("sockname") if self.transport else None
+        if sockname and sockname[1] == upstream_port and not stalled.is_set():
+            at_stall.append(sent[0])
+            stalled.set()
+
+    monkeypatch.setattr(BaseProtocol, "pause_writing", pausing)
+    url = await start(upstream)
     async with aiohttp.ClientSession() as client:
         resp = await client.get(f"{url}/v1/text")
-        await resp.content.readany()
-        await asyncio.sleep(0.8)  # read nothing more: the buffers on the way fill up
-        filled = sent[0]
-        await asyncio.sleep(0.5)
-        later = sent[0]
+        await resp.content.readany()  # then nothing more: the buffers on the way fill up
+        waits = [asyncio.ensure_future(stalled.wait()), asyncio.ensure_future(done.wait())]
+        try:
+            async with asyncio.timeout(30):
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
         resp.close()
-    assert not done.is_set()
-    assert filled < 48 * 1024 * 1024, filled
-    assert later - filled < 1024 * 1024, (filled, later)  # stalled, not still reading
+    assert not done.is_set(), "the upstream wrote everything: nothing pushed back"
+    assert stalled.is_set()
+    assert at_stall[0] < 48 * 1024 * 1024, at_stall
     await wait_for(logs, "stream.summary")
 
 
