@@ -266,3 +266,34 @@ def test_monitoring_docs_list_every_alert() -> None:
     names = [n for n in names if n != alerts.Alert.name]
     assert "sse.tool_call_invalid" in names
     assert all(f"`{n}`" in text for n in names), names
+
+
+def _layout() -> dict[str, str]:
+    """docs/internals.md's layout block, by its left-hand entry (``sse_proxy/server/``...)."""
+    text = _text(ROOT / "docs" / "internals.md")
+    section = text[text.index("\n## The layout\n") :]
+    block = _code_blocks(section)[0]
+    entries: dict[str, str] = {}
+    key = ""
+    for line in block.splitlines():
+        rest = line
+        if line and not line.startswith(" "):
+            key, _, rest = line.partition(" ")
+        entries[key] = entries.get(key, "") + " " + rest
+    return entries
+
+
+def test_the_layout_names_every_module() -> None:
+    """Every module of the package is named, by its file name, in its package's entry of
+    docs/internals.md's layout (a subpackage's modules in its parent's entry)."""
+    entries = _layout()
+    package = ROOT / "sse_proxy"
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if path.name == "__init__.py":
+            continue
+        key = f"sse_proxy/{rel.parts[0]}/" if len(rel.parts) > 1 else "sse_proxy/*.py"
+        if not re.search(rf"(?<![\w.]){re.escape(path.name)}\b", entries.get(key, "")):
+            missing.append(rel.as_posix())
+    assert not missing, missing
