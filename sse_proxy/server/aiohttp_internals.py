@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
@@ -249,26 +250,16 @@ def chunked_writer(
 # ------------------------------------------------------------------ the connection handler
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BoundedHeads:
     """What the bounded connection handler needs from the proxy: its limits, the errors it
     raises for a head over the limit or too slow, and the answer to a malformed request."""
 
-    __slots__ = ("answer", "limit", "timeout", "too_large", "too_slow")
-
-    def __init__(
-        self,
-        *,
-        limit: int,
-        timeout: float,
-        too_large: Callable[[], HttpProcessingError],
-        too_slow: Callable[[], HttpProcessingError],
-        answer: Callable[[BaseRequest, HttpProcessingError], web.StreamResponse],
-    ) -> None:
-        self.limit = limit
-        self.timeout = timeout
-        self.too_large = too_large
-        self.too_slow = too_slow
-        self.answer = answer
+    limit: int
+    timeout: float
+    too_large: Callable[[], HttpProcessingError]
+    too_slow: Callable[[], HttpProcessingError]
+    answer: Callable[[BaseRequest, HttpProcessingError], web.StreamResponse]
 
 
 class _BoundedRequestHandler(RequestHandler):
