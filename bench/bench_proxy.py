@@ -24,11 +24,12 @@ has the flag), ``mitmproxy`` (reverse mode, a streaming addon) and ``litellm`` (
 openai-compatible model_list entry, offline), the last two from bench/.peers-venv/ (made by
 bench/setup_peers.sh), and prints the issue's ratios as PASS/MISSED.
 
-Every piece runs in its own process: the upstream (an aiohttp server writing OpenAI-style
-``chat.completion.chunk`` events with multilingual content, one event per write), each proxy,
-and the load generator (N concurrent streams). Proxy CPU comes from /proc/PID/stat (utime +
-stime) around each measured phase, peak RSS from VmHWM. Each event carries the upstream's
-``time.time_ns()`` at send time; the load generator subtracts it from the arrival time.
+Every piece runs in its own process (:mod:`bench.rig`): the upstream (an aiohttp server
+writing OpenAI-style ``chat.completion.chunk`` events with multilingual content, one event
+per write), each proxy, and the load generator (N concurrent streams). Proxy CPU (every
+thread's runtime) and peak RSS around each measured phase come from :mod:`bench.harness`.
+Each event carries the upstream's ``time.time_ns()`` at send time; the load generator
+subtracts it from the arrival time.
 """
 
 from __future__ import annotations

@@ -237,8 +237,10 @@ def own_cpu(pids: Sequence[int]) -> float:
 
 def machine_busy_seconds() -> float:
     """CPU seconds every process on the machine has used (all CPUs): the run's noise."""
-    t = psutil.cpu_times()
-    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+    t = psutil.cpu_times()._asdict()
+    # guest time is counted in user time already (as in /proc/stat); idle and iowait are not work
+    skip = {"idle", "iowait", "guest", "guest_nice"}
+    return float(sum(v for k, v in t.items() if k not in skip))
 
 
 def rss_kib(pid: int) -> int:
