@@ -139,13 +139,21 @@ class FrontDoor:
         self, origins: Sequence[str], fetch_site: str | None, host: Authority | None
     ) -> Refusal | str | None:
         """The allowed foreign origin to answer CORS for, None for a request that is not
-        cross-origin, or why it is refused."""
+        cross-origin, or why it is refused.
+
+        Without an allowed Origin, a request is the app's own only when it says so: no
+        Fetch Metadata at all (an SDK, curl), or ``Sec-Fetch-Site`` ``same-origin`` or
+        ``none`` (a person typing the URL). ``same-site`` is a page on another port of
+        this machine (ports do not make a site): its ``<img>`` and ``<script>`` requests
+        carry no Origin, and they must not spend the held key any more than a
+        ``cross-site`` page's."""
+        site = _site_of(fetch_site)
         if origins:
             origin = parse_origin(origins[0]) if len(origins) == 1 else None
             if origin is not None and str(origin) in self.origins:
                 return origins[0]  # echoed exactly as sent, as CORS wants it
             same = origin is not None and host is not None and origin.same_as(host)
-            if not same or (fetch_site or "").strip().lower() == "cross-site":
+            if not same or site not in _OWN_SITES:
                 quoted = shown(", ".join(origins))
                 allow = str(origin) if origin is not None else "ORIGIN"
                 return Refusal(
@@ -158,17 +166,26 @@ class FrontDoor:
                     _ORIGINS_SETTING,
                 )
             return None
-        if (fetch_site or "").strip().lower() == "cross-site":
-            return Refusal(
-                403,
-                "cross_site_refused",
-                "cross-site requests (Sec-Fetch-Site: cross-site) are refused: a web page "
-                "of another site must not spend the keys this proxy holds; to let a web app "
-                "call the proxy, start it with --allow-origin ORIGIN (allow_origins in the "
-                "config file, SSE_PROXY_ALLOW_ORIGINS)",
-                _ORIGINS_SETTING,
-            )
-        return None
+        if site in _OWN_SITES:
+            return None
+        return Refusal(
+            403,
+            "same_site_refused" if site == "same-site" else "cross_site_refused",
+            f"requests from web pages (Sec-Fetch-Site: {shown(fetch_site)}) are refused: a "
+            "page of another site, or on another port of this machine, must not spend the "
+            "keys this proxy holds; to let a local web app call the proxy, start it with "
+            "--allow-origin ORIGIN (allow_origins in the config file, "
+            "SSE_PROXY_ALLOW_ORIGINS) and call it with fetch(), which sends its Origin",
+            _ORIGINS_SETTING,
+        )
+
+
+_OWN_SITES: Final = frozenset({None, "same-origin", "none"})
+"""``Sec-Fetch-Site`` values of the app's own requests (None: not sent, as by an SDK)."""
+
+
+def _site_of(fetch_site: str | None) -> str | None:
+    return None if fetch_site is None else fetch_site.strip().lower()
 
 
 # ------------------------------------------------------------- applied to requests
