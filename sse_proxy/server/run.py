@@ -42,6 +42,7 @@ from sse_proxy.server.keys import (
 )
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import ProxyAppRunner
+from sse_proxy.server.recorder import private_dir
 from sse_proxy.server.routes import Route, RouteTable
 from sse_proxy.server.workers import WorkerCounts, supervise
 from sse_proxy.settings import Config, StartupNote
@@ -88,7 +89,7 @@ def _prepare_record_dir(cfg: Config) -> None:
         return
     where = Path(cfg.record_dir)
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        private_dir(where)
         with tempfile.TemporaryFile(dir=where):
             pass
     except OSError as exc:
