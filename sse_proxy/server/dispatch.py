@@ -3,9 +3,13 @@
 aiohttp resolves every request from scratch: it walks the path's segments back to ``/``,
 looking each up in its index and matching each candidate's pattern; for a proxy whose
 catch-all sits at ``/`` that is every segment of every request, a stream start's largest
-single piece of routing (issue 23). Resolution is a pure function of the method and the
-path once the router is frozen (the app has no domain or sub-app resources, which look at
-more: with any, nothing is remembered), so a hit is what aiohttp would find.
+single piece of routing. Resolution is a pure function of the method and the path once the
+router is frozen (the app has no domain or sub-app resources, which look at more: with
+any, nothing is remembered), so a hit is what aiohttp would find.
+
+A path is remembered only once its request is let in (:func:`remember`, called by the
+front door): requests it refuses leave nothing behind. The paths are the client's, so the
+memory is bounded in bytes (:class:`~sse_proxy.cache.BoundedCache`).
 """
 
 from __future__ import annotations
@@ -15,15 +19,34 @@ from typing import Final
 from aiohttp import web
 from aiohttp.web_urldispatcher import AbstractRoute, UrlDispatcher, UrlMappingMatchInfo
 
-__all__ = ["MAX_RESOLVED_PATHS", "remember_resolutions"]
+from sse_proxy.cache import BoundedCache, size_of
 
-MAX_RESOLVED_PATHS: Final = 1024
-"""(method, path) pairs remembered; past it (a client inventing paths), new ones are
-resolved each time."""
+__all__ = ["RESOLVED_BUDGET", "remember", "remember_resolutions"]
+
+RESOLVED_BUDGET: Final = 4 << 20
+"""Bytes of (method, path) pairs and their matches remembered; past it, the memory starts
+again empty."""
+
+_Resolved = tuple[dict[str, str], AbstractRoute]
+_Cache = BoundedCache[tuple[str, str], _Resolved]
+
+
+class _FirstSeen(UrlMappingMatchInfo):
+    """A plain match of a path not remembered yet: :func:`remember` keeps it."""
+
+    __slots__ = ("_cache", "_key")
+
+    _cache: _Cache
+    _key: tuple[str, str]
+
+    def keep(self) -> None:
+        match = dict(self)
+        cost = size_of(*self._key, *match.values())
+        self._cache.put(self._key, (match, self._route), cost)
 
 
 class _RememberingDispatcher(UrlDispatcher):
-    _resolved: dict[tuple[str, str], tuple[dict[str, str], AbstractRoute]]
+    _resolved: _Cache
 
     async def resolve(self, request: web.Request) -> UrlMappingMatchInfo:
         key = (request.method, request.rel_url.path_safe)
@@ -32,14 +55,20 @@ class _RememberingDispatcher(UrlDispatcher):
             return UrlMappingMatchInfo(*hit)
         match = await super().resolve(request)
         # only a plain match (not an error, not a sub-app's), on a router of such routes
-        if (
-            type(match) is UrlMappingMatchInfo
-            and not match.apps
-            and not self._matched_sub_app_resources
-            and len(self._resolved) < MAX_RESOLVED_PATHS
-        ):
-            self._resolved[key] = (dict(match), match.route)
+        if type(match) is UrlMappingMatchInfo and not match.apps:
+            if self._matched_sub_app_resources:
+                return match
+            first = _FirstSeen(dict(match), match.route)
+            first._cache, first._key = self._resolved, key
+            return first
         return match
+
+
+def remember(request: web.Request) -> None:
+    """Remember how ``request``'s path resolved (a request let in), if it is not yet."""
+    match = request.match_info
+    if type(match) is _FirstSeen:
+        match.keep()
 
 
 def remember_resolutions(app: web.Application) -> None:
@@ -48,4 +77,4 @@ def remember_resolutions(app: web.Application) -> None:
     assert type(router) is UrlDispatcher, router
     router.__class__ = _RememberingDispatcher
     assert isinstance(router, _RememberingDispatcher)
-    router._resolved = {}
+    router._resolved = BoundedCache(RESOLVED_BUDGET)

@@ -16,9 +16,11 @@ from typing import Any, Final
 
 from aiohttp import HttpVersion10, web
 
+from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.hosts import Authority, is_loopback, parse_host, parse_origin, shown
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.logs import get_logger, new_stream_id
+from sse_proxy.server.dispatch import remember
 from sse_proxy.server.replies import json_error
 from sse_proxy.server.request_body import ANSWERED
 from sse_proxy.settings import Config
@@ -32,7 +34,8 @@ _HOSTS_SETTING: Final = "allowed_hosts"
 _ORIGINS_SETTING: Final = "allow_origins"
 
 
-_SERVED_KEPT = 256
+SERVED_BUDGET = 1 << 20
+"""Bytes of Host values found served that are kept (see :attr:`FrontDoor.served`)."""
 
 
 _WILDCARD_LISTEN = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names, not a bind
@@ -81,10 +84,10 @@ class FrontDoor:
         self.origins = frozenset(
             str(origin) for o in allow_origins if (origin := parse_origin(o)) is not None
         )
-        self._served: dict[str, Authority] = {}
+        self.served: BoundedCache[str, Authority] = BoundedCache(SERVED_BUDGET)
         """Host values already found served: a client sends the same one on every request,
         and its parse (an IPv4 address through ``ipaddress``) cost more than the rest of
-        the front door. Bounded: a flood of distinct Hosts only empties it."""
+        the front door. Bounded in bytes: a flood of distinct Hosts only empties it."""
 
     @classmethod
     def for_config(cls, cfg: Config) -> FrontDoor:
@@ -100,7 +103,7 @@ class FrontDoor:
     def check_host(self, values: Sequence[str], http10: bool = False) -> Refusal | Authority | None:
         """The request's Host, parsed, or why it is refused (None: an HTTP/1.0 request
         without one)."""
-        if len(values) == 1 and (known := self._served.get(values[0])) is not None:
+        if len(values) == 1 and (known := self.served.get(values[0])) is not None:
             return known
         if len(values) > 1:
             return Refusal(400, "bad_host", "more than one Host header")
@@ -116,9 +119,7 @@ class FrontDoor:
                 f"Host {shown(values[0])!r} is not host[:port] (a name or an address, and a port)",
             )
         if self.serves(host):
-            if len(self._served) >= _SERVED_KEPT:
-                self._served.clear()
-            self._served[values[0]] = host
+            self.served.put(values[0], host, size_of(values[0], host.host))
             return host
         where = (
             "on loopback, loopback names and addresses only"
@@ -245,6 +246,7 @@ class FrontDoorGuard:
             request[_CORS_ORIGIN] = origin
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in headers:
                 return _preflight(request, origin)
+        remember(request)  # let in: the router keeps how its path resolved
         return None
 
     def around(self, handler: Handler) -> Handler:
