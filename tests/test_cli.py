@@ -294,3 +294,21 @@ def test_a_log_read_while_the_child_writes_loses_no_line() -> None:
         proc.wait(30)
         lines = read_shared(log.fileno()).decode().splitlines()
     assert [json.loads(line)["i"] for line in lines] == list(range(n)), f"{reads} reads"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("mock-upstream", "--port", "-1"),
+        ("mock-upstream", "--port", "70000"),
+        ("mock-upstream", "--port", "eighty"),
+        ("replay", "--port", "70000", "x.ssrec"),
+        ("replay", "--port", "-1", "x.ssrec"),
+    ],
+)
+def test_a_port_out_of_range_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "argument --port:" in proc.stderr
+    assert "Traceback" not in proc.stderr
