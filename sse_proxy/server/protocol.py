@@ -11,9 +11,12 @@ while it arrives: 128 header lines of 64 KiB each is 8 MiB held per connection b
 check could run. The connection handler here counts a head's bytes as they come and
 refuses it (431, then the connection is closed) once it passes ``max_request_header_bytes``,
 before the parser is given more; and a head must arrive whole within
-``request_head_timeout`` of its first byte (408, closed), so a client sending a head a
-byte at a time (slowloris) does not hold a connection for ever. Idle connections are
-aiohttp's keep-alive timeout (``keepalive_timeout``). Everything else is aiohttp's own.
+``request_head_timeout`` of its first byte (408, closed), and a connection's first head
+within that time of the accept (nginx's ``client_header_timeout``; closed without an
+answer if not a byte came), so a client sending a head a byte at a time (slowloris), or
+nothing at all, does not hold a connection for ever. Idle connections between requests
+are aiohttp's keep-alive timeout (``keepalive_timeout``). Everything else is aiohttp's
+own.
 """
 
 from __future__ import annotations
@@ -76,6 +79,13 @@ class _ProxyRequestHandler(RequestHandler):
         self._body: StreamReader | None = None  # the body being received, if any
         self._shut = False  # refused: nothing more is read from this connection
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._head_timeout:
+            # The first head's deadline starts at accept (nginx's client_header_timeout): a
+            # connection that sends nothing is closed then, not at the keep-alive timeout.
+            self._head_timer = self._loop.call_later(self._head_timeout, self._too_slow)
+
     def data_received(self, data: bytes) -> None:
         if self._shut:
             return
@@ -116,8 +126,13 @@ class _ProxyRequestHandler(RequestHandler):
 
     def _too_slow(self) -> None:
         self._head_timer = None
-        if self._head_seen and not self._shut:
+        if self._shut:
+            return
+        if self._head_seen:
             self._refuse(HeadTimeout())
+        elif not self._request_count:  # not a byte since accept: nothing to answer
+            self._shut = True
+            self.force_close()
 
     def _refuse(self, exc: HttpProcessingError) -> None:
         """Answer ``exc`` as aiohttp answers a parse error (then close), read no more."""
