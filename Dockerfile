@@ -3,7 +3,7 @@
 #
 #   docker build -t sse-proxy:0.1.0 .
 #   docker run --rm -p 127.0.0.1:8787:8787 -e SSE_PROXY_UPSTREAM=https://api.openai.com sse-proxy:0.1.0
-#   docker run --rm sse-proxy:0.1.0 check --text - < capture.sse     # any other command
+#   docker run --rm -i sse-proxy:0.1.0 check --text - < capture.sse  # any other command
 #
 # docs/serving.md explains each choice (publishing on loopback, the stop timeout, health).
 

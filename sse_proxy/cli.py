@@ -34,6 +34,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def port_number(text: str) -> int:
+    """A TCP port flag: 0..65535 (0: any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535 (0: any free port), not {value}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -125,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mock.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    mock.add_argument("--port", type=int, default=None, help="listen port (default 8788)")
+    mock.add_argument("--port", type=port_number, default=None, help="listen port (default 8788)")
     mock.add_argument(
         "--fault",
         default=None,
@@ -158,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         FILE,
     )
     replay.add_argument("--host", default="127.0.0.1", help="listen address")
-    replay.add_argument("--port", type=int, default=8788, help="listen port (0: any free)")
+    replay.add_argument("--port", type=port_number, default=8788, help="listen port (0: any free)")
     replay.add_argument("--chaos", metavar="STRATEGY", help="re-chunk, e.g. utf8 or random+crlf")
     replay.add_argument("--seed", type=int, help="chaos seed (default: a fresh one, printed)")
     pace = replay.add_mutually_exclusive_group()

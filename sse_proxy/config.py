@@ -8,6 +8,7 @@ the environment alike. The file is ``--config FILE``, else ``SSE_PROXY_CONFIG``.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
 import tomllib
@@ -187,13 +188,15 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if kind == "tuple[str, ...]":
             return _parse_names(value, strip_slash=name == "allow_origins")
         if kind == "float":
-            if isinstance(value, bool):
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
                 raise ValueError(value)
             return float(value)
         if not isinstance(value, str):
             raise ValueError(value)
         return value
-    except ValueError as exc:
+    # every wrong type too (a TOML array, table, date or time where a number belongs: a
+    # TypeError from the conversion, or an OverflowError), not only a wrong spelling
+    except (ValueError, TypeError, OverflowError) as exc:
         detail = f" ({exc})" if isinstance(exc, _Shape) else ""
         expected = {
             "int": "an integer",
@@ -207,7 +210,19 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         }.get(kind, f"a {kind}")
         if name in _FLAG_NAMES:  # may hold a literal key: never echoed
             raise ConfigError(f"{source}: {name} must be {expected}{detail}") from None
-        raise ConfigError(f"{source}: {name} must be {expected}, got {value!r}") from None
+        raise ConfigError(f"{source}: {name} must be {expected}, got {_shown(value)}") from None
+
+
+def _shown(value: Any) -> str:
+    """A bad value as the error quotes it: what TOML calls it when it is not a scalar, and
+    short (a table could be long)."""
+    kind = {list: "an array", dict: "a table", dt.datetime: "a date-time", dt.date: "a date"}
+    kind_of = next((k for t, k in kind.items() if isinstance(value, t)), None)
+    if isinstance(value, dt.time):
+        kind_of = "a time"
+    text = repr(value) if kind_of is None or isinstance(value, list | dict) else str(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{kind_of} ({text})" if kind_of else text
 
 
 def load_config(

@@ -212,6 +212,9 @@ def _validate(cfg: Config) -> None:
         raise bad("worker_max_restarts", "must not be negative")
     if not cfg.worker_restart_window > 0:  # also refuses NaN
         raise bad("worker_restart_window", "must be above 0 seconds")
+    _check_listen_host(cfg.host, "host")
+    if cfg.admin_host:
+        _check_listen_host(cfg.admin_host, "admin_host")
     for entry in cfg.allowed_hosts:
         _check_allowed_host(entry)
     for entry in cfg.allow_origins:
@@ -251,6 +254,30 @@ def _check_upstream_url(url: str, name: str, bad: Any) -> None:
 
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _check_listen_host(value: str, name: str) -> None:
+    """An address to listen on: empty (every interface), an IP address (IPv6 without
+    brackets, as a socket takes it) or a host name."""
+    import ipaddress
+
+    from sse_proxy.hosts import parse_host
+
+    if not value:
+        return
+    try:
+        ipaddress.ip_address(value)
+        return
+    except ValueError:
+        pass
+    parsed = parse_host(value)
+    if parsed is None or parsed.port is not None or value.startswith("["):
+        inner = value.strip("[]")
+        hint = f" (an IPv6 address goes without brackets: {inner})" if ":" in inner else ""
+        raise SettingError(
+            name,
+            f"{name}: {value!r} is not an address or a host name to listen on{hint}",
+        )
 
 
 def _check_allowed_host(entry: str) -> None:

@@ -5,12 +5,14 @@ options after the command, check --quiet, shell completion, `mock-upstream --hel
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,8 +197,77 @@ def test_health_reads_the_effective_settings(tmp_path: Path) -> None:
     assert gone.returncode == 1
     assert gone.stderr.count("\n") == 1
     assert f"127.0.0.1:{port}/_ops/health" in gone.stderr
-    bad = run("health", "--url", "file:///etc/passwd")
-    assert bad.returncode == 1  # never 2: Docker reserves it
+    # a --url that is no http(s) URL is a usage error (2, as any bad flag); a health result
+    # is never 2 (Docker reserves it)
+    for url in ("file:///etc/passwd", "http://[::1", "http://127.0.0.1:99999", "http://"):
+        bad = run("health", "--url", url)
+        assert bad.returncode == 2, (url, bad.stderr)
+        assert bad.stderr.count("\n") == 1, bad.stderr
+        assert bad.stderr.startswith("sse-proxy health: --url: "), bad.stderr
+
+
+def _through_proxies(url: str) -> dict[str, str]:
+    """The environment of a container behind a corporate proxy: every proxy variable set,
+    no NO_PROXY."""
+    clean = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+    return {
+        **clean,
+        **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"), url),
+        **dict.fromkeys(("http_proxy", "https_proxy", "all_proxy"), url),
+    }
+
+
+def test_health_never_goes_through_a_forward_proxy() -> None:
+    """With HTTP_PROXY (and HTTPS_PROXY, ALL_PROXY) set and no NO_PROXY, health asks the
+    proxy's port itself: a live proxy is healthy and the real forward proxy (pproxy) saw
+    nothing; a dead port is unhealthy, even when the proxy in the environment answers 200
+    to everything (a corporate proxy's error page, or another service)."""
+    from tests.support.peers import forward_proxy
+
+    port, dead = free_port(), free_port()
+    env = {"SSE_PROXY_UPSTREAM": "http://127.0.0.1:9", "SSE_PROXY_PORT": str(port)}
+    with forward_proxy() as fp, ServeProcess(env=env) as serve:
+        serve.wait_for("proxy.started")
+        live = run("health", env={**_through_proxies(fp.url), **env})
+        gone = run("health", "--url", f"http://127.0.0.1:{dead}", env=_through_proxies(fp.url))
+        assert fp.tunnelled(f"127.0.0.1:{port}") == fp.tunnelled(f"127.0.0.1:{dead}") == 0
+    assert live.returncode == 0, live.stderr
+    assert live.stdout.startswith(f"http://127.0.0.1:{port}/_sse-proxy/health: 200 ok")
+    assert gone.returncode == 1, gone.stdout
+    assert "Connection refused" in gone.stderr, gone.stderr
+    with _answers_everything() as answering:
+        fooled = run("health", "--url", f"http://127.0.0.1:{dead}", env=_through_proxies(answering))
+    assert fooled.returncode == 1, fooled.stdout
+
+
+@contextlib.contextmanager
+def _answers_everything() -> Iterator[str]:
+    """An HTTP server that answers every request 200 ``{"status": "ok"}``: what a proxy
+    in the environment may do for a health URL; its URL."""
+    import http.server
+    import threading
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"status": "ok"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
 
 
 def test_a_log_read_while_the_child_writes_loses_no_line() -> None:
@@ -223,3 +294,21 @@ def test_a_log_read_while_the_child_writes_loses_no_line() -> None:
         proc.wait(30)
         lines = read_shared(log.fileno()).decode().splitlines()
     assert [json.loads(line)["i"] for line in lines] == list(range(n)), f"{reads} reads"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("mock-upstream", "--port", "-1"),
+        ("mock-upstream", "--port", "70000"),
+        ("mock-upstream", "--port", "eighty"),
+        ("replay", "--port", "70000", "x.ssrec"),
+        ("replay", "--port", "-1", "x.ssrec"),
+    ],
+)
+def test_a_port_out_of_range_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "argument --port:" in proc.stderr
+    assert "Traceback" not in proc.stderr

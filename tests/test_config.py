@@ -452,3 +452,59 @@ def test_front_door_settings_from_flags_env_and_file(tmp_path: Path) -> None:
     assert env.allow_origins == ("http://localhost:5173", "https://app.example")
     path = _write(tmp_path, '[sse-proxy]\nallowed_hosts = ["*"]\nallow_origins = []\n')
     assert load_config(path=path).allowed_hosts == ("*",)
+
+
+# Every TOML type where a number, a flag or a string belongs: one line each, with its name.
+_WRONG_TYPES = {
+    "an array": "[1, 2]",
+    "a table": "{ a = 1 }",
+    "a date": "1979-05-27",
+    "a date-time": "1979-05-27T07:32:00Z",
+    "a time": "07:32:00",
+}
+
+
+@pytest.mark.parametrize("setting", ["shutdown_grace", "port", "log_text", "dialect", "seed"])
+@pytest.mark.parametrize("kind", list(_WRONG_TYPES))
+def test_a_wrong_toml_type_is_one_line_and_exit_2(tmp_path: Path, setting: str, kind: str) -> None:
+    """The real CLI with a config file holding an array, a table, a date, a date-time or a
+    time where a number, true/false or a string belongs."""
+    path = _write(tmp_path, f"[sse-proxy]\n{setting} = {_WRONG_TYPES[kind]}\n")
+    proc = subprocess.run(
+        [str(SSE_PROXY), "serve", "--config", str(path), "--upstream", "http://127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"sse-proxy: error: config file {str(path)!r}: {setting} must")
+    assert f"got {kind} (" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "value"),
+    [("file", "[::1"), ("file", "[::1]"), ("flag", "[::1"), ("env", "a b"), ("flag", "x:80")],
+)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_host_that_is_no_address_is_one_line_and_exit_2(
+    tmp_path: Path, how: str, value: str, workers: str
+) -> None:
+    args = ["serve", "--upstream", "http://127.0.0.1:1", "--port", "18999", "--workers", workers]
+    env = _clean_env()
+    if how == "file":
+        args += ["--config", str(_write(tmp_path, f"[sse-proxy]\nhost = {json.dumps(value)}\n"))]
+    elif how == "flag":
+        args += ["--host", value]
+    else:
+        env["SSE_PROXY_HOST"] = value
+    proc = subprocess.run(
+        [str(SSE_PROXY), *args], capture_output=True, text=True, env=env, timeout=30, check=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert f"host: {value!r} is not an address or a host name to listen on" in proc.stderr
+    if value.startswith("["):
+        assert "without brackets: ::1" in proc.stderr

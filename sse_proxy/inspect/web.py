@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from aiohttp import web
@@ -33,8 +33,10 @@ __all__ = [
     "add_ui_routes",
     "close_feeds",
     "loopback_request",
+    "not_framed",
     "open_stream",
     "registry_for",
+    "unframeable",
 ]
 
 REGISTRY = web.AppKey("inspector", Registry)
@@ -48,6 +50,38 @@ checks it in its handlers rather than a middleware)."""
 def unguarded(handler: Handler) -> Handler:
     """The :data:`Guard` of an app whose front door is a middleware: the handler itself."""
     return handler
+
+
+_CSP = "Content-Security-Policy"
+_NO_FRAMES = "frame-ancestors 'none'"
+
+
+def unframeable(headers: MutableMapping[str, str]) -> None:
+    """The proxy's own pages are never shown in another page's frame (a page could make a
+    person click in them unseen) nor sniffed as another type: ``X-Frame-Options: DENY``,
+    ``frame-ancestors 'none'`` added to any Content-Security-Policy, ``nosniff``."""
+    headers["X-Frame-Options"] = "DENY"
+    headers["X-Content-Type-Options"] = "nosniff"
+    policy = headers.get(_CSP, "").strip().rstrip(";").strip()
+    if "frame-ancestors" not in policy.lower():
+        headers[_CSP] = f"{policy}; {_NO_FRAMES}" if policy else _NO_FRAMES
+
+
+def not_framed(handler: Handler) -> Handler:
+    """``handler`` whose answers (errors raised as answers too) are :func:`unframeable`;
+    one that starts its own response (a feed) says so itself."""
+
+    async def framed(request: web.Request) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            unframeable(exc.headers)
+            raise
+        if not response.prepared:
+            unframeable(response.headers)
+        return response
+
+    return framed
 
 
 _CLOSE: dict[str, Any] = {"close": True}
@@ -73,14 +107,18 @@ def add_ui_routes(
     app[REGISTRY] = registry
     app[UI_CONFIG] = cfg
     base = f"{cfg.admin_prefix}/ui"
-    app.router.add_get(base, guard(_list_page))
-    app.router.add_get(f"{base}/streams.json", guard(_list_json))
-    app.router.add_get(f"{base}/events", guard(_feed))
-    app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}.ssrec", guard(_download))
-    app.router.add_get(base + "/stream/{id:[0-9a-zA-Z_-]+}", guard(_stream_page))
+
+    def add(path: str, handler: Handler) -> None:
+        app.router.add_get(path, guard(not_framed(handler)))
+
+    add(base, _list_page)
+    add(f"{base}/streams.json", _list_json)
+    add(f"{base}/events", _feed)
+    add(base + "/stream/{id:[0-9a-zA-Z_-]+}.ssrec", _download)
+    add(base + "/stream/{id:[0-9a-zA-Z_-]+}", _stream_page)
     # A browser asks the origin for /favicon.ico; with the inspector open that is a
     # person's browser, not the app: answer here, never upstream.
-    app.router.add_get("/favicon.ico", guard(_favicon))
+    add("/favicon.ico", _favicon)
 
 
 async def _favicon(_request: web.Request) -> web.Response:
@@ -255,6 +293,7 @@ async def _feed(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
+    unframeable(resp.headers)
     queue = registry.subscribe()
     try:
         await resp.prepare(request)

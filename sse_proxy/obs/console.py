@@ -6,6 +6,11 @@ model, the client's request id, time to first token and duration. An alert is on
 indented line with its own fields only (the stream's context is on the summary line),
 and ``proxy.started`` says what to set in the app. Values are JSON (``true``, ``null``,
 ``{"lf":1}``), never Python reprs. Colour by level, when enabled (:func:`use_color`).
+
+Everything a line prints that is not the renderer's own has its control characters
+escaped (C0, DEL and C1, as ``\u001b``): a path or a model name is the client's, and on
+a terminal ``ESC ]0;`` retitles the window, ``ESC ]52;`` writes the clipboard and
+``ESC [2K`` erases what the operator was reading.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ import orjson
 
 from sse_proxy.obs.redact import format_exception_redacted
 
-__all__ = ["CONTEXT_FIELDS", "ConsoleLines", "console_value", "is_terminal", "use_color"]
+__all__ = [
+    "CONTEXT_FIELDS",
+    "ConsoleLines",
+    "console_value",
+    "is_terminal",
+    "safe",
+    "use_color",
+]
 
 # Fields the shell binds to every line of a stream: the summary line shows the ones a
 # person scans for; an alert line shows none of them, only its own fields.
@@ -48,7 +60,20 @@ CONTEXT_FIELDS = frozenset(
 _SUMMARY_SHOWN = frozenset(
     {"verdict", "verdict_reason", "ttft_ms", "duration_ms", "alerts", "alerts_suppressed"}
 )
-_BARE = re.compile(r"[^\s\"'=\\]{1,80}")
+_BARE = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f-\x9f]{1,80}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_IN_TEXT = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # (line breaks kept)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def safe(text: str) -> str:
+    """``text`` with every control character escaped: safe to print on a terminal."""
+    return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
+
+
 _RESET = "\x1b[0m"
 _STYLE = {
     "ok": "\x1b[32m",
@@ -91,7 +116,8 @@ def console_value(value: Any, width: int = 80) -> str:
         return str(value)
     if isinstance(value, str) and _BARE.fullmatch(value):
         return value
-    text = orjson.dumps(value, default=str).decode()
+    # (JSON escapes C0 itself, not DEL or C1; a key or a default=str value may hold any)
+    text = safe(orjson.dumps(value, default=str).decode())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -129,24 +155,25 @@ class ConsoleLines:
             text = self._line(event, level, d)
         if isinstance(timestamp, str):  # after the first line: the start-up line has more
             first, sep, rest = text.partition("\n")
-            text = f"{first} {self._paint('dim', timestamp[11:23])}{sep}{rest}"
+            text = f"{first} {self._paint('dim', safe(timestamp[11:23]))}{sep}{rest}"
         return text + _exception_text(exc_info, exception)
 
     def _fields(self, items: Any) -> list[str]:
-        return [f"{k}={console_value(v)}" for k, v in items if v is not None]
+        return [f"{safe(str(k))}={console_value(v)}" for k, v in items if v is not None]
 
     def _line(self, event: str, level: str, d: dict[str, Any]) -> str:
         stream_id = d.pop("stream_id", None)
+        event, level = safe(event), safe(level)  # (a foreign line's event is its message)
         head = [] if level == "info" else [self._paint(level, level)]
         head.append(self._paint(level, event) if level != "info" else event)
         if stream_id is None:
             return " ".join(head + self._fields(d.items()))
         own = [(k, v) for k, v in d.items() if k not in CONTEXT_FIELDS]
-        tail = self._paint("dim", f"stream={stream_id}")
+        tail = self._paint("dim", f"stream={console_value(stream_id)}")
         return "  " + " ".join([*head, *self._fields(own), tail])
 
     def _summary(self, d: dict[str, Any]) -> str:
-        verdict = str(d.get("verdict") or "-")
+        verdict = safe(str(d.get("verdict") or "-"))
         tokens = [self._paint(verdict, f"{verdict:<8}")]
         if d.get("verdict_reason"):
             tokens.append(self._paint(verdict, console_value(d["verdict_reason"])))
@@ -165,9 +192,9 @@ class ConsoleLines:
         if d.get("alerts_suppressed"):
             tokens.append(f"suppressed={console_value(d['alerts_suppressed'])}")
         if d.get("pid") is not None:
-            tokens.append(f"pid={d['pid']}")
+            tokens.append(f"pid={console_value(d['pid'])}")
         if d.get("stream_id"):
-            tokens.append(self._paint("dim", f"stream={d['stream_id']}"))
+            tokens.append(self._paint("dim", f"stream={console_value(d['stream_id'])}"))
         return " ".join(tokens)
 
     def _started(self, level: str, d: dict[str, Any]) -> str:
@@ -186,8 +213,8 @@ class ConsoleLines:
         for entry in d.get("app_env") or ():
             if not isinstance(entry, Mapping):
                 continue
-            where = f"route {entry.get('route')} -> {entry.get('upstream')}"
-            line += "\n  " + self._paint("ok", f"set {entry.get('set')}") + f"  ({where})"
+            where = safe(f"route {entry.get('route')} -> {entry.get('upstream')}")
+            line += "\n  " + self._paint("ok", safe(f"set {entry.get('set')}")) + f"  ({where})"
         return line
 
 
@@ -197,7 +224,12 @@ def _exception_text(exc_info: Any, exception: Any) -> str:
         if isinstance(exc_info, BaseException):
             info = (type(exc_info), exc_info, exc_info.__traceback__)
         if info[1] is not None:
-            return "\n" + format_exception_redacted(info)
+            return "\n" + _text(format_exception_redacted(info))
     elif isinstance(exception, str):
-        return "\n" + exception
+        return "\n" + _text(exception)
     return ""
+
+
+def _text(text: str) -> str:
+    """A traceback's lines as they are, each one's control characters escaped."""
+    return _CONTROL_IN_TEXT.sub(_escaped, text)

@@ -27,6 +27,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.obs.redact import scrub_held
 
 __all__ = ["GAP_BUCKETS", "METRIC_NAMES", "Metrics", "ModelLabels"]
@@ -89,7 +90,11 @@ class Metrics:
         self.totals: Tally[str] = Tally()
         """Plain per-process totals for the shutdown line (streams by verdict, alerts, bytes)."""
         self._children: dict[tuple[Any, ...], Any] = {}
-        self._series: dict[tuple[str, str, str, str | None], _StreamSeries] = {}
+        self._series: BoundedCache[tuple[str, str, str, str | None], _StreamSeries] = BoundedCache(
+            1 << 20, max_entries=_MAX_SERIES
+        )
+        """The children of each label set of finished streams, by the model as the stream
+        named it (the client's, when the upstream echoes it: bounded in bytes)."""
         self._route_streams: dict[tuple[str, str], Any] = {}  # (routes and endings: bounded)
         reg = self.registry
         self.requests = Counter(
@@ -293,8 +298,7 @@ class Metrics:
                 {"dialect": dialect, "model": label},
                 self,
             )
-            if len(self._series) < _MAX_SERIES:  # (model names are the upstream's: bounded)
-                self._series[key] = series
+            self._series.put(key, series, size_of(verdict, ended_by, dialect, model or ""))
         return series
 
     def route_stream(self, route: str, ended_by: str) -> Any:

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from sse_proxy.cache import BoundedCache, size_of
+
 __all__ = [
     "HELD",
     "REDACTED",
@@ -195,9 +197,10 @@ def scrub_held(text: str) -> str:
 
 
 _MAX_NAMES = 4096
-"""Names classified once and kept (header names repeat, log fields are the code's own);
-past this many, a client inventing names gets them classified each time."""
-_SECRET_NAMES: dict[str, bool] = {}
+"""Log field names classified once and kept (they are the code's own)."""
+_SECRET_NAMES: BoundedCache[str, bool] = BoundedCache(1 << 20)
+"""Header names classified once and kept: they repeat, and they are the client's (a client
+inventing long names only empties it)."""
 
 
 def _looks_secret(name: str) -> bool:
@@ -209,8 +212,7 @@ def is_secret_header(name: str) -> bool:
     secret = _SECRET_NAMES.get(name)
     if secret is None:
         secret = _looks_secret(name)
-        if len(_SECRET_NAMES) < _MAX_NAMES:
-            _SECRET_NAMES[name] = secret
+        _SECRET_NAMES.put(name, secret, size_of(name))
     return secret
 
 

@@ -12,7 +12,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from sse_proxy.inspect.registry import Registry
-from sse_proxy.inspect.web import REGISTRY, Guard, add_ui_routes, unguarded
+from sse_proxy.inspect.web import (
+    REGISTRY,
+    Guard,
+    add_ui_routes,
+    not_framed,
+    unframeable,
+    unguarded,
+)
 from sse_proxy.server.front_door import FrontDoorGuard
 from sse_proxy.server.keys import CONFIG, METRICS, ROUTES, STATE, WORKERS
 from sse_proxy.server.replies import json_error
@@ -76,7 +83,7 @@ def reserve_admin_prefix(
     the traffic port of a proxy with an admin listener, whose 404 says where they went;
     ``guard``: what each handler is put behind, the front door where it is not a
     middleware)."""
-    handler = guard(_elsewhere if moved else _not_found)
+    handler = guard(not_framed(_elsewhere if moved else _not_found))
     # Two routes, not one pattern that starts inside the prefix's last segment: aiohttp
     # indexes a route by the whole segments before its first variable, so this way the
     # catch-all sits under the prefix and no forwarded request is matched against it.
@@ -90,8 +97,8 @@ def add_admin_routes(
     """Health, metrics, the inspector (a registry: ``--ui``) and the prefix's catch-all,
     each behind ``guard``."""
     prefix = config.admin_prefix
-    app.router.add_get(f"{prefix}/health", guard(_health))
-    app.router.add_get(f"{prefix}/metrics", guard(_metrics))
+    app.router.add_get(f"{prefix}/health", guard(not_framed(_health)))
+    app.router.add_get(f"{prefix}/metrics", guard(not_framed(_metrics)))
     if registry is not None:
         add_ui_routes(app, config, registry, guard=guard)
     reserve_admin_prefix(app, config, guard=guard)
@@ -120,4 +127,9 @@ def make_admin_app(proxy: web.Application) -> web.Application:
         app[WORKERS] = proxy[WORKERS]
     add_admin_routes(app, config, proxy.get(REGISTRY))
     app.router.add_route("*", "/{tail:.*}", _not_admin)  # nothing here is forwarded
+    app.on_response_prepare.append(_unframeable)  # every answer here, refusals too
     return app
+
+
+async def _unframeable(_request: web.Request, response: web.StreamResponse) -> None:
+    unframeable(response.headers)

@@ -30,19 +30,22 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_urldispatcher import AbstractRoute, UrlDispatcher, UrlMappingMatchInfo
 from multidict import CIMultiDict, istr
 
+from sse_proxy.cache import BoundedCache, size_of
+
 __all__ = [
     "AIOHTTP_VERSION",
     "INTERNALS_KNOWN",
     "INTERNALS_OK",
-    "MAX_RESOLVED_PATHS",
     "NOT_ADDED",
     "REQUEST_CLASS",
+    "RESOLVED_BUDGET",
     "BoundedHeads",
     "LeanBody",
     "UpstreamRequest",
     "bounded_runner",
     "chunked_writer",
     "lean_body",
+    "remember",
     "remember_resolutions",
 ]
 
@@ -64,9 +67,26 @@ INTERNALS_OK: Final = INTERNALS_KNOWN[0] <= AIOHTTP_VERSION < INTERNALS_KNOWN[1]
 
 # ------------------------------------------------------------------ the router
 
-MAX_RESOLVED_PATHS: Final = 1024
-"""(method, path) pairs remembered; past it (a client inventing paths), new ones are
-resolved each time."""
+RESOLVED_BUDGET: Final = 4 << 20
+"""Bytes of (method, path) pairs and their matches remembered; past it, the memory starts
+again empty (the paths are the client's: bounded in bytes, not entries)."""
+
+_Resolved = tuple[dict[str, str], AbstractRoute]
+_Cache = BoundedCache[tuple[str, str], _Resolved]
+
+
+class _FirstSeen(UrlMappingMatchInfo):
+    """A plain match of a path not remembered yet: :func:`remember` keeps it."""
+
+    __slots__ = ("_cache", "_key")
+
+    _cache: _Cache
+    _key: tuple[str, str]
+
+    def keep(self) -> None:
+        match = dict(self)
+        cost = size_of(*self._key, *match.values())
+        self._cache.put(self._key, (match, self._route), cost)
 
 
 class _RememberingDispatcher(UrlDispatcher):
@@ -76,9 +96,10 @@ class _RememberingDispatcher(UrlDispatcher):
     with the proxy's catch-all at ``/`` that is every segment of every request. Resolution
     is a pure function of the method and the path once the router is frozen (with no
     domain or sub-app resources, which look at more: with any, nothing is remembered), so a
-    hit is what aiohttp would find."""
+    hit is what aiohttp would find. A path is remembered only once its request is let in
+    (:func:`remember`, called by the front door): requests it refuses leave nothing."""
 
-    _resolved: dict[tuple[str, str], tuple[dict[str, str], AbstractRoute]]
+    _resolved: _Cache
 
     async def resolve(self, request: web.Request) -> UrlMappingMatchInfo:
         key = (request.method, request.rel_url.path_safe)
@@ -87,14 +108,20 @@ class _RememberingDispatcher(UrlDispatcher):
             return UrlMappingMatchInfo(*hit)
         match = await super().resolve(request)
         # only a plain match (not an error, not a sub-app's), on a router of such routes
-        if (
-            type(match) is UrlMappingMatchInfo
-            and not match.apps
-            and not self._matched_sub_app_resources
-            and len(self._resolved) < MAX_RESOLVED_PATHS
-        ):
-            self._resolved[key] = (dict(match), match.route)
+        if type(match) is UrlMappingMatchInfo and not match.apps:
+            if self._matched_sub_app_resources:
+                return match
+            first = _FirstSeen(dict(match), match.route)
+            first._cache, first._key = self._resolved, key
+            return first
         return match
+
+
+def remember(request: web.Request) -> None:
+    """Remember how ``request``'s path resolved (a request let in), if it is not yet."""
+    match = request.match_info
+    if type(match) is _FirstSeen:
+        match.keep()
 
 
 def remember_resolutions(app: web.Application) -> bool:
@@ -105,7 +132,7 @@ def remember_resolutions(app: web.Application) -> bool:
         return False
     router.__class__ = _RememberingDispatcher
     assert isinstance(router, _RememberingDispatcher)
-    router._resolved = {}
+    router._resolved = BoundedCache(RESOLVED_BUDGET)
     return True
 
 
@@ -276,6 +303,13 @@ class _BoundedRequestHandler(RequestHandler):
         self._body: StreamReader | None = None  # the body being received, if any
         self._shut = False  # refused: nothing more is read from this connection
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._bounds.timeout:
+            # The first head's deadline starts at accept (nginx's client_header_timeout): a
+            # connection that sends nothing is closed then, not at the keep-alive timeout.
+            self._head_timer = self._loop.call_later(self._bounds.timeout, self._too_slow)
+
     def data_received(self, data: bytes) -> None:
         if self._shut:
             return
@@ -317,8 +351,13 @@ class _BoundedRequestHandler(RequestHandler):
 
     def _too_slow(self) -> None:
         self._head_timer = None
-        if self._head_seen and not self._shut:
+        if self._shut:
+            return
+        if self._head_seen:
             self._refuse(self._bounds.too_slow())
+        elif not self._request_count:  # not a byte since accept: nothing to answer
+            self._shut = True
+            self.force_close()
 
     def _refuse(self, exc: HttpProcessingError) -> None:
         """Answer ``exc`` as aiohttp answers a parse error (then close), read no more."""

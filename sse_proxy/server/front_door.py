@@ -16,9 +16,11 @@ from typing import Any, Final
 
 from aiohttp import HttpVersion10, web
 
+from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.hosts import Authority, is_loopback, parse_host, parse_origin, shown
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.logs import get_logger, new_stream_id
+from sse_proxy.server.aiohttp_internals import remember
 from sse_proxy.server.replies import json_error
 from sse_proxy.server.request_body import ANSWERED
 from sse_proxy.settings import Config
@@ -32,7 +34,8 @@ _HOSTS_SETTING: Final = "allowed_hosts"
 _ORIGINS_SETTING: Final = "allow_origins"
 
 
-_SERVED_KEPT = 256
+SERVED_BUDGET = 1 << 20
+"""Bytes of Host values found served that are kept (see :attr:`FrontDoor.served`)."""
 
 
 _WILDCARD_LISTEN = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names, not a bind
@@ -81,10 +84,10 @@ class FrontDoor:
         self.origins = frozenset(
             str(origin) for o in allow_origins if (origin := parse_origin(o)) is not None
         )
-        self._served: dict[str, Authority] = {}
+        self.served: BoundedCache[str, Authority] = BoundedCache(SERVED_BUDGET)
         """Host values already found served: a client sends the same one on every request,
         and its parse (an IPv4 address through ``ipaddress``) is the front door's dearest
-        step. Bounded: a flood of distinct Hosts only empties it."""
+        step. Bounded in bytes: a flood of distinct Hosts only empties it."""
 
     @classmethod
     def for_config(cls, cfg: Config) -> FrontDoor:
@@ -100,7 +103,7 @@ class FrontDoor:
     def check_host(self, values: Sequence[str], http10: bool = False) -> Refusal | Authority | None:
         """The request's Host, parsed, or why it is refused (None: an HTTP/1.0 request
         without one)."""
-        if len(values) == 1 and (known := self._served.get(values[0])) is not None:
+        if len(values) == 1 and (known := self.served.get(values[0])) is not None:
             return known
         if len(values) > 1:
             return Refusal(400, "bad_host", "more than one Host header")
@@ -116,9 +119,7 @@ class FrontDoor:
                 f"Host {shown(values[0])!r} is not host[:port] (a name or an address, and a port)",
             )
         if self.serves(host):
-            if len(self._served) >= _SERVED_KEPT:
-                self._served.clear()
-            self._served[values[0]] = host
+            self.served.put(values[0], host, size_of(values[0], host.host))
             return host
         where = (
             "on loopback, loopback names and addresses only"
@@ -139,13 +140,21 @@ class FrontDoor:
         self, origins: Sequence[str], fetch_site: str | None, host: Authority | None
     ) -> Refusal | str | None:
         """The allowed foreign origin to answer CORS for, None for a request that is not
-        cross-origin, or why it is refused."""
+        cross-origin, or why it is refused.
+
+        Without an allowed Origin, a request is the app's own only when it says so: no
+        Fetch Metadata at all (an SDK, curl), or ``Sec-Fetch-Site`` ``same-origin`` or
+        ``none`` (a person typing the URL). ``same-site`` is a page on another port of
+        this machine (ports do not make a site): its ``<img>`` and ``<script>`` requests
+        carry no Origin, and they must not spend the held key any more than a
+        ``cross-site`` page's."""
+        site = _site_of(fetch_site)
         if origins:
             origin = parse_origin(origins[0]) if len(origins) == 1 else None
             if origin is not None and str(origin) in self.origins:
                 return origins[0]  # echoed exactly as sent, as CORS wants it
             same = origin is not None and host is not None and origin.same_as(host)
-            if not same or (fetch_site or "").strip().lower() == "cross-site":
+            if not same or site not in _OWN_SITES:
                 quoted = shown(", ".join(origins))
                 allow = str(origin) if origin is not None else "ORIGIN"
                 return Refusal(
@@ -158,17 +167,26 @@ class FrontDoor:
                     _ORIGINS_SETTING,
                 )
             return None
-        if (fetch_site or "").strip().lower() == "cross-site":
-            return Refusal(
-                403,
-                "cross_site_refused",
-                "cross-site requests (Sec-Fetch-Site: cross-site) are refused: a web page "
-                "of another site must not spend the keys this proxy holds; to let a web app "
-                "call the proxy, start it with --allow-origin ORIGIN (allow_origins in the "
-                "config file, SSE_PROXY_ALLOW_ORIGINS)",
-                _ORIGINS_SETTING,
-            )
-        return None
+        if site in _OWN_SITES:
+            return None
+        return Refusal(
+            403,
+            "same_site_refused" if site == "same-site" else "cross_site_refused",
+            f"requests from web pages (Sec-Fetch-Site: {shown(fetch_site)}) are refused: a "
+            "page of another site, or on another port of this machine, must not spend the "
+            "keys this proxy holds; to let a local web app call the proxy, start it with "
+            "--allow-origin ORIGIN (allow_origins in the config file, "
+            "SSE_PROXY_ALLOW_ORIGINS) and call it with fetch(), which sends its Origin",
+            _ORIGINS_SETTING,
+        )
+
+
+_OWN_SITES: Final = frozenset({None, "same-origin", "none"})
+"""``Sec-Fetch-Site`` values of the app's own requests (None: not sent, as by an SDK)."""
+
+
+def _site_of(fetch_site: str | None) -> str | None:
+    return None if fetch_site is None else fetch_site.strip().lower()
 
 
 # ------------------------------------------------------------- applied to requests
@@ -228,6 +246,7 @@ class FrontDoorGuard:
             request[_CORS_ORIGIN] = origin
             if request.method == "OPTIONS" and "Access-Control-Request-Method" in headers:
                 return _preflight(request, origin)
+        remember(request)  # let in: the router keeps how its path resolved
         return None
 
     def around(self, handler: Handler) -> Handler:

@@ -6,6 +6,7 @@ from typing import Any
 
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict
 
+from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.obs.redact import scrub_held
 
 __all__ = [
@@ -47,11 +48,11 @@ _Plan = tuple[tuple[str, ...], bool]
 """What to take out of a copy of one sequence of header names: these names (lowered, each
 once), and whether a ``Connection`` header names more."""
 
-_PLANS: dict[tuple[str, ...], _Plan] = {}
+PLANS_BUDGET = 1 << 20
+_PLANS: BoundedCache[tuple[str, ...], _Plan] = BoundedCache(PLANS_BUDGET)
 """Each sequence of header names as written, its plan: a client or an upstream sends the
 same names in the same order request after request, so most are looked up, not matched
-name by name in Python again (bounded: a client inventing names gets them matched)."""
-_MAX_PLANS = 1024
+name by name in Python again (bounded in bytes: a client inventing names empties it)."""
 
 
 def _plan_for(names: tuple[str, ...]) -> _Plan:
@@ -63,8 +64,7 @@ def _plan_for(names: tuple[str, ...]) -> _Plan:
             drop[name.lower()] = None
             connection = connection or fate == _CONNECTION
     plan = (tuple(drop), connection)
-    if len(_PLANS) < _MAX_PLANS:
-        _PLANS[names] = plan
+    _PLANS.put(names, plan, size_of(*names, *plan[0]) + 8 * len(names))
     return plan
 
 

@@ -11,8 +11,10 @@ while it arrives: 128 header lines of 64 KiB each is 8 MiB held per connection b
 check could run. The connection handler counts a head's bytes as they come and refuses it
 (431, then the connection is closed) once it passes ``max_request_header_bytes``, before
 the parser is given more; and a head must arrive whole within ``request_head_timeout`` of
-its first byte (408, closed), so a client sending a head a byte at a time (slowloris) does
-not hold a connection for ever. Idle connections are aiohttp's keep-alive timeout
+its first byte (408, closed), and a connection's first head within that time of the
+accept (nginx's ``client_header_timeout``; closed without an answer if not a byte came),
+so a client sending a head a byte at a time (slowloris), or nothing at all, does not hold
+a connection for ever. Idle connections between requests are aiohttp's keep-alive timeout
 (``keepalive_timeout``). The handler itself is in :mod:`.aiohttp_internals`.
 """
 

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.core import (
     Alert,
     Limits,
@@ -104,6 +105,19 @@ _BUSY = 0.02
 _SLICE = 16 << 10
 _SLICES_FOR = 0.002  # and the loop is let in after this long of them
 _NO_TIMEOUT = contextlib.nullcontext()
+
+
+_HINTS: BoundedCache[str, str] = BoundedCache(1 << 20)
+"""The dialect each request path hints at ("": none), worked out once: a stream start asks
+for it, with the same few paths (the client's: bounded in bytes)."""
+
+
+def _hint_for(path: str) -> str | None:
+    hint = _HINTS.get(path)
+    if hint is None:
+        hint = dialect_for_path(path) or ""
+        _HINTS.put(path, hint, size_of(path))
+    return hint or None
 
 
 @functools.lru_cache(maxsize=16)
@@ -267,7 +281,7 @@ class _SseRelay:
         )
         self.reassembler = StreamReassembler(
             normalize_dialect(ex.route.dialect),
-            hint=dialect_for_path(ex.url.raw_path) or dialect_for_path(request.path),
+            hint=_hint_for(ex.url.raw_path) or _hint_for(request.path),
             limits=_limits(cfg.max_line_bytes, cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=self.mode != "passthrough",  # only planners cut at frame ends

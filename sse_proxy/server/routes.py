@@ -23,6 +23,7 @@ from urllib.parse import unquote_plus, urlsplit
 from multidict import CIMultiDict
 from yarl import URL
 
+from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.errors import ConfigError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.obs.redact import hold_secret, redact_url
@@ -260,8 +261,9 @@ def _example_for(route: Route) -> str:
     return DIALECT_PATHS["openai"]
 
 
-MAX_ADMITTED_TARGETS = 1024
-"""Request targets whose route and upstream URL are kept (see :attr:`RouteTable.admitted`)."""
+ADMITTED_BUDGET = 4 << 20
+"""Bytes of request targets, with their route and upstream URL, kept (see
+:attr:`RouteTable.admitted`)."""
 
 
 class RouteTable:
@@ -269,18 +271,16 @@ class RouteTable:
 
     def __init__(self, routes: list[Route]) -> None:
         self.routes = sorted(routes, key=lambda r: len(r.prefix.rstrip("/")), reverse=True)
-        self.admitted: dict[str, tuple[Route, URL]] = {}
+        self.admitted: BoundedCache[str, tuple[Route, URL]] = BoundedCache(ADMITTED_BUDGET)
         """Raw request targets admitted before, with their route and upstream URL: a client
         sends the same target request after request, and resolving its dot segments,
         matching a route and joining and parsing the URL again each time is much of what
-        admission would cost. A pure function of the target and this table, so a
-        hit is the outcome the checks would reach; bounded: past
-        :data:`MAX_ADMITTED_TARGETS` targets (a client inventing paths), new ones are
-        resolved each time."""
+        admission would cost. A pure function of the target and this table, so a hit is
+        the outcome the checks would reach; bounded in bytes (a client inventing paths
+        only empties it)."""
 
     def remember(self, target: str, routed: tuple[Route, URL]) -> None:
-        if len(self.admitted) < MAX_ADMITTED_TARGETS:
-            self.admitted[target] = routed
+        self.admitted.put(target, routed, size_of(target, str(routed[1])))
 
     @classmethod
     def from_config(cls, cfg: Config, env: Mapping[str, str] | None = None) -> RouteTable:

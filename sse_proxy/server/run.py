@@ -42,11 +42,19 @@ from sse_proxy.server.keys import (
 )
 from sse_proxy.server.network import Network
 from sse_proxy.server.protocol import proxy_app_runner
+from sse_proxy.server.recorder import private_dir
 from sse_proxy.server.routes import Route, RouteTable
-from sse_proxy.server.workers import WorkerCounts, supervise
+from sse_proxy.server.sockets import (
+    LISTEN_BACKLOG,
+    WorkerSockets,
+    bind_listening,
+    refuse_if_taken,
+)
+from sse_proxy.server.workers import WorkerCounts, die_with_parent, supervise
 from sse_proxy.settings import Config, StartupNote
 
 __all__ = [
+    "LISTEN_BACKLOG",
     "Listeners",
     "admin_url",
     "app_env",
@@ -88,7 +96,7 @@ def _prepare_record_dir(cfg: Config) -> None:
         return
     where = Path(cfg.record_dir)
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        private_dir(where)
         with tempfile.TemporaryFile(dir=where):
             pass
     except OSError as exc:
@@ -98,13 +106,18 @@ def _prepare_record_dir(cfg: Config) -> None:
 
 
 async def start_proxy(
-    cfg: Config, *, reuse_port: bool = False, workers: WorkerCounts | None = None
+    cfg: Config,
+    *,
+    reuse_port: bool = False,
+    workers: WorkerCounts | None = None,
+    sockets: WorkerSockets | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the proxy on ``cfg.host:cfg.port`` (port 0: ephemeral); return runner and URL.
 
     With ``cfg.admin_port``, health, metrics and the inspector get a listener of their own
     (:func:`admin_url` tells where). ``workers``: how many worker processes there are and
-    how many live (health and the metrics show it); one, by default.
+    how many live (health and the metrics show it); one, by default. ``sockets``: a
+    worker's listening sockets, bound by its parent.
     """
     if not cfg.upstream and not cfg.routes:
         raise ConfigError("upstream: required (e.g. --upstream https://api.openai.com)")
@@ -122,7 +135,9 @@ async def start_proxy(
     )
     await runner.setup()
     try:
-        listeners.url = listeners.admin_url = await _listen(runner, cfg.host, cfg.port, reuse_port)
+        listeners.url = listeners.admin_url = await _listen(
+            runner, cfg.host, cfg.port, reuse_port, bound_sockets=sockets.traffic if sockets else ()
+        )
         if cfg.admin_port is not None:
             admin = proxy_app_runner(
                 make_admin_app(app), access_log=None, shutdown_timeout=_ADMIN_SHUTDOWN_S
@@ -130,7 +145,12 @@ async def start_proxy(
             await admin.setup()
             listeners.admin_runner = admin
             listeners.admin_url = await _listen(
-                admin, cfg.admin_listen_host, cfg.admin_port, reuse_port, "admin_port: "
+                admin,
+                cfg.admin_listen_host,
+                cfg.admin_port,
+                reuse_port,
+                "admin_port: ",
+                bound_sockets=sockets.admin if sockets else (),
             )
         _refuse_own_address(app[ROUTES].routes, cfg.host, urlsplit(listeners.url).port)
     except ProxyError:
@@ -167,25 +187,26 @@ def _refuse_own_address(routes: Sequence[Route], host: str, port: int | None) ->
             )
 
 
-LISTEN_BACKLOG = 2048
-"""Connections the kernel completes and queues before the proxy accepts them (capped by
-``net.core.somaxconn``). aiohttp's 128 is fewer than a burst of stream starts: beyond it
-a client's SYN is dropped and retried a second later, then three, then seven, so a large
-burst takes tens of seconds to begin. 2,048 is uvicorn's and gunicorn's; a queued
-connection costs the kernel a socket, nothing here."""
-
-
 async def _listen(
-    runner: web.AppRunner, host: str, port: int, reuse_port: bool, what: str = ""
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    reuse_port: bool,
+    what: str = "",
+    bound_sockets: tuple[socket.socket, ...] = (),
 ) -> str:
-    """Open a site of ``runner`` on ``host:port``; its base URL (the port it got, if 0)."""
-    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=LISTEN_BACKLOG)
+    """Open a site of ``runner`` on ``host:port`` (or on ``bound_sockets``, listening
+    already: a worker's, bound by its parent); its base URL (the port it got, if 0)."""
+    sites: list[web.BaseSite] = [
+        web.SockSite(runner, sock, backlog=LISTEN_BACKLOG) for sock in bound_sockets
+    ] or [web.TCPSite(runner, host, port, reuse_port=reuse_port or None, backlog=LISTEN_BACKLOG)]
     before = len(runner.addresses)
     try:
-        await site.start()
+        for site in sites:
+            await site.start()
     except OSError as exc:
         raise UsageError(f"{what}cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    bound, got = runner.addresses[before][:2]  # the new site's first socket
+    bound, got = runner.addresses[before][:2]  # the first new site's first socket
     shown = f"[{bound}]" if ":" in bound else bound
     return f"http://{shown}:{got}"
 
@@ -348,10 +369,13 @@ async def serve(
     reuse_port: bool,
     notes: Sequence[StartupNote] = (),
     workers: WorkerCounts | None = None,
+    sockets: WorkerSockets | None = None,
+    parent: int | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT, then drain: one process, or one worker of several."""
+    """Serve until SIGTERM/SIGINT, then drain: one process, or one worker of several
+    (``sockets``: its own, bound by its parent; ``parent``: the pid whose exit stops it)."""
     log = get_logger(pid=os.getpid())
-    runner, url = await start_proxy(cfg, reuse_port=reuse_port, workers=workers)
+    runner, url = await start_proxy(cfg, reuse_port=reuse_port, workers=workers, sockets=sockets)
     admin = admin_url(runner)
     _freeze_startup_heap()
     # Signal handlers before the startup line: whoever reads it may signal at once.
@@ -360,6 +384,8 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if parent is not None:
+        _watch_parent(loop, parent, stop, log)
     implied = [n for n in notes if n.event == "config.mode_implied"]
     routes = runner.app[ROUTES].describe()
     network = runner.app[NETWORK].describe()
@@ -397,15 +423,79 @@ async def serve(
     log.info("proxy.stopped")
 
 
+_PARENT_CHECK_S: Final = 1.0
+"""How often a worker looks whether its parent is still there (where no signal says so)."""
+
+
+def _watch_parent(
+    loop: asyncio.AbstractEventLoop, parent: int, stop: asyncio.Event, log: Any
+) -> None:
+    """Stop (drain, then exit) once ``parent`` is gone: the fallback of the death signal
+    (:func:`~sse_proxy.server.workers.die_with_parent`), for where there is none."""
+
+    def check() -> None:
+        if stop.is_set():
+            return
+        if os.getppid() != parent:
+            log.warning("worker.orphaned", parent_pid=parent, notice="the parent is gone: stopping")
+            stop.set()
+            return
+        loop.call_later(_PARENT_CHECK_S, check)
+
+    loop.call_later(_PARENT_CHECK_S, check)
+
+
 def _worker(
-    cfg: Config, notes: Sequence[StartupNote], shared: Any
+    cfg: Config, notes: Sequence[StartupNote], shared: Any, parent: int, sockets: WorkerSockets
 ) -> None:  # pragma: no cover - runs in a child process
+    die_with_parent(parent)
     configure_logging(fmt=cfg.log_format, level=cfg.log_level)
     # Every line a worker logs (stream.summary included) says which worker it came from.
     structlog.contextvars.bind_contextvars(pid=os.getpid())
     counts = WorkerCounts.shared(cfg.workers, shared)
     with contextlib.suppress(KeyboardInterrupt):
-        run_loop(cfg, serve(cfg, reuse_port=True, notes=notes, workers=counts))
+        run_loop(
+            cfg,
+            serve(
+                cfg,
+                reuse_port=True,
+                notes=notes,
+                workers=counts,
+                sockets=sockets,
+                parent=parent,
+            ),
+        )
+
+
+class _WorkerListeners:
+    """Each worker's listening sockets, bound here in the parent (see
+    :mod:`~sse_proxy.server.sockets`): the first call refuses a port another process
+    listens on, then binds at once."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.checked = False
+
+    def __call__(self) -> WorkerSockets:
+        cfg = self.cfg
+        if not self.checked:
+            refuse_if_taken(cfg.host, cfg.port)
+            if cfg.admin_port is not None:
+                refuse_if_taken(cfg.admin_listen_host, cfg.admin_port, "admin_port: ")
+            self.checked = True
+        traffic = bind_listening(cfg.host, cfg.port, reuse_port=True)
+        if cfg.admin_port is None:
+            return WorkerSockets(traffic)
+        try:
+            return WorkerSockets(
+                traffic,
+                bind_listening(
+                    cfg.admin_listen_host, cfg.admin_port, reuse_port=True, what="admin_port: "
+                ),
+            )
+        except UsageError:
+            WorkerSockets(traffic).close()
+            raise
 
 
 def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
@@ -426,4 +516,4 @@ def serve_forever(cfg: Config, *, notes: Sequence[StartupNote] = ()) -> int:
     # a missing key, a bad route or a route back to this proxy fails here, not in each worker
     _refuse_own_address(RouteTable.from_config(cfg).routes, cfg.host, cfg.port)
     Network(cfg)
-    return supervise(cfg, notes, _worker)
+    return supervise(cfg, notes, _worker, _WorkerListeners(cfg))

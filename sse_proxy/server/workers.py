@@ -1,6 +1,8 @@
 """`serve --workers N`: N processes on one port (SO_REUSEPORT), and a parent that keeps them.
 
-The parent serves nothing. It starts the workers (multiprocessing, spawn), and when one
+The parent serves nothing. It binds each worker's listening sockets itself (refusing a port
+another process listens on, as one process would: :mod:`.sockets`) and hands them over at
+start. It starts the workers (multiprocessing, spawn), and when one
 exits outside a shutdown it logs ``worker.exited`` (pid, exit code or signal) and starts
 a replacement after a back-off (0.5 s, doubling, at most 30 s). More than
 ``worker_max_restarts`` exits within ``worker_restart_window`` seconds means something
@@ -11,16 +13,23 @@ parent is forwarded to every worker; each drains as a single process does.
 Every worker sees how many workers are live and how many exits the parent handled (shared
 counters the parent keeps): health says so, and so do ``sse_proxy_workers_live``,
 ``sse_proxy_workers_configured`` and ``sse_proxy_worker_restarts``.
+
+Workers die with their parent: on Linux the kernel sends each one SIGTERM when the parent
+exits, however it exits (``kill -9`` included), and every worker also checks its parent
+every second; either way it drains and exits, as on SIGTERM. An orphan would keep serving
+the port, and with another instance started on it, take part of its traffic.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections import deque
@@ -28,14 +37,32 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sse_proxy.errors import UsageError
 from sse_proxy.obs.logs import get_logger
+from sse_proxy.server.sockets import WorkerSockets
 from sse_proxy.settings import Config, StartupNote
 
-__all__ = ["WorkerCounts", "WorkerTarget", "supervise"]
+__all__ = ["WorkerCounts", "WorkerTarget", "die_with_parent", "supervise"]
 
-WorkerTarget = Callable[[Config, Sequence[StartupNote], Any], None]
-"""A worker's main: its settings, the start-up notes, and the shared counts that
-:meth:`~WorkerCounts.shared` reads."""
+WorkerTarget = Callable[[Config, Sequence[StartupNote], Any, int, WorkerSockets], None]
+"""A worker's main: its settings, the start-up notes, the shared counts that
+:meth:`~WorkerCounts.shared` reads, its parent's pid and its listening sockets."""
+
+Listen = Callable[[], WorkerSockets]
+"""Binds one worker's listening sockets (a :class:`UsageError` when it cannot)."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker, first thing: SIGTERM when ``parent`` exits (Linux's parent-death
+    signal), and an exit now if it is gone already (before the signal was asked for)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent:
+        raise SystemExit(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +108,11 @@ class _Supervisor:
         notes: Sequence[StartupNote],
         metrics_dir: str,
         target: WorkerTarget,
+        listen: Listen,
     ) -> None:
         self.cfg = cfg
         self.target = target
+        self.listen = listen
         self.notes = tuple(notes)
         self.metrics_dir = metrics_dir
         self.ctx = multiprocessing.get_context("spawn")
@@ -97,10 +126,23 @@ class _Supervisor:
         self.log = get_logger(pid=os.getpid(), role="supervisor")
 
     def start_one(self, *, replacing: bool) -> None:
-        proc = self.ctx.Process(
-            target=self.target, args=(self.cfg, self.notes, self.shared), daemon=False
-        )
-        proc.start()
+        try:
+            sockets = self.listen()
+        except UsageError as exc:
+            if not replacing:
+                raise  # the start is refused: one line, exit 2
+            self.log.error("worker.not_started", error=str(exc))
+            self.exited(None, 1)
+            return
+        try:
+            proc = self.ctx.Process(
+                target=self.target,
+                args=(self.cfg, self.notes, self.shared, os.getpid(), sockets),
+                daemon=False,
+            )
+            proc.start()
+        finally:
+            sockets.close()  # the worker has its own copies now (or none: it did not start)
         self.procs.append(proc)
         self.shared[0] = len(self.procs)
         if replacing:
@@ -128,6 +170,11 @@ class _Supervisor:
             # a worker stopped before it could install its handlers dies of the SIGTERM
             self.final_codes.append(0 if code == -signal.SIGTERM else (1 if code < 0 else code))
             return
+        self.exited(proc.pid, code)
+
+    def exited(self, pid: int | None, code: int | None) -> None:
+        """A worker gone (or one that could not start): logged, replaced after a back-off,
+        or, past the limit, the end of them all."""
         self.shared[1] += 1
         now = time.monotonic()
         window = self.cfg.worker_restart_window
@@ -138,7 +185,7 @@ class _Supervisor:
         limit = self.cfg.worker_max_restarts
         if recent > limit:
             self.log.error(
-                "worker.exited", worker_pid=proc.pid, **_describe_exit(code), restart_in_s=None
+                "worker.exited", worker_pid=pid, **_describe_exit(code), restart_in_s=None
             )
             self.log.error(
                 "workers.failing",
@@ -154,7 +201,7 @@ class _Supervisor:
         delay = min(BACKOFF_FIRST_S * 2 ** (recent - 1), BACKOFF_MAX_S)
         self.log.error(
             "worker.exited",
-            worker_pid=proc.pid,
+            worker_pid=pid,
             **_describe_exit(code),
             restart_in_s=delay,
             exits_in_window=recent,
@@ -205,15 +252,18 @@ class _Supervisor:
         return max(self.final_codes, default=0)
 
 
-def supervise(cfg: Config, notes: Sequence[StartupNote], target: WorkerTarget) -> int:
+def supervise(
+    cfg: Config, notes: Sequence[StartupNote], target: WorkerTarget, listen: Listen
+) -> int:
     """Run ``cfg.workers`` processes of ``target`` (a module-level function: spawn pickles
-    it by name) until SIGTERM/SIGINT, or until they keep dying."""
+    it by name), each on the sockets ``listen`` binds for it, until SIGTERM/SIGINT, or
+    until they keep dying."""
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         own_dir = tempfile.mkdtemp(prefix="sse-proxy-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     try:
-        return _Supervisor(cfg, notes, os.environ["PROMETHEUS_MULTIPROC_DIR"], target).run()
+        return _Supervisor(cfg, notes, os.environ["PROMETHEUS_MULTIPROC_DIR"], target, listen).run()
     finally:
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)

@@ -662,8 +662,9 @@ async def _serve_forever(
             first_text=first_text,
             tools=tools,
         )
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    except (OSError, OverflowError, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UsageError(f"cannot listen on {host}:{port}: {why}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -702,6 +703,8 @@ def run_mock_upstream(
     fault = _check_fault(fault)
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be 0..65535, not {port}")
     try:
         return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text, tools))
     except KeyboardInterrupt:  # platforms without loop signal handlers

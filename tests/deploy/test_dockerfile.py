@@ -190,3 +190,18 @@ def test_docs_publish_the_port_on_loopback_only() -> None:
             seen += 1
             assert match.group(1).startswith("127.0.0.1:"), f"{page.name}: {match.group(0)}"
     assert seen >= 2
+
+
+def test_docs_keep_stdin_open_where_a_command_reads_it() -> None:
+    """A `docker run ... < FILE` example passes -i: without it the container's stdin is
+    closed, and `check --text -` reads nothing and reports an empty stream."""
+    pages = [ROOT / "README.md", DOCKERFILE, *sorted((ROOT / "docs").glob("*.md"))]
+    pages += sorted((ROOT / "deploy").rglob("*.md"))
+    seen = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"docker run\b[^`\n]*?<\s*\S+", text.replace("`\n", " ")):
+            seen += 1
+            command = match.group(0).split()
+            assert "-i" in command or "--interactive" in command, f"{page.name}: {match.group(0)}"
+    assert seen >= 2

@@ -257,3 +257,78 @@ def test_the_inspectors_host_parser_is_strict(remote: str, host: str | None, all
     from sse_proxy.inspect.web import loopback_request
 
     assert loopback_request(remote, host) is allowed
+
+
+def _unframeable(headers: Any) -> bool:
+    return (
+        headers.get("X-Frame-Options") == "DENY"
+        and headers.get("X-Content-Type-Options") == "nosniff"
+        and "frame-ancestors 'none'" in headers.get("Content-Security-Policy", "")
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("admin_port", [False, True])
+async def test_the_proxys_own_pages_cannot_be_framed(
+    mock_url: str, proxies: list[web.AppRunner], admin_port: bool
+) -> None:
+    """Every inspector page, its JSON, feed, download and errors, health, metrics and the
+    admin prefix's 404s, on the traffic port or on an admin listener of their own: never
+    framed by another page (X-Frame-Options, CSP frame-ancestors), never type-sniffed."""
+    extra: dict[str, Any] = {"admin_port": 0} if admin_port else {}
+    runner, url = await start_proxy(
+        Config(
+            upstream=mock_url,
+            port=0,
+            shutdown_grace=0.5,
+            log_level="error",
+            ui=True,
+            allowed_hosts=("a.example",),
+            **extra,
+        )
+    )
+    proxies.append(runner)
+    from sse_proxy.server.run import admin_url
+
+    admin = admin_url(runner)
+    sid = await _stream(url)
+    paths = [
+        UI,
+        f"{UI}/streams.json",
+        f"{UI}/stream/{sid}",
+        f"{UI}/stream/{sid}.ssrec",
+        f"{UI}/stream/nosuchstream",  # a 404 of the inspector
+        "/favicon.ico",
+        "/_sse-proxy/health",
+        "/_sse-proxy/metrics",
+        "/_sse-proxy/nothing-here",
+    ]
+    seen: dict[str, tuple[int, bool]] = {}
+    async with aiohttp.ClientSession() as s:
+        for path in paths:
+            async with s.get(admin + path) as resp:
+                seen[path] = (resp.status, _unframeable(resp.headers))
+        async with s.get(admin + f"{UI}/events") as resp:  # the live feed: its head
+            seen["events"] = (resp.status, _unframeable(resp.headers))
+        async with s.get(admin + UI, headers={"Host": "a.example"}) as resp:
+            seen["a foreign name"] = (resp.status, _unframeable(resp.headers))
+        if admin_port:  # and whatever else that listener answers
+            async with s.get(admin + "/v1/models") as resp:
+                seen["not an endpoint"] = (resp.status, _unframeable(resp.headers))
+            async with s.get(admin + UI, headers={"Sec-Fetch-Site": "cross-site"}) as resp:
+                seen["refused"] = (resp.status, _unframeable(resp.headers))
+    assert all(framed for _, framed in seen.values()), seen
+    assert seen[UI][0] == seen["events"][0] == seen["/_sse-proxy/health"][0] == 200, seen
+    assert seen["a foreign name"][0] == 403, seen
+
+
+def test_a_content_security_policy_keeps_its_rules() -> None:
+    from multidict import CIMultiDict
+
+    from sse_proxy.inspect.web import unframeable
+
+    headers = CIMultiDict({"Content-Security-Policy": "default-src 'self';"})
+    unframeable(headers)
+    assert headers["Content-Security-Policy"] == "default-src 'self'; frame-ancestors 'none'"
+    unframeable(headers)  # once is enough
+    assert headers["Content-Security-Policy"] == "default-src 'self'; frame-ancestors 'none'"

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import yarl
+from aiohttp import web
 
 from sse_proxy.tools.mock_upstream import mock_upstream
 from tests.support.cli import ROOT
-from tests.support.net import free_port
+from tests.support.net import free_port, running_app
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
@@ -261,3 +263,60 @@ def test_a_file_gets_json_unless_console_is_asked_for(
     else:
         assert all(json.loads(line)["event"] for line in raw.splitlines())
     assert ("\x1b[" in raw) is colour
+
+
+# A window title, the clipboard (OSC 52), an erased line, C1's one-byte CSI and DEL: what a
+# client can put in a path or a model name for the operator's terminal to obey.
+_HOSTILE = "\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x07\x1b[2K\x1b[1A\u009b2K\x7f"
+# and without the "=" that made the value JSON (whose escapes caught C0 already)
+_HOSTILE_PATH = "\x1b]0;pwned\x07\x1b[2K\x1b[1A\u009b2K\x7f"
+
+
+def _sse_anywhere() -> web.Application:
+    """An upstream that streams a short OpenAI Chat answer on every path, its model the
+    request's (as upstreams echo it)."""
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        model = (await request.json()).get("model")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        chunk = {"model": model, "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n")
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", stream)
+    return app
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("colour", [False, True])
+async def test_client_values_reach_the_terminal_escaped(colour: bool) -> None:
+    """A path and a model holding terminal control sequences: every control character is
+    shown escaped (\\u001b); the only escape codes on the terminal are the renderer's
+    own colours."""
+    port = free_port()
+    env = {"FORCE_COLOR": "1"} if colour else {"NO_COLOR": "1"}
+    hostile = _HOSTILE_PATH.encode()
+    encoded = "".join(f"%{b:02X}" if b < 0x21 or b > 0x7E else chr(b) for b in hostile)
+    async with running_app(_sse_anywhere()) as upstream:
+        with TerminalServe("--upstream", upstream, "--port", str(port), env=env) as term:
+            await asyncio.to_thread(term.wait_for, "set OPENAI_BASE_URL=")
+            url = yarl.URL(f"http://127.0.0.1:{port}/v1/{encoded}/chat", encoded=True)
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(url, json={"model": "gpt" + _HOSTILE, "stream": True}) as resp,
+            ):
+                assert resp.status == 200
+                await resp.read()
+            (line,) = await asyncio.to_thread(term.wait_for, r"^ok +POST ")
+            assert await asyncio.to_thread(term.stop) == 0
+    raw = term.raw
+    own = re.compile(rb"\x1b\[[0-9;]*m")  # the renderer's colours, and nothing else
+    assert b"\x1b" not in own.sub(b"", raw), raw
+    assert b"\x07" not in raw
+    assert "\u009b".encode() not in raw
+    assert b"\x7f" not in raw
+    assert (b"\x1b[" in raw) is colour
+    assert line.startswith('ok       POST "/v1/\\u001b]0;pwned\\u0007\\u001b[2K\\u001b[1A'), line
+    assert ' 200 "gpt\\u001b]0;pwned\\u0007\\u001b]52;c;cHduZWQ=\\u0007' in line, line

@@ -23,6 +23,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.settings import Config
 from tests.support.browser import ThreadLoop, chromium
+from tests.support.cli import ServeProcess, http_get
+from tests.support.net import free_port
 from tests.support.upstreams import Seen, recording_app
 
 T = TypeVar("T")
@@ -61,6 +63,35 @@ fetch("/v1/chat/completions", {method: "POST", headers: {"Content-Type": "applic
   body: "{}"}).then(async (r) => done(r.status + " " + await r.text()),
                     (e) => done("error " + e));
 """
+
+
+# A page on another port of this machine: same-site with the proxy (a site is a scheme and a
+# host; the port is not part of it). Its <img> and <script> send Sec-Fetch-Site: same-site
+# and no Origin; its fetch() sends its Origin.
+_LOCAL_PAGE = """<!doctype html><meta charset="utf-8"><title>a local dev server</title>
+<pre id="out"></pre><script>
+const proxy = new URLSearchParams(location.search).get("proxy");
+const out = {};
+function tag(name, attr, path) {
+  return new Promise((done) => {
+    const el = document.createElement(name);
+    el.onload = () => done("load");
+    el.onerror = () => done("error");
+    el[attr] = proxy + path;
+    document.body.appendChild(el);
+  });
+}
+async function run() {
+  out.img = await tag("img", "src", "/v1/models?by=img");
+  out.script = await tag("script", "src", "/v1/models?by=script");
+  try {
+    const r = await fetch(proxy + "/v1/models?by=fetch");
+    out.fetch = r.status + " " + await r.text();
+  } catch (e) { out.fetch = "error"; }
+  document.getElementById("out").textContent = JSON.stringify(out);
+}
+run();
+</script>"""
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +229,52 @@ def test_an_allowed_local_web_app_calls_the_sidecar(
     assert out["ws"] == "open", out
     with_key = [s for s in seen if ("Authorization", f"Bearer {KEY}") in s.headers]
     assert [s.method for s in with_key] == ["POST", "POST"]  # the no-cors one and the fetch
+
+
+def test_a_page_on_another_loopback_port_cannot_spend_the_held_key(
+    driver: webdriver.Chrome, loop: ThreadLoop
+) -> None:
+    """A local web app on another port (same-site): its <img> and <script> aimed at the
+    real `sse-proxy serve` are refused before anything is forwarded, even with its origin
+    allowed; its fetch(), which sends that Origin, gets through with the held key, and so
+    does an SDK-shaped request (no Fetch Metadata)."""
+    seen: list[Seen] = []
+    up_runner, up_port = loop.run(_serve(recording_app(seen)))
+
+    async def page(_request: web.Request) -> web.Response:
+        return web.Response(text=_LOCAL_PAGE, content_type="text/html")
+
+    page_app = web.Application()
+    page_app.router.add_get("/", page)
+    page_runner, page_port = loop.run(_serve(page_app))
+    local_app = f"http://127.0.0.1:{page_port}"
+    port = free_port()
+    proxy = f"http://127.0.0.1:{port}"
+    try:
+        with ServeProcess(
+            "--port",
+            str(port),
+            "--upstream",
+            f"http://127.0.0.1:{up_port}",
+            "--upstream-header",
+            f"Authorization: Bearer {KEY}",
+            "--allow-origin",
+            local_app,
+        ) as serve:
+            serve.wait_for("proxy.started")
+            driver.get(f"{local_app}/?proxy={proxy}")
+            out = _results(driver)
+            status, _ = http_get(f"{proxy}/v1/models?by=sdk")  # no Fetch Metadata
+            refused = [e for e in serve.lines() if e.get("event") == "frontdoor.refused"]
+    finally:
+        loop.run(page_runner.cleanup())
+        loop.run(up_runner.cleanup())
+    assert (out["img"], out["script"]) == ("error", "error"), out
+    fetched, _, body = out["fetch"].partition(" ")
+    assert fetched == "200", out
+    assert json.loads(body)["path"] == "/v1/models?by=fetch"
+    assert status == 200
+    with_key = [s.raw_path for s in seen if ("Authorization", f"Bearer {KEY}") in s.headers]
+    assert with_key == ["/v1/models?by=fetch", "/v1/models?by=sdk"], with_key
+    assert sorted(e["path"] for e in refused) == ["/v1/models", "/v1/models"], refused
+    assert {e["fetch_site"] for e in refused} == {"same-site"}

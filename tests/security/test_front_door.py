@@ -76,6 +76,21 @@ CSRF = {
         b"",
     ),
     "opaque origin (sandboxed iframe)": ("POST", "/v1/responses", "Origin: null\r\n", b"{}"),
+    # a page on another port of this machine is same-site; its <img> and <script> send no
+    # Origin
+    "same-site <img> without Origin": (
+        "GET",
+        "/v1/models",
+        "Sec-Fetch-Site: same-site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: image\r\n",
+        b"",
+    ),
+    "same-site <script> without Origin": (
+        "GET",
+        "/v1/models",
+        "Sec-Fetch-Site: Same-Site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: script\r\n",
+        b"",
+    ),
+    "an unknown Sec-Fetch-Site": ("GET", "/v1/models", "Sec-Fetch-Site: same-party\r\n", b""),
 }
 
 
@@ -319,11 +334,23 @@ async def test_an_allowed_origin_works_preflight_and_all() -> None:
         assert post.status == 200, post
         assert post.header("Access-Control-Allow-Origin") == app
         assert "X-SSE-Proxy-Stream-Id" in (post.header("Access-Control-Expose-Headers") or "")
+        # the app on another port of this machine: same-site, and allowed by its Origin
+        same_site = await raw_exchange(
+            port,
+            _request(
+                "POST",
+                "/v1/chat/completions",
+                host,
+                f"Origin: {app}\r\nSec-Fetch-Site: same-site\r\nContent-Type: application/json\r\n",
+                b'{"model":"m"}',
+            ),
+        )
+        assert same_site.status == 200, same_site
         other = await raw_exchange(
             port, _request("GET", "/v1/models", host, "Origin: http://localhost:5174\r\n")
         )
         assert other.status == 403
-    assert [s.method for s in _reached_with_key(seen)] == ["POST"]
+    assert [s.method for s in _reached_with_key(seen)] == ["POST", "POST"]
 
 
 @pytest.mark.asyncio

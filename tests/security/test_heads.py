@@ -94,8 +94,8 @@ async def test_a_flood_of_oversized_heads_holds_no_memory() -> None:
 @pytest.mark.asyncio
 async def test_a_slowloris_head_is_cut_at_the_deadline_and_idle_connections_close() -> None:
     """A head sent a byte at a time gets 408 and is closed at --request-head-timeout (it
-    would stay open for an hour); a silent connection is closed at --keepalive-timeout;
-    a client that sends its request at once is unaffected."""
+    would stay open for an hour); a connection silent after a request is closed at
+    --keepalive-timeout; a client that sends its request at once is unaffected."""
     seen: list[Seen] = []
     async with running_app(recording_app(seen)) as upstream:
         port = free_port()
@@ -112,7 +112,7 @@ async def test_a_slowloris_head_is_cut_at_the_deadline_and_idle_connections_clos
             await asyncio.to_thread(serve.wait_for, "proxy.started")
             normal = await raw_exchange(port, _HEAD_START + b"Connection: close\r\n\r\n")
             slow_answer, slow_after = await _slowloris(port)
-            idle_after = await _idle(port)
+            idle_after = await _idle(port, after_a_request=True)
             text = serve.stop()
     assert normal.status == 200
     assert slow_answer.startswith((b"HTTP/1.0 408", b"HTTP/1.1 408")), slow_answer[:100]
@@ -120,7 +120,26 @@ async def test_a_slowloris_head_is_cut_at_the_deadline_and_idle_connections_clos
     assert 0.9 < slow_after < 10, slow_after
     assert 1.4 < idle_after < 10, idle_after
     assert '"kind":"request_head_timeout"' in text
-    assert len(seen) == 1
+    assert len(seen) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_connection_that_sends_nothing_is_closed_at_the_head_deadline() -> None:
+    """Nothing at all after the accept: closed at --request-head-timeout (nginx's
+    client_header_timeout), without an answer, not held for the keep-alive timeout (75 s
+    by default)."""
+    port = free_port()
+    with ServeProcess(
+        "--upstream", "http://127.0.0.1:9", "--port", str(port), "--request-head-timeout", "1"
+    ) as serve:
+        await asyncio.to_thread(serve.wait_for, "proxy.started")
+        silent_after = await _idle(port)  # (fails at 30 s: far from 75)
+        ok = await raw_exchange(
+            port, b"GET /_sse-proxy/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        serve.stop()
+    assert 0.9 < silent_after < 30, silent_after
+    assert ok.status == 200  # a client that speaks at once is unaffected
 
 
 async def _slowloris(port: int) -> tuple[bytes, float]:
@@ -152,8 +171,19 @@ async def _slowloris(port: int) -> tuple[bytes, float]:
     return received, time.monotonic() - started
 
 
-async def _idle(port: int) -> float:
+async def _idle(port: int, *, after_a_request: bool = False) -> float:
+    """Seconds until the proxy closes a connection that sends nothing (after one whole
+    request and its answer, with ``after_a_request``)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    if after_a_request:
+        writer.write(_HEAD_START + b"\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
     started = time.monotonic()
     try:
         async with asyncio.timeout(30):

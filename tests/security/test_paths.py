@@ -181,15 +181,21 @@ async def test_a_repeated_target_is_routed_as_it_was_the_first_time() -> None:
     )
 
 
-def test_the_kept_targets_are_bounded() -> None:
+def test_the_kept_targets_are_bounded_in_bytes() -> None:
+    """1,100 invented 30 KB targets: what is kept stays under the budget; a short target
+    kept after a flood is kept."""
     from yarl import URL
 
-    from sse_proxy.server.routes import MAX_ADMITTED_TARGETS, Route, RouteTable
+    from sse_proxy.server.routes import ADMITTED_BUDGET, Route, RouteTable
 
     route = Route("r", "/", "http://127.0.0.1:9", "auto", (), False)
     table = RouteTable([route])
-    for i in range(MAX_ADMITTED_TARGETS + 50):
-        table.remember(f"/p{i}", (route, URL(f"http://127.0.0.1:9/p{i}")))
-    assert len(table.admitted) == MAX_ADMITTED_TARGETS
-    assert "/p0" in table.admitted
-    assert f"/p{MAX_ADMITTED_TARGETS}" not in table.admitted
+    most = 0
+    for i in range(1100):
+        target = f"/p{i:05d}/" + "x" * 30_000
+        table.remember(target, (route, URL(f"http://127.0.0.1:9{target}")))
+        most = max(most, table.admitted.size)
+    assert 0 < most <= ADMITTED_BUDGET
+    assert len(table.admitted) < 1100
+    table.remember("/v1/chat/completions", (route, URL("http://127.0.0.1:9/v1/chat/completions")))
+    assert "/v1/chat/completions" in table.admitted

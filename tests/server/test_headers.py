@@ -67,13 +67,19 @@ def test_the_plan_of_a_name_sequence_is_not_its_values() -> None:
     assert list(rules.request_headers_for_upstream(second).items()) == [("X-A", "1")]
 
 
-def test_names_past_the_plan_bound_are_still_matched(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once the plan cache is full, new name sequences are matched each time, never cached."""
-    monkeypatch.setattr(rules, "_PLANS", {})
-    monkeypatch.setattr(rules, "_MAX_PLANS", 2)
-    for i in range(6):
+def test_the_plans_are_bounded_in_bytes_and_still_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,100 invented sequences of long header names: the plans kept stay under their
+    byte budget, and each request's headers are filtered right all the same."""
+    from sse_proxy.cache import BoundedCache
+
+    monkeypatch.setattr(rules, "_PLANS", BoundedCache(rules.PLANS_BUDGET))
+    most = 0
+    for i in range(1100):
+        name = f"X-{i:05d}-" + "n" * 30_000
         got = rules.request_headers_for_upstream(
-            CIMultiDict([(f"X-{i}", "v"), ("Host", "h"), ("Proxy-A", "p")])
+            CIMultiDict([(name, "v"), ("Host", "h"), ("Proxy-A", "p")])
         )
-        assert list(got.items()) == [(f"X-{i}", "v")]
-    assert len(rules._PLANS) == 2
+        assert list(got.items()) == [(name, "v")]
+        most = max(most, rules._PLANS.size)
+    assert 0 < most <= rules.PLANS_BUDGET
+    assert len(rules._PLANS) < 1100

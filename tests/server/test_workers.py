@@ -4,6 +4,7 @@ a worker that dies is logged and replaced (and too many deaths stop the parent).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import signal
@@ -327,3 +328,130 @@ def test_each_log_line_is_one_write_so_workers_cannot_interleave() -> None:
         structlog.configure(**saved)
     assert len(stream.writes) == 2, stream.writes
     assert all(w.endswith("\n") and w.count("\n") == 1 for w in stream.writes)
+
+
+def _wait_until(done: Any, within: float, what: str) -> None:
+    """Poll ``done()`` (a process state, which no event reports here) up to ``within`` s."""
+    deadline = time.monotonic() + within
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within} s: {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.asyncio
+async def test_workers_die_with_a_killed_parent() -> None:
+    """SIGKILL of the parent (no handler runs, nothing is forwarded): each worker gets the
+    kernel's parent-death signal, drains (proxy.stopped) and exits; the port is free."""
+    port = free_port()
+    async with mock_upstream() as upstream:
+        with ServeProcess("--upstream", upstream, "--port", str(port), "--workers", "2") as serve:
+            started = await asyncio.to_thread(serve.wait_for, "proxy.started", 2)
+            pids = [e["pid"] for e in started]
+            assert serve.proc is not None
+            try:
+                serve.proc.kill()
+                await asyncio.to_thread(serve.proc.wait, 10)
+                await asyncio.to_thread(
+                    _wait_until,
+                    lambda: not any(_running(pid) for pid in pids),
+                    20.0,
+                    "the orphaned workers exited",
+                )
+            finally:
+                for pid in pids:  # whatever happened, no worker outlives the test
+                    if _running(pid):
+                        os.kill(pid, signal.SIGKILL)
+            lines = serve.lines()
+    assert {e["pid"] for e in lines if e["event"] == "proxy.stopped"} == set(pids)
+    with socket.socket() as sock:  # nobody listens there any more
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+
+
+@pytest.mark.asyncio
+async def test_a_worker_stops_when_its_parent_is_gone() -> None:
+    """The fallback where no parent-death signal comes: a worker that finds another
+    parent than the one it was started by (orphaned, reparented) logs worker.orphaned
+    and drains."""
+    import logging
+
+    import structlog
+
+    from sse_proxy.obs.logs import configure_logging
+    from sse_proxy.server.run import serve
+    from sse_proxy.settings import Config
+
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    thresholds = gc.get_threshold()
+    stream = _CountingStream()
+    configure_logging(stream=stream)  # type: ignore[arg-type]
+    try:
+        async with mock_upstream() as upstream:
+            not_the_parent = os.getppid() + 1_000_000  # (no process has that pid)
+            await asyncio.wait_for(
+                serve(Config(upstream=upstream, port=0), reuse_port=False, parent=not_the_parent),
+                20,
+            )
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        structlog.configure(**saved)
+        gc.unfreeze()  # (serve froze the start-up heap: this process's, the suite's)
+        gc.set_threshold(*thresholds)
+    events = [line.split('"event":"', 1)[1].split('"', 1)[0] for line in stream.writes]
+    assert events[-4:] == ["worker.orphaned", "proxy.stopping", "proxy.totals", "proxy.stopped"]
+
+
+def _second_instance(*args: str) -> tuple[int | None, str]:
+    """Another `sse-proxy serve ARGS`: its exit code (None: still running after 30 s, then
+    stopped) and its stderr."""
+    import subprocess
+
+    from tests.support.cli import SSE_PROXY, cli_env
+
+    proc = subprocess.Popen(
+        [SSE_PROXY, "serve", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+        return None, err.decode()
+    return proc.returncode, err.decode()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("first_workers", ["2", "1"])
+async def test_a_port_another_instance_serves_is_refused(first_workers: str) -> None:
+    """`serve --workers 2 --port P` while another instance (of workers, or one process)
+    listens on P: one line, exit 2, as one process is refused; the first keeps every
+    request."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    async with mock_upstream() as upstream:
+        with ServeProcess(
+            "--upstream", upstream, "--port", str(port), "--workers", first_workers
+        ) as serve:  # fmt: skip
+            await asyncio.to_thread(serve.wait_for, "proxy.started", int(first_workers))
+            args = ("--upstream", "http://127.0.0.1:9", "--port", str(port))
+            code, err = await asyncio.to_thread(_second_instance, *args, "--workers", "2")
+            single, single_err = await asyncio.to_thread(_second_instance, *args)
+            await _fresh_connections(base, 12)
+            summaries = await asyncio.to_thread(serve.wait_for, "stream.summary", 12)
+    assert (code, err) == (2, f"sse-proxy: error: cannot listen on 127.0.0.1:{port}: {_IN_USE}\n")
+    assert single == 2, single_err
+    assert single_err.count("\n") == 1, single_err
+    assert "address already in use" in single_err
+    assert len(summaries) == 12
+
+
+_IN_USE = "address already in use"

@@ -184,3 +184,114 @@ async def _through_proxy(honest: bool) -> Any:
         await asyncio.wait_for(_stream(stack.url, reads, honest=honest), 30)
     (ex,) = deliveries
     return ex
+
+
+_PROBED_CASE = """import { stream } from "./lib/correct_fetch.mjs";
+
+// Tells the test where the page server put this script, then waits while the test probes
+// it from outside the browser; then a correct client.
+export default async function (args) {
+  await fetch(REPORT + "?at=" + encodeURIComponent(import.meta.url), { mode: "no-cors" });
+  return stream(args);
+}
+"""
+
+
+async def _probe_page_server(script_url: str) -> dict[str, int]:
+    """A plain HTTP client (not the browser) asking the page server, during the run, for
+    the files beside the script: each answer's status."""
+    base, _, _name = script_url.rpartition("/")  # http://127.0.0.1:P/SECRET/script
+    origin = "/".join(base.split("/")[:3])
+    port = origin.rsplit(":", 1)[1]
+    asked = {
+        "the script": (f"{base}/case.mjs", None),
+        "what it imports": (f"{base}/lib/correct_fetch.mjs", None),
+        ".env": (f"{base}/.env", None),
+        ".env, encoded": (f"{base}/%2Eenv", None),
+        ".git/config": (f"{base}/.git/config", None),
+        "lib/.hidden.mjs": (f"{base}/lib/.hidden.mjs", None),
+        "not a module": (f"{base}/notes.txt", None),
+        "no secret": (f"{origin}/script/.env", None),
+        "no secret, the script": (f"{origin}/script/case.mjs", None),
+        "a guessed secret": (f"{origin}/x{base[len(origin) + 2 :]}/case.mjs", None),
+        "a rebound name": (f"{base}/case.mjs", f"attacker.invalid:{port}"),
+        "another port": (f"{base}/case.mjs", "127.0.0.1:1"),
+    }
+    got: dict[str, int] = {}
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        for what, (url, host) in asked.items():
+            headers = {"Host": host} if host else {}
+            async with session.get(url, headers=headers, allow_redirects=False) as resp:
+                got[what] = resp.status
+    return got
+
+
+def test_the_page_server_serves_the_case_files_to_its_browser_only(tmp_path: Path) -> None:
+    """A browser script with a real .env, .git/config and a text file beside it: while the
+    run is under way, a plain HTTP client gets none of them (nor the script, without the
+    run's secret or with a Host that is not the page server's own); the run still passes."""
+    from tests.support.browser import ThreadLoop
+
+    app = tmp_path / "app"
+    (app / "lib").mkdir(parents=True)
+    (app / ".git").mkdir()
+    (app / ".env").write_text("OPENAI_API_KEY=sk-in-dotenv\n", encoding="utf-8")
+    (app / ".git" / "config").write_text("[remote]\n url = secret\n", encoding="utf-8")
+    (app / "notes.txt").write_text("private\n", encoding="utf-8")
+    (app / "lib" / ".hidden.mjs").write_text("export default 1;\n", encoding="utf-8")
+    (app / "lib" / "correct_fetch.mjs").write_bytes((CLIENTS / "correct_fetch.mjs").read_bytes())
+    probes: list[dict[str, int]] = []
+
+    async def report(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        if not probes:
+            probes.append(await _probe_page_server(request.query["at"]))
+        return aiohttp.web.Response(text="ok")
+
+    async def serve() -> tuple[aiohttp.web.AppRunner, int]:
+        server = aiohttp.web.Application()
+        server.router.add_get("/report", report)
+        runner = aiohttp.web.AppRunner(server, access_log=None)
+        await runner.setup()
+        site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return runner, int(runner.addresses[0][1])
+
+    loop = ThreadLoop(60.0)
+    try:
+        runner, port = loop.run(serve())
+        script = _PROBED_CASE.replace("REPORT", json.dumps(f"http://127.0.0.1:{port}/report"))
+        (app / "case.mjs").write_text(script, encoding="utf-8")
+        report_json = tmp_path / "report.json"
+        opts = HarnessOptions(
+            command=(),
+            report=str(report_json),
+            script=str(app / "case.mjs"),
+            browser="chromium",
+            only=("utf8",),
+            seeds=1,
+        )
+        with (tmp_path / "out.txt").open("w", encoding="utf-8") as out:
+            code = run_test_client(opts, out=out)
+        loop.run(runner.cleanup())
+    finally:
+        loop.close()
+    assert probes, "the script never reported its URL"
+    (got,) = probes
+    assert got == {
+        "the script": 200,
+        "what it imports": 200,
+        ".env": 404,
+        ".env, encoded": 404,
+        ".git/config": 404,
+        "lib/.hidden.mjs": 404,
+        "not a module": 404,
+        "no secret": 404,
+        "no secret, the script": 404,
+        "a guessed secret": 404,
+        "a rebound name": 403,
+        "another port": 403,
+    }, got
+    assert code == 0, (tmp_path / "out.txt").read_text("utf-8")
+    cases = json.loads(report_json.read_text("utf-8"))["cases"]
+    assert cases
+    assert all(c["outcome"] == "pass" for c in cases), cases

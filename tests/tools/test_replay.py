@@ -143,7 +143,7 @@ def test_replay_cli_prints_the_url_serves_and_stops_on_sigint(tmp_path: Path) ->
         (["replay", "{good}", "--chaos", "crlf+cr"], "mutually exclusive"),
         (["replay", "{good}", "--speed", "0"], "--speed must be a positive number"),
         (["replay", "{good}", "--speed", "2", "--no-timing"], "not allowed with"),
-        (["replay", "{good}", "--port", "70000"], "--port must be 0..65535"),
+        (["replay", "{good}", "--port", "70000"], "argument --port: must be 0..65535"),
     ],
 )
 def test_replay_usage_errors_are_one_line_and_exit_2(

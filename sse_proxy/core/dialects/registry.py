@@ -10,7 +10,6 @@ hint from the request path.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -98,10 +97,9 @@ def dialect_named(name: str) -> Dialect:
     return DIALECTS[canon]
 
 
-@functools.lru_cache(maxsize=1024)
 def dialect_for_path(path: str) -> str | None:
-    """A hint from the request path of well-known streaming endpoints (asked at every
-    stream's start, with the same few paths: remembered, not matched again)."""
+    """A hint from the request path of well-known streaming endpoints (the proxy remembers
+    the answers, bounded in bytes: the paths are its clients')."""
     return next((d.name for d in DIALECTS.values() if d.hinted_by(path)), None)
 
 

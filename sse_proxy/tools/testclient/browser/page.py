@@ -5,8 +5,15 @@ which opens a WebSocket back here (``/case/TOKEN/ws``), reports the sizes the pa
 takes from each of the proxy's streams (:class:`PageReads`: the proxy's cuts wait on them),
 its console and uncaught errors, then imports the script (served from its own directory
 under ``/script/``, so relative imports work) and reports what its default export resolved
-to or the error it rejected with. Loopback only; a case's token is unguessable and lives as
-long as the case.
+to or the error it rejected with.
+
+Only the browser the run started is served, and only the case's files: every path is
+under a secret of the run (``/SECRET/...``, unguessable, in the URL the browser is given),
+the Host must be a loopback name or address with this server's port (a page whose name
+is rebound to 127.0.0.1 sends its own), and ``/script/`` serves module files (``.js``,
+``.mjs``, ``.json``...) under the script's folder whose path has no component starting
+with a dot (``.env``, ``.git/``, ``.npmrc`` stay unread). A case's token is unguessable
+and lives as long as the case.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import json
 import re
 import secrets
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,6 +32,7 @@ from typing import Any, Final
 
 from aiohttp import WSMsgType, web
 
+from sse_proxy.hosts import is_loopback, parse_host
 from sse_proxy.server.delivery import Reported
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.tap_types import StreamEnd
@@ -42,9 +51,9 @@ _TYPES: Final = {
     ".json": "application/json",
     ".wasm": "application/wasm",
     ".map": "application/json",
-    ".html": "text/html",
     ".css": "text/css",
 }
+"""What a script can import (and its source maps): the only files served, by suffix."""
 
 
 class PageReads:
@@ -131,21 +140,25 @@ class PageServer:
         self.max_message = max_message
         self.cases: dict[str, CasePage] = {}
         self.origin = ""
+        self.port = 0
+        self.secret = secrets.token_urlsafe(24)
+        """The first segment of every path served: only the browser given the URLs has it."""
         self._runner: web.AppRunner | None = None
         self._harness = resources.files(__package__).joinpath("harness.js").read_bytes()
 
     async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/case/{token}/", self._page)
-        app.router.add_get("/case/{token}/harness.js", self._harness_js)
-        app.router.add_get("/case/{token}/ws", self._socket)
-        app.router.add_get("/script/{path:.*}", self._file)
+        app = web.Application(middlewares=[self._loopback_host])
+        base = f"/{self.secret}"
+        app.router.add_get(base + "/case/{token}/", self._page)
+        app.router.add_get(base + "/case/{token}/harness.js", self._harness_js)
+        app.router.add_get(base + "/case/{token}/ws", self._socket)
+        app.router.add_get(base + "/script/{path:.*}", self._file)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = self._runner.addresses[0][1]
-        self.origin = f"http://127.0.0.1:{port}"
+        self.port = self._runner.addresses[0][1]
+        self.origin = f"http://127.0.0.1:{self.port}"
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -157,8 +170,8 @@ class PageServer:
         config = {
             **case,
             "proxy": proxy,
-            "ws": f"{self.origin.replace('http', 'ws', 1)}/case/{token}/ws",
-            "script": f"/script/{self.script.name}",
+            "ws": f"{self.origin.replace('http', 'ws', 1)}/{self.secret}/case/{token}/ws",
+            "script": f"/{self.secret}/script/{self.script.name}",
             "scriptName": self.script.name,
         }
         page = CasePage(token, config, answer=asyncio.get_running_loop().create_future())
@@ -169,12 +182,12 @@ class PageServer:
         self.cases.pop(page.token, None)
 
     def url(self, page: CasePage) -> str:
-        return f"{self.origin}/case/{page.token}/"
+        return f"{self.origin}/{self.secret}/case/{page.token}/"
 
     def local_stack(self, text: str) -> str:
         """A page's stack with the script's URLs as the files they are (so a crash inside
         ``node_modules`` is attributed as it is for Node), Firefox's frames as V8's."""
-        text = text.replace(f"{self.origin}/script/", f"{self.root}/")
+        text = text.replace(f"{self.origin}/{self.secret}/script/", f"{self.root}/")
         return _GECKO_FRAME.sub(r"    at \g<fn> (\g<loc>)", text)
 
     def _case(self, request: web.Request) -> CasePage:
@@ -197,11 +210,32 @@ class PageServer:
         self._case(request)
         return web.Response(body=self._harness, content_type="text/javascript", headers=_NO_STORE)
 
+    @web.middleware
+    async def _loopback_host(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """The browser this run started asks for 127.0.0.1:PORT: a Host that is not a
+        loopback name or address with this port is a page rebound here, or a guess."""
+        hosts = request.headers.getall("Host", [])
+        host = parse_host(hosts[0]) if len(hosts) == 1 else None
+        if host is None or not is_loopback(host) or host.port != self.port:
+            raise web.HTTPForbidden(text="the test-client page server serves its browser only\n")
+        return await handler(request)
+
     async def _file(self, request: web.Request) -> web.StreamResponse:
-        path = (self.root / request.match_info["path"]).resolve()
-        if not path.is_relative_to(self.root) or not path.is_file():
+        wanted = request.match_info["path"]
+        parts = wanted.split("/")
+        if any(p.startswith(".") for p in parts) or "\\" in wanted:
+            raise web.HTTPNotFound()  # .env, .git/config, .npmrc: never the case's files
+        path = (self.root / wanted).resolve()
+        kind = _TYPES.get(path.suffix.lower())
+        if (
+            kind is None
+            or path.name.startswith(".")
+            or not path.is_relative_to(self.root)
+            or not path.is_file()
+        ):
             raise web.HTTPNotFound()
-        kind = _TYPES.get(path.suffix.lower(), "application/octet-stream")
         return web.FileResponse(path, headers={"Content-Type": kind, **_NO_STORE})
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
