@@ -73,9 +73,16 @@ def _extract_anthropic(obj: Any, parts: list[str]) -> None:
             parts.append(delta["text"])
 
 
+def _extract_mcp(obj: Any, parts: list[str]) -> None:
+    result = obj.get("result")
+    if result:
+        parts.extend(c["text"] for c in result.get("content", ()) if c.get("type") == "text")
+
+
 _EXTRACT: dict[str, Callable[[Any, list[str]], None]] = {
     "openai": _extract_openai,
     "anthropic": _extract_anthropic,
+    "mcp": _extract_mcp,
 }
 
 
@@ -328,6 +335,7 @@ _TITLES = {
     "lf": "OpenAI Chat Completions, LF",
     "crlf": "OpenAI Chat Completions, CRLF",
     "anthropic": "Anthropic Messages, LF",
+    "mcp": "MCP tool call (progress and log notifications, then the result), LF",
 }
 
 

@@ -7,7 +7,10 @@ corpora share one token stream:
 * ``lf``: an OpenAI Chat Completions stream (``chat.completion.chunk`` frames, ``[DONE]``);
 * ``crlf``: the same stream with every line ending written ``\\r\\n``;
 * ``anthropic``: an Anthropic Messages stream (``event:`` lines, ``message_start`` ...
-  ``content_block_delta``/``text_delta`` ... ``message_stop``).
+  ``content_block_delta``/``text_delta`` ... ``message_stop``);
+* ``mcp``: an MCP tool call (``event: message`` lines, as both official SDKs' servers
+  write them): progress notifications and log messages carrying the tokens, then the
+  JSON-RPC response whose text content is all of them.
 
 Tokens mix ASCII words with leading spaces, 2-byte (Latin accents, Cyrillic, Greek),
 3-byte (CJK, kana, Devanagari, Thai) and 4-byte (emoji, mathematical letters) characters,
@@ -23,9 +26,18 @@ import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["CORPORA", "Corpus", "anthropic_corpus", "build", "crlf_corpus", "lf_corpus", "reads"]
+__all__ = [
+    "CORPORA",
+    "Corpus",
+    "anthropic_corpus",
+    "build",
+    "crlf_corpus",
+    "lf_corpus",
+    "mcp_corpus",
+    "reads",
+]
 
-CORPORA = ("lf", "crlf", "anthropic")
+CORPORA = ("lf", "crlf", "anthropic", "mcp")
 
 _ASCII_WORDS = (  # noqa: SIM905 (a word list reads better as text)
     "the of and to in is that for it as with was on be by this are at from or an have not "
@@ -87,7 +99,7 @@ class Corpus:
     """
 
     name: str
-    dialect: str  # "openai" or "anthropic"
+    dialect: str  # "openai", "anthropic" or "mcp"
     data: bytes
     text: str
     payloads: tuple[str, ...]
@@ -214,6 +226,44 @@ def anthropic_corpus(size_mb: float = 10.0, seed: int = 1) -> Corpus:
     return Corpus("anthropic", "anthropic", data, "".join(parts), tuple(d for _, d in frames))
 
 
+def mcp_corpus(size_mb: float = 10.0, seed: int = 1) -> Corpus:
+    """An MCP ``tools/call`` stream of about ``size_mb`` MB: a progress notification per
+    token (the token its ``message``), every eighth a log message instead, then the result
+    with the whole text in one ``text`` item (a long tool call's shape)."""
+    rng = random.Random(seed + 2_000_003)
+    target = int(size_mb * 1_000_000)
+    payloads: list[str] = []
+    parts: list[str] = []
+    size = 0
+    tail = 600
+    tokens = _token_stream(rng)
+    n = 0
+    head = len("event: message\ndata: \n\n")
+    while size < target - tail:
+        text = next(tokens)
+        n += 1
+        if n % 8:
+            params: dict[str, object] = {
+                "progressToken": "bench-1",
+                "progress": n,
+                "total": None,
+                "message": text,
+            }
+            obj = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+        else:
+            params = {"level": "info", "logger": "bench", "data": text}
+            obj = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+        p = _dumps(obj)
+        payloads.append(p)
+        parts.append(text)
+        size += len(p.encode()) + head + len(text.encode())  # the text again in the result
+    text = "".join(parts)
+    result = {"content": [{"type": "text", "text": text}], "isError": False}
+    payloads.append(_dumps({"jsonrpc": "2.0", "id": 1, "result": result}))
+    data = "".join(f"event: message\ndata: {p}\n\n" for p in payloads).encode()
+    return Corpus("mcp", "mcp", data, text, tuple(payloads))
+
+
 def build(names: tuple[str, ...] = CORPORA, size_mb: float = 10.0, seed: int = 1) -> list[Corpus]:
     """The named corpora, in the order given."""
     out: list[Corpus] = []
@@ -228,6 +278,8 @@ def build(names: tuple[str, ...] = CORPORA, size_mb: float = 10.0, seed: int = 1
             out.append(crlf_corpus(size_mb, seed, lf))
         elif name == "anthropic":
             out.append(anthropic_corpus(size_mb, seed))
+        elif name == "mcp":
+            out.append(mcp_corpus(size_mb, seed))
         else:
             raise ValueError(f"unknown corpus {name!r} (valid: {', '.join(CORPORA)})")
     return out

@@ -199,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dialect",
         default="openai",
         choices=TEXT_DIALECTS,
+        help="the API CMD streams from (default: openai); mcp: CMD is an MCP client that "
+        "calls the tool $SSE_PROXY_MCP_TOOL with the JSON arguments $SSE_PROXY_MCP_ARGS at "
+        "$SSE_PROXY_STREAM_URL and prints the result's text",
     )
     tc.add_argument("--fixture", metavar="FILE", help="serve a recording (.ssrec) or a raw capture")
     tc.add_argument(

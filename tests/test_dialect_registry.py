@@ -32,6 +32,9 @@ from sse_proxy.tools.testclient.plan import FAULT_KINDS, fault_kinds
 
 GENERIC = {"text", "none"}
 """The dialects that are no LLM API: no provider, no terminal marker, no error event."""
+RPC = {d.name for d in DIALECTS.values() if d.rpc}
+"""The JSON-RPC dialects (MCP): a terminal marker and an error event, but no GenAI provider
+and no model (a tool's result is no model's answer)."""
 APIS = [d for d in DIALECTS.values() if d.name not in GENERIC]
 TEXT = [DIALECTS[name] for name in TEXT_DIALECTS]
 
@@ -61,7 +64,7 @@ def test_the_registry_is_consistent() -> None:
     assert normalize_dialect("auto") is None
     assert [d.name for d in DIALECTS.values() if not d.carries_text] == ["none"]
     assert tuple(n for n in DIALECTS if n != "none") == TEXT_DIALECTS
-    assert {d.name for d in DIALECTS.values() if not d.providers} == GENERIC
+    assert {d.name for d in DIALECTS.values() if not d.providers} == GENERIC | RPC
 
 
 @pytest.mark.parametrize("described", DIALECTS.values(), ids=list(DIALECTS))
@@ -79,10 +82,14 @@ def test_every_api_dialect_is_fully_described(described: Dialect) -> None:
     assert dialect_for_path(path) == described.name
     assert dialect_for_path("/v1/models") is None
     provider = described.provider_for(path)
-    assert provider is not None
-    assert provider.name
-    assert provider.system
-    assert provider.operation
+    if described.name in RPC:
+        assert provider is None
+        assert described.hint_headers
+    else:
+        assert provider is not None
+        assert provider.name
+        assert provider.system
+        assert provider.operation
     assert described.terminal_marker
     assert described.terminal_frame
     assert described.error_frame
@@ -112,7 +119,7 @@ def test_every_api_dialect_reports_its_stream_meta(described: Dialect) -> None:
     """Model, response id and finish reasons from the fixture: what Gemini once lacked."""
     r, _ = _reassemble(fixtures.clean_stream(described.name), None)
     meta = r.stream_meta()
-    assert meta.response_model is not None
+    assert (meta.response_model is None) == (described.name in RPC)
     assert meta.response_id is not None
     assert meta.finish_reasons
 
@@ -142,7 +149,7 @@ def test_trace_spans_name_every_api_provider(described: Dialect) -> None:
         {"dialect": described.name, "model": "m"}
     )
     provider = span.attributes.get("gen_ai.provider.name")
-    assert (provider is None) == (described.name in GENERIC)
+    assert (provider is None) == (described.name in GENERIC | RPC)
     if provider is not None:
         operation = span.attributes["gen_ai.operation.name"]
         assert span.attributes["gen_ai.system"]

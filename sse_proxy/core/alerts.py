@@ -16,6 +16,9 @@ __all__ = [
     "ErrorEvent",
     "InvalidJson",
     "Level",
+    "McpInvalidMessage",
+    "McpNotificationInvalid",
+    "McpUnexpectedMessage",
     "OversizedFrame",
     "ReplacementChar",
     "Stall",
@@ -191,3 +194,66 @@ class StallEnd(Alert):
     @property
     def level(self) -> Level:
         return Level.INFO
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpInvalidMessage(Alert):
+    """An MCP stream's ``data`` that is not one JSON-RPC message (``not_object``, ``not_jsonrpc``,
+    ``batch`` where the revision has none, ``bad_id``: an id that is no string or number,
+    ``no_kind``: neither a request, a notification nor one response). Invalid JSON is
+    :class:`InvalidJson`, as in every JSON dialect."""
+
+    name: ClassVar[str] = "mcp.invalid_message"
+    reason: str
+    byte_offset: int
+    event_index: int
+
+    NOT_OBJECT: ClassVar[str] = "not_object"
+    NOT_JSONRPC: ClassVar[str] = "not_jsonrpc"
+    BATCH: ClassVar[str] = "batch"
+    BAD_ID: ClassVar[str] = "bad_id"
+    NO_KIND: ClassVar[str] = "no_kind"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpUnexpectedMessage(Alert):
+    """A well-formed JSON-RPC message the stream must not carry there.
+
+    ``unknown_id``: a response to an id no request on this stream asked (``id`` shows it);
+    ``duplicate_response``: a second response to one request; ``after_response``: a
+    message after the response that ended the stream; ``response_on_get``: a response on a
+    GET stream that resumes nothing; ``priming_unsupported``: a priming event (empty data)
+    to a client of a revision older than 2025-11-25, which parses it as JSON;
+    ``server_request``: a request from the server on a 2026-07-28 stream, which has none.
+    """
+
+    name: ClassVar[str] = "mcp.unexpected_message"
+    reason: str
+    byte_offset: int
+    event_index: int
+    id: str | None = None
+
+    UNKNOWN_ID: ClassVar[str] = "unknown_id"
+    DUPLICATE_RESPONSE: ClassVar[str] = "duplicate_response"
+    AFTER_RESPONSE: ClassVar[str] = "after_response"
+    RESPONSE_ON_GET: ClassVar[str] = "response_on_get"
+    PRIMING_UNSUPPORTED: ClassVar[str] = "priming_unsupported"
+    SERVER_REQUEST: ClassVar[str] = "server_request"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpNotificationInvalid(Alert):
+    """A notification that breaks its rule: ``progress_token`` (a progress notification
+    for a token the request did not send), ``progress_order`` (progress that does not
+    increase), ``progress_value`` (no number as its ``progress``), ``log_level`` (a log
+    message whose level is none of the eight)."""
+
+    name: ClassVar[str] = "mcp.notification_invalid"
+    reason: str
+    byte_offset: int
+    event_index: int
+
+    PROGRESS_TOKEN: ClassVar[str] = "progress_token"  # noqa: S105 - a reason, no secret
+    PROGRESS_ORDER: ClassVar[str] = "progress_order"
+    PROGRESS_VALUE: ClassVar[str] = "progress_value"
+    LOG_LEVEL: ClassVar[str] = "log_level"

@@ -263,6 +263,11 @@ class EventStreamParser:
         self._on_batch = on_batch
         self._on_one = on_one
 
+    def frame_info(self) -> tuple[str | None, int | None]:
+        """During a dispatch: the last event ID in force and the block's own ``retry`` (for
+        a dialect whose rules are about them: MCP's priming events and resumption)."""
+        return self._last_id, self._retry
+
     def take_frame_ends(self) -> list[int]:
         """Settled frame ends (offsets just after each blank line) since the last call."""
         ends = self._frame_ends

@@ -22,6 +22,7 @@ from sse_proxy.core.dialects.registry import (
 )
 from sse_proxy.core.events import SSEEvent
 from sse_proxy.core.framing import DEFAULT_LIMIT, EventStreamParser
+from sse_proxy.core.rpcrequest import RpcRequest
 from sse_proxy.core.streammeta import StreamMeta
 from sse_proxy.core.toolschema import ToolSchemas
 from sse_proxy.errors import ReassemblerStateError
@@ -92,9 +93,11 @@ class StreamReassembler:
         frame_ends: bool = True,
         keep_text: bool = True,
         tool_schemas: ToolSchemas | None = None,
+        rpc_request: RpcRequest | None = None,
     ) -> None:
         limits = limits or Limits()
         self._tool_schemas = tool_schemas
+        self._rpc_request = rpc_request
         forced = normalize_dialect(dialect)
         self._hint = normalize_dialect(hint)
         self._keep_text = keep_text
@@ -116,6 +119,7 @@ class StreamReassembler:
             max_frame=limits.max_frame,
         )
         self._acc.locate = self._parser.data_offset
+        self._acc.frame_info = self._parser.frame_info
         self._quiet = not emit_events and not frame_ends
         self._closed = False
         self._bytes = 0  # fed in all, once closed (until then the parser's offset is)
@@ -150,8 +154,12 @@ class StreamReassembler:
         self._bytes = parser.offset  # every byte fed (close lets go of a partial line)
         parser.close(report=not abandoned)
         if not self._decided and self._hint is not None:
+            early = self._acc
             self._acc = self._use(self._hint)
             self._acc.locate = parser.data_offset
+            if isinstance(early, DetectingAccumulator) and early.empty:
+                self._replay_empty(early.empty)
+            self._acc.frame_info = parser.frame_info
         acc = self._acc
         if not abandoned:
             acc.finish()
@@ -234,7 +242,8 @@ class StreamReassembler:
         return self._acc.details()
 
     def summary(self) -> dict[str, Any]:
-        """Counters for the ``stream.summary`` log line (the shell adds times)."""
+        """Counters for the ``stream.summary`` log line (the shell adds times), and the
+        dialect's own fields (MCP's ``mcp`` object)."""
         return {
             "bytes": self.bytes_fed,
             "events": self._parser.event_count,
@@ -243,7 +252,14 @@ class StreamReassembler:
             "terminal_seen": self._acc.terminal_seen,
             "line_endings": self._parser.line_endings,
             "alerts": dict(self.alert_counts),
+            **self._acc.summary_fields(),
         }
+
+    @property
+    def accumulator(self) -> DialectAccumulator:
+        """The dialect's accumulator (a stand-in until the dialect is known), for a shell
+        that times what only one dialect reports (MCP's progress and response)."""
+        return self._acc
 
     # -- internals ----------------------------------------------------------------------
 
@@ -273,6 +289,7 @@ class StreamReassembler:
         self._dialect = DIALECTS[name]
         acc = self._dialect.accumulator(self._alerts, keep_text=self._keep_text)
         acc.tool_schemas = self._tool_schemas
+        acc.rpc_request = self._rpc_request
         return acc
 
     def _detect(self, etype: str, data: str, index: int, data_off: int) -> None:
@@ -283,12 +300,26 @@ class StreamReassembler:
                 name = self._hint
             if name is not None:
                 self._decided = True
+                early = self._acc
                 self._acc = self._use(name)
                 self._acc.locate = self._parser.data_offset
+                if isinstance(early, DetectingAccumulator) and early.empty:
+                    self._replay_empty(early.empty)
+                self._acc.frame_info = self._parser.frame_info
                 self._parser.set_callbacks(
                     self._acc.accept, self._acc.accept_batch, self._acc.accept_one
                 )
         self._acc.accept(etype, data, index, data_off)
+
+    def _replay_empty(
+        self, empty: list[tuple[str, int, int, tuple[str | None, int | None]]]
+    ) -> None:
+        """The empty-data events that came before the dialect was known, for it: each with
+        the event id and retry it had (an MCP stream's priming event)."""
+        acc = self._acc
+        for etype, index, offset, info in empty:
+            acc.frame_info = lambda info=info: info  # type: ignore[misc]
+            acc.accept(etype, "", index, offset)
 
     def _detect_batch(self, payloads: list[bytes], index: int, pos: int, extra: int) -> int:
         """Before the dialect is known, events go one by one (none taken whole)."""

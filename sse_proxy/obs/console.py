@@ -180,7 +180,12 @@ class ConsoleLines:
         tokens.append(console_value(d.get("method") or "-"))
         tokens.append(console_value(d.get("path") or "-", width=60))
         tokens.append(console_value(d.get("upstream_status") or "-"))
-        tokens.append(console_value(d.get("model") or "-"))
+        mcp = d.get("mcp")
+        if isinstance(mcp, dict):  # an MCP tool call: its tool and progress, not a model
+            tokens.append(console_value(mcp.get("tool") or mcp.get("method") or "-"))
+            tokens.append(f"progress={console_value(mcp.get('progress'))}")
+        else:
+            tokens.append(console_value(d.get("model") or "-"))
         if d.get("client_request_id"):
             tokens.append(f"req={console_value(d['client_request_id'])}")
         tokens.append(f"ttft={_ms(d.get('ttft_ms'))}")

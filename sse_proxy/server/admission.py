@@ -92,7 +92,7 @@ def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
         route=route,
         url=url,
         spec=spec,
-        ctx=RequestContext.from_headers(request.headers, route.name),
+        ctx=RequestContext.from_headers(request.headers, route.name, request.method),
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from sse_proxy.core.rpcrequest import RpcRequest
 from sse_proxy.core.streammeta import short_str
 from sse_proxy.core.toolschema import ToolSchemas
 
@@ -44,10 +45,17 @@ class RequestContext:
     _schemas: ToolSchemas | None = None
     _body: bytes | None = None
     """A JSON body not read yet: :meth:`read_body` keeps it for the first that asks."""
+    _method: str = "POST"
+    _headers: Mapping[str, str] | None = None
+    """The request's headers, read only for an MCP stream (:attr:`rpc_request`)."""
+    _rpc: RpcRequest | None = None
 
     @classmethod
-    def from_headers(cls, headers: Mapping[str, str], route: str) -> RequestContext:
-        """X-Request-ID (or X-Client-Request-Id) and a W3C ``traceparent``, if valid."""
+    def from_headers(
+        cls, headers: Mapping[str, str], route: str, method: str = "POST"
+    ) -> RequestContext:
+        """X-Request-ID (or X-Client-Request-Id) and a W3C ``traceparent``, if valid; the
+        method and headers are kept as they are, for an MCP stream's request."""
         rid = headers.get("X-Request-ID") or headers.get("X-Client-Request-Id")
         tp = _header_value(headers.get("traceparent"), 128)
         trace_id = span_id = None
@@ -61,6 +69,8 @@ class RequestContext:
             traceparent=tp,
             trace_id=trace_id,
             parent_span_id=span_id,
+            _method=method,
+            _headers=headers,
         )
 
     @property
@@ -76,6 +86,18 @@ class RequestContext:
         if self._body is not None:
             self._parse()
         return self._schemas
+
+    @property
+    def rpc_request(self) -> RpcRequest | None:
+        """The JSON-RPC request an MCP stream answers: a POST's JSON-RPC body (its ids,
+        method, tool and progress token) with its MCP headers, or a GET (a client's own
+        stream, or one it resumes); None when the body was not read (too large, not JSON):
+        then no request is known to check the stream against."""
+        if self._body is not None:
+            self._parse()
+        if self._rpc is None and self._method == "GET" and self._headers is not None:
+            self._rpc = RpcRequest.from_http("GET", self._headers)
+        return self._rpc
 
     def fields(self) -> dict[str, Any]:
         """The request's own log fields (the response's come from :class:`StreamMeta`)."""
@@ -125,3 +147,5 @@ class RequestContext:
         if type(obj) is dict:
             self._model = short_str(obj.get("model"))
             self._schemas = ToolSchemas.from_request(obj)
+        if (type(obj) is dict and obj.get("jsonrpc") == "2.0") or type(obj) is list:
+            self._rpc = RpcRequest.from_http(self._method, self._headers or {}, obj)

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.core import (
+    DIALECTS,
     Alert,
     Limits,
     Output,
@@ -27,6 +28,7 @@ from sse_proxy.core import (
     dialect_for_path,
     normalize_dialect,
 )
+from sse_proxy.core.dialects.registry import dialect_for_headers
 from sse_proxy.core.verdict import strict_end_cause
 from sse_proxy.inspect.registry import StreamRecord
 from sse_proxy.inspect.web import open_stream
@@ -279,14 +281,23 @@ class _SseRelay:
             max_per_kind=cfg.max_alerts_per_kind,
             keep_text=cfg.log_text,
         )
+        dialect = normalize_dialect(ex.route.dialect)
+        hint = (
+            _hint_for(ex.url.raw_path)
+            or _hint_for(request.path)
+            or dialect_for_headers(request.headers)  # an MCP client's session or version
+        )
+        known = dialect or hint
         self.reassembler = StreamReassembler(
-            normalize_dialect(ex.route.dialect),
-            hint=_hint_for(ex.url.raw_path) or _hint_for(request.path),
+            dialect,
+            hint=hint,
             limits=_limits(cfg.max_line_bytes, cfg.max_frame_bytes),
             emit_events=False,
             frame_ends=self.mode != "passthrough",  # only planners cut at frame ends
             keep_text=cfg.log_text,  # otherwise only its length is logged: count, don't keep
             tool_schemas=ex.ctx.tool_schemas,  # the request's, for its tool calls
+            # the JSON-RPC request it answers (its ids), for a stream known to be MCP
+            rpc_request=ex.ctx.rpc_request if known is not None and DIALECTS[known].rpc else None,
         )
         span = ex.span
         self.obs = obs = StreamObserver(
@@ -668,6 +679,9 @@ class _SseRelay:
         if self.delivery is not None:
             self.delivery.close()
             fields.update(self.delivery.fields())
+        mcp = fields.get("mcp")
+        if mcp is not None:  # an MCP stream: when its first progress and its response came
+            mcp.update(obs.mcp_times(started))
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(

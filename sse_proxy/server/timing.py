@@ -16,6 +16,7 @@ from typing import Any
 
 from sse_proxy.core import StreamReassembler
 from sse_proxy.core.alerts import Alert, Stall, StallEnd, Truncated
+from sse_proxy.core.dialects.mcp import McpAccumulator
 from sse_proxy.core.streammeta import StreamMeta, has_text, meta_of
 from sse_proxy.core.verdict import verdict
 from sse_proxy.obs.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
@@ -142,6 +143,11 @@ class StreamObserver:
         self.timeout_kind: str | None = None
         self.catch_up: Callable[[], None] | None = None
         """Observes reads put off (:mod:`..backlog`) before the stall timer looks."""
+        self.first_progress: float | None = None
+        self.responded: float | None = None
+        self._mcp = True
+        """Until the first text: look for what only MCP reports (False once the dialect is
+        another, or the response came). A flag, not a bound method: no cycle to collect."""
 
     # -- hot path ----------------------------------------------------------------------
 
@@ -164,8 +170,36 @@ class StreamObserver:
             self._stall_end(now)
         self.events = n
         self.last_event = now
-        if self.first_text is None and has_text(self.reassembler):
-            self.first_text = now
+        if self.first_text is None:
+            if self._mcp:
+                self._mcp_marks(now)
+            if has_text(self.reassembler):
+                self.first_text = now
+
+    def _mcp_marks(self, now: float) -> None:
+        """An MCP stream's first progress notification and its response (its text comes
+        with the response, if at all): looked at before the first text only, and dropped
+        at once for a stream of another dialect."""
+        reassembler = self.reassembler
+        acc = reassembler.accumulator
+        if type(acc) is not McpAccumulator:
+            if reassembler.dialect != "unknown":
+                self._mcp = False
+            return
+        if self.first_progress is None and acc.progress:
+            self.first_progress = now
+        if acc.terminal_seen:
+            self.responded = now
+            self._mcp = False
+
+    def mcp_times(self, started: float) -> dict[str, float | None]:
+        """An MCP stream's ``first_progress_ms`` and ``result_ms`` (from the request)."""
+        return {
+            "first_progress_ms": _ms(
+                None if self.first_progress is None else self.first_progress - started
+            ),
+            "result_ms": _ms(None if self.responded is None else self.responded - started),
+        }
 
     def _bucket_gaps(self) -> None:
         """The gaps put aside, into their buckets: sorted, a stream's gaps fall in a few

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from sse_proxy.core import StreamReassembler
 from sse_proxy.core.dialects.registry import DIALECTS
-from sse_proxy.names import DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
+from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS, MOCK_FAULT_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.console import console_value
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.stack import Stack, start_stack
@@ -65,10 +65,15 @@ async def _fetch(
     url: str,
     fault: str | None,
     extra: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
 ) -> _Fetched:
     headers = {MOCK_FAULT_HEADER: fault} if fault else {}
     headers.update(extra or {})
-    payload = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    payload = body or {
+        "model": "demo",
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     kwargs: dict[str, Any] = {"headers": headers}
     if method == "POST":
         kwargs["json"] = payload
@@ -252,7 +257,9 @@ async def _demo(mode: str, out: TextIO) -> int:
         w("The mock upstream cuts its writes at random: inside characters and inside frames.\n\n")
         async with aiohttp.ClientSession(auto_decompress=False) as session:
             for dialect, title, method, path in _ENDPOINTS:
-                got = await _fetch(session, method, proxy_url + path, None)
+                # an MCP server streams the answer to a JSON-RPC request (a tool call)
+                body = DIALECT_BODIES[dialect] if DIALECTS[dialect].rpc else None
+                got = await _fetch(session, method, proxy_url + path, None, body=body)
                 client = StreamReassembler(dialect)
                 client.feed(got.body)
                 client.close()

@@ -1,4 +1,5 @@
-"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini streaming.
+"""The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini streaming,
+and an MCP server (:mod:`sse_proxy.tools.mcp_server`).
 
 It serves the canonical fixtures of :mod:`sse_proxy.tools.fixtures`, clean or with a fault,
 and writes them in seeded random pieces (:func:`sse_proxy.tools.fixtures.split_reads`) so that
@@ -28,6 +29,7 @@ from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
 from sse_proxy.server.peer import unsent
 from sse_proxy.tools import fixtures
+from sse_proxy.tools.mcp_server import McpServer, StreamFor
 
 if sys.platform != "win32":
     pass
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PORT",
     "ENDPOINTS",
+    "MCP_SERVER",
     "make_mock_app",
     "mock_upstream",
     "run_mock_upstream",
@@ -53,6 +56,7 @@ ENDPOINTS: Final[tuple[str, ...]] = (
     "POST /v1/messages",
     "POST /v1beta/models/{model}:streamGenerateContent?alt=sse (also /v1, Vertex AI)",
     "GET|POST /v1/text",
+    "POST|GET|DELETE /mcp (MCP Streamable HTTP; tool stream_text)",
     "GET /healthz",
     "ANY /echo/{tail}",
     "GET /bytes/{n}",
@@ -79,6 +83,8 @@ class _Settings:
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
+MCP_SERVER: Final = web.AppKey("mock_mcp_server", McpServer)
+"""The app's MCP server (what it was called with: :attr:`McpServer.calls`)."""
 
 
 def _check_fault(fault: str | None) -> str | None:
@@ -233,6 +239,10 @@ async def _reset(request: web.Request) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
+
+
+async def _serve_mcp_sse(request: web.Request, body: bytes, reset: bool) -> web.StreamResponse:
+    return await _serve_sse(request, body, reset=reset)
 
 
 async def _serve_stream(
@@ -539,6 +549,7 @@ def make_mock_app(
     api_key: str | None = None,
     tools: bool = False,
     lockstep: Lockstep | None = None,
+    mcp_stream: StreamFor | None = None,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
@@ -548,7 +559,8 @@ def make_mock_app(
     With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
     ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
     keys then fails unless the key really arrived. A ``lockstep`` paces the streams to an
-    in-process proxy's reads (:mod:`sse_proxy.tools.lockstep`). Raises
+    in-process proxy's reads (:mod:`sse_proxy.tools.lockstep`). ``mcp_stream`` answers
+    the MCP server's tool calls instead of the fixture (:data:`StreamFor`). Raises
     :class:`~sse_proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
@@ -574,6 +586,8 @@ def make_mock_app(
     )
     app.router.add_get(DIALECT_PATHS["text"], _text)
     app.router.add_post(DIALECT_PATHS["text"], _text)
+    app[MCP_SERVER] = mcp_server = McpServer(_serve_mcp_sse, _request_fault, mcp_stream)
+    app.router.add_route("*", DIALECT_PATHS["mcp"], mcp_server.handle)
     app.router.add_get("/healthz", _healthz)
     app.router.add_route("*", "/echo", _echo)
     app.router.add_route("*", "/echo/{tail:.*}", _echo)
@@ -597,6 +611,7 @@ async def start_mock_upstream(
     api_key: str | None = None,
     tools: bool = False,
     lockstep: Lockstep | None = None,
+    mcp_stream: StreamFor | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
@@ -610,6 +625,7 @@ async def start_mock_upstream(
         api_key=api_key,
         tools=tools,
         lockstep=lockstep,
+        mcp_stream=mcp_stream,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()

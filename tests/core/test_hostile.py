@@ -37,10 +37,11 @@ DIALECTS: tuple[str | None, ...] = (
     "responses",
     "anthropic",
     "gemini",
+    "mcp",
     "text",
     "none",
 )
-HINTS = ("openai", "responses", "anthropic", "text")
+HINTS = ("openai", "responses", "anthropic", "mcp", "text")
 FFFD = "\ufffd"
 MIB = 1 << 20
 

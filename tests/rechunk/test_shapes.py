@@ -37,7 +37,7 @@ from sse_proxy.rechunk.spec import (
 )
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures.content import TOOL_CALLS
-from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS, tool_stream
+from sse_proxy.tools.fixtures.streams import DELTA_DIALECTS, TOOL_DIALECTS, tool_stream
 from sse_proxy.tools.fixtures.variants import VARIANTS as PROVENANCE
 from tests.rechunk.test_planner import chunked, joined
 from tests.support.oracle import parse, reference
@@ -46,7 +46,7 @@ from tests.support.oracle import parse, reference
 def _applies(name: str) -> list[tuple[str, bool]]:
     """(dialect, tool fixture?) pairs a variant changes something in."""
     dialect = VARIANT_DIALECTS[name]
-    dialects = [dialect] if dialect else list(fixtures.DIALECTS)
+    dialects = [dialect] if dialect else list(DELTA_DIALECTS)
     tools = PROVENANCE[name].tools
     out = []
     for d in dialects:

@@ -20,8 +20,9 @@ def test_demo_runs_shows_exact_text_and_every_fault_and_exits_0(mode: str) -> No
     )
     out = proc.stdout.decode()
     assert proc.returncode == 0, out + proc.stderr.decode()
-    assert out.count("exact ✓") == 5
+    assert out.count("exact ✓") == len(fixtures.DIALECTS)
     assert "Google Gemini" in out
+    assert "MCP Streamable HTTP  POST /mcp" in out
     assert "The quick brown fox 🦊" in out
     for fault in fixtures.FAULTS:
         assert f"{fault}" in out

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sse_proxy.tools import fixtures
-from sse_proxy.tools.fixtures import MESSAGE, SHORT_MESSAGE, SHORT_TOKENS, TOKENS
+from sse_proxy.tools.fixtures import MESSAGE, SHORT_MESSAGE, SHORT_TOKENS, TOKENS, mcp
 from tests.support import oracle
 
 
@@ -51,6 +51,10 @@ def deltas(dialect: str, data: bytes, choice: int = 0) -> list[str]:
                 for part in cand["content"]["parts"]:
                     if part.get("text") and not part.get("thought"):
                         out.append(part["text"])
+        elif dialect == "mcp":  # the result's text items: the answer comes whole in it
+            result = obj.get("result")
+            if isinstance(result, dict):
+                out += [c["text"] for c in result["content"] if c["type"] == "text"]
         elif dialect == "responses" and etype == "response.output_text.delta":
             out.append(obj["delta"])
         elif etype == "content_block_delta" and obj["delta"]["type"] == "text_delta":
@@ -97,7 +101,9 @@ def test_builders_carry_every_token(dialect: str, newline: str) -> None:
     """Each dialect's stream decodes strictly and yields every token in order, any newline."""
     data = fixtures.clean_stream(dialect, newline=newline)
     data.decode("utf-8")  # strict: the clean streams are valid UTF-8
-    assert deltas(dialect, data) == list(TOKENS)
+    # (MCP's text comes whole, in a few content items: runs of the tokens)
+    want = mcp.runs(TOKENS) if dialect == "mcp" else list(TOKENS)
+    assert deltas(dialect, data) == want
     other = {"\n", "\r\n", "\r"} - {newline}
     stripped = data.replace(newline.encode(), b"")
     assert not any(nl.encode() in stripped for nl in other), "one line ending throughout"
@@ -263,7 +269,9 @@ def test_faulty_streams_reassemble_to_expected_text(kind: str, dialect: str) -> 
     assert text == fixtures.expected_text(dialect, kind)
     if kind in ("literal_fffd", "invalid_utf8", "json_escape_fffd"):
         assert "\ufffd" in text
-    elif kind != "invalid_json" or dialect == "text":
+    elif dialect == "mcp" and fixtures.KINDS[kind].ending:
+        assert text == ""  # the stream lost its response, and the text with it
+    elif kind != "invalid_json" or dialect in ("text", "mcp"):
         assert len(text) >= len(MESSAGE) - 2
 
 

@@ -20,7 +20,7 @@ from pytest_aiohttp import AiohttpClient
 
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import UsageError
-from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mock_upstream import make_mock_app, mock_upstream, run_mock_upstream
 from tests.support.cli import ROOT
@@ -269,14 +269,15 @@ def test_run_mock_upstream_serves_until_sigterm() -> None:
             proc.stdout.close()
 
 
-def _raw_stream(url: str, path: str, fault: str) -> tuple[bytes, bytes, BaseException | None]:
+def _raw_stream(
+    url: str, path: str, fault: str, body: bytes = b'{"stream": true}'
+) -> tuple[bytes, bytes, BaseException | None]:
     """POST over a blocking socket: (response head, de-chunked body, the read's error).
 
     A blocking socket, because after a TCP reset it still returns the bytes that arrived
     before it (then raises), where a stream reader may drop them.
     """
     host, port = url.removeprefix("http://").rsplit(":", 1)
-    body = b'{"stream": true}'
     request = (
         f"POST {path} HTTP/1.1\r\nHost: {host}\r\nX-Mock-Fault: {fault}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
@@ -308,13 +309,14 @@ async def test_reset_fault_resets_the_connection_after_the_text(dialect: str) ->
     """``reset``: the stream up to its end, then a TCP reset instead of the body's end."""
     path = DIALECT_PATHS[dialect].split("?")[0]
     query = "?alt=sse" if dialect == "gemini" else ""
+    asked = json.dumps(DIALECT_BODIES[dialect]).encode()  # (MCP answers a JSON-RPC request)
     async with mock_upstream(seed=4) as url:
-        head, body, error = await asyncio.to_thread(_raw_stream, url, path + query, "reset")
+        head, body, error = await asyncio.to_thread(_raw_stream, url, path + query, "reset", asked)
         assert head.startswith(b"HTTP/1.1 200")
         assert isinstance(error, ConnectionResetError), (body[-40:], error)
         assert body == fixtures.faulty_stream("reset", dialect)
         assert body != fixtures.clean_stream(dialect)
-        _, clean, error = await asyncio.to_thread(_raw_stream, url, path + query, "none")
+        _, clean, error = await asyncio.to_thread(_raw_stream, url, path + query, "none", asked)
         assert error is None
         assert clean == fixtures.clean_stream(dialect) + b"<end>"
 

@@ -15,10 +15,11 @@ import msgspec
 from sse_proxy.core.alerts import Alert, ErrorEvent, InvalidJson, ReplacementChar
 from sse_proxy.core.dialects.toolcalls import ToolCall, check_call
 from sse_proxy.core.framing import escape_preview
+from sse_proxy.core.rpcrequest import RpcRequest
 from sse_proxy.core.toolschema import ToolSchemas
 from sse_proxy.core.utf8 import DETAIL_LIMIT
 
-__all__ = ["Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "text_of"]
+__all__ = ["INVALID", "Accumulator", "JsonAccumulator", "ToolCall", "json_loads", "text_of"]
 
 _decode = msgspec.json.decode
 
@@ -104,6 +105,8 @@ class Accumulator:
         # where character i of an event's data is in the stream (the reassembler passes
         # the framer's exact one)
         self.locate: Callable[[str, int, int], int] = _simple_locate
+        self.rpc_request: RpcRequest | None = None  # the JSON-RPC request (the shell's)
+        self.frame_info: Callable[[], tuple[str | None, int | None]] = _no_frame_info
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         """Take one dispatched event (``offset``: where its data starts in the stream)."""
@@ -163,6 +166,10 @@ class Accumulator:
         """Everything reassembled beyond the main text (choices, reasoning, tool calls)."""
         return {}
 
+    def summary_fields(self) -> dict[str, Any]:
+        """The dialect's own ``stream.summary`` fields: none, unless it has some."""
+        return {}
+
     def _fffd(self, piece: str, data: str, index: int, offset: int) -> None:
         """Report the U+FFFD of an extracted ``piece`` that JSON decoding made from
         ``\\ufffd`` escapes: upstream lost those characters before the stream.
@@ -210,6 +217,10 @@ class Accumulator:
 
 def _simple_locate(data: str, offset: int, i: int) -> int:
     return offset + len(data[:i].encode())
+
+
+def _no_frame_info() -> tuple[str | None, int | None]:
+    return None, None
 
 
 # a "\ufffd" escape, not an escaped backslash followed by "ufffd"
@@ -338,6 +349,10 @@ def _strings(obj: Any) -> Iterator[str]:
             stack.extend(item)
 
 
+INVALID: Any = object()
+"""What :meth:`JsonAccumulator.parse_any` returns for a payload that is not JSON."""
+
+
 class JsonAccumulator(Accumulator):
     """Base for dialects whose payloads are JSON objects."""
 
@@ -353,6 +368,21 @@ class JsonAccumulator(Accumulator):
         if "\\u" in data and _ESCAPED_FFFD.search(data):
             self._escapes = _find_escapes(data, obj, offset, self.locate) or _NO_ESCAPES
         return obj if type(obj) is dict else None
+
+    def parse_any(self, data: str, index: int, offset: int) -> Any:
+        """The payload as any JSON value, or :data:`INVALID` (with an alert: not JSON).
+        :meth:`parse` in full, not a call of this: that is every JSON dialect's per-event
+        path, and a call costs as much as several of its lines."""
+        try:
+            obj = json_loads(data)
+        except ValueError as exc:
+            self.invalid_json(str(exc), data, index, offset)
+            return INVALID
+        if self._escapes is not _NO_ESCAPES:
+            self._escapes = _NO_ESCAPES
+        if "\\u" in data and _ESCAPED_FFFD.search(data):
+            self._escapes = _find_escapes(data, obj, offset, self.locate) or _NO_ESCAPES
+        return obj
 
     def invalid_json(
         self, error: str, data: str, index: int, offset: int, tool_call: str | None = None

@@ -58,6 +58,8 @@ class Dialect:
     aliases: tuple[str, ...] = ()
     path_suffixes: tuple[str, ...] = ()
     """Request paths ending so are hints for this dialect (query string excluded)."""
+    hint_headers: tuple[str, ...] = ()
+    """A request that carries one of these headers is a hint for this dialect."""
     example_path: str | None = None
     """A request path that streams this dialect (the mock upstream serves it)."""
     example_method: str = "POST"
@@ -73,6 +75,13 @@ class Dialect:
     """Its payloads are JSON (so they can be invalid JSON)."""
     carries_text: bool = True
     """False only for ``none``: events, no message text (no fixture, no example)."""
+    text_at_end: bool = False
+    """The text comes whole in the frame that ends the stream (MCP's response), not in
+    deltas: a stream cut before its end carries none of it."""
+    rpc: bool = False
+    """Its streams answer JSON-RPC requests of a session (MCP): what a stream says depends
+    on the request (its id, its progress token), so fixtures are built per request, and
+    the LLM-shaped ones (tool calls, token and shape variants) do not apply."""
 
     def provider_for(self, path: str = "") -> Provider | None:
         """The provider of a request to ``path``, or ``None`` (not an LLM API)."""

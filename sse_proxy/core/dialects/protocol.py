@@ -16,6 +16,10 @@ Outcomes, for an accumulator fed by the reassembler:
   the whole stream (tool calls that nothing ended, checked then).
 * ``tool_schemas`` are the request's tool declarations (the reassembler sets them); each
   tool call is checked against its tool's schema when it ends (:mod:`.toolcalls`).
+* ``rpc_request`` is the JSON-RPC request the stream answers (the reassembler sets it, for
+  an MCP stream's ids and progress tokens); ``frame_info`` gives the event ID in force and
+  the block's ``retry`` during a dispatch, for the dialects whose rules are about them.
+* ``summary_fields`` are the dialect's own fields of the stream's summary (none for most).
 * ``terminal_seen`` says the stream ended cleanly (its terminal marker, or an error or a
   block that ends it legitimately); the reassembler reports ``sse.truncated`` otherwise,
   for dialects whose descriptor names a terminal marker.
@@ -29,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from sse_proxy.core.alerts import Alert
+from sse_proxy.core.rpcrequest import RpcRequest
 from sse_proxy.core.streammeta import StreamMeta
 from sse_proxy.core.toolschema import ToolSchemas
 
@@ -44,6 +49,8 @@ class DialectAccumulator(Protocol):
     tool_schemas: ToolSchemas | None
     locate: Callable[[str, int, int], int]
     """Where character i of an event's data is in the stream (the reassembler sets it)."""
+    rpc_request: RpcRequest | None
+    frame_info: Callable[[], tuple[str | None, int | None]]
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None: ...
 
@@ -75,6 +82,9 @@ class DialectAccumulator(Protocol):
 
     def details(self) -> dict[str, Any]:
         """Everything reassembled beyond the text (choices, tool calls, blocks)."""
+
+    def summary_fields(self) -> dict[str, Any]:
+        """The dialect's own fields of ``stream.summary`` ({} for most)."""
 
 
 class AccumulatorFactory(Protocol):

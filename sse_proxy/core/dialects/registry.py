@@ -19,6 +19,7 @@ from sse_proxy.core.dialects import (
     anthropic,
     framing_only,
     gemini,
+    mcp,
     openai_chat,
     openai_responses,
     raw_text,
@@ -37,6 +38,7 @@ __all__ = [
     "DialectAccumulator",
     "Provider",
     "detect",
+    "dialect_for_headers",
     "dialect_for_path",
     "dialect_named",
     "make_accumulator",
@@ -52,6 +54,7 @@ DIALECTS: Final[Mapping[str, Dialect]] = MappingProxyType(
             openai_responses.DIALECT,
             anthropic.DIALECT,
             gemini.DIALECT,
+            mcp.DIALECT,
             raw_text.DIALECT,
             framing_only.DIALECT,
         )
@@ -103,7 +106,29 @@ def dialect_for_path(path: str) -> str | None:
     return next((d.name for d in DIALECTS.values() if d.hinted_by(path)), None)
 
 
+_HINT_HEADERS: Final[tuple[tuple[str, str], ...]] = tuple(
+    (header, d.name) for d in DIALECTS.values() for header in d.hint_headers
+)
+
+
+def dialect_for_headers(headers: Mapping[str, str]) -> str | None:
+    """A hint from the request's headers (a case-insensitive mapping, as aiohttp's): an
+    MCP client's ``Mcp-Session-Id`` or ``MCP-Protocol-Version``."""
+    return next((name for header, name in _HINT_HEADERS if header in headers), None)
+
+
+def _is_jsonrpc(obj: object) -> bool:
+    """A JSON-RPC 2.0 message: a request, a notification or a response."""
+    return (
+        type(obj) is dict
+        and obj.get("jsonrpc") == "2.0"
+        and ("method" in obj or "result" in obj or "error" in obj)
+    )
+
+
 def _shape(obj: dict[str, Any]) -> str | None:
+    if _is_jsonrpc(obj):
+        return "mcp"
     kind = obj.get("type")
     if type(kind) is str:
         if kind.startswith("response."):
@@ -121,13 +146,23 @@ def detect(etype: str, data: str) -> str | None:
     """The dialect this first data event belongs to, or ``None`` if it cannot tell yet.
 
     A JSON dialect is chosen only on evidence that the data is that dialect's JSON: its
-    shape, or a JSON object whose ``type`` (if any) agrees with an event type of that
-    dialect. An event type alone never decides: ``event: ping`` with plain-text data is a
-    generic stream (``text``), not Anthropic.
+    shape (a JSON-RPC 2.0 message is MCP), or a JSON object whose ``type`` (if any) agrees
+    with an event type of that dialect. An event type alone never decides: ``event: ping``
+    with plain-text data is a generic stream (``text``), not Anthropic. Empty data (an MCP
+    priming event) decides nothing.
     """
     if data == "[DONE]":
         return "openai"
-    if not data.lstrip(" \t\n").startswith("{"):
+    head = data.lstrip(" \t\n")[:1]
+    if not head:
+        return None  # empty data (an MCP priming event): the next event tells
+    if head == "[":  # a JSON-RPC batch (MCP 2025-03-26), else text
+        try:
+            items = json_loads(data)
+        except ValueError:
+            return "text"
+        return "mcp" if type(items) is list and items and _is_jsonrpc(items[0]) else "text"
+    if head != "{":
         return "text"
     try:
         obj = json_loads(data)
@@ -162,14 +197,27 @@ def make_accumulator(
     return DIALECTS[name].accumulator(alerts, keep_text=keep_text)
 
 
+_EARLY_EMPTY = 16
+"""Empty-data events kept for the dialect that detection picks later (a priming event)."""
+
+
 class DetectingAccumulator(JsonAccumulator):
     """Stands in until the dialect is known; then the reassembler swaps in the real one.
 
     Until then it still reports what any JSON dialect would: payloads that look like JSON
-    but do not parse, and error objects.
+    but do not parse, and error objects. Events with empty data (MCP's priming events) are
+    kept, with their event id and retry, for the real one: they decide nothing.
     """
 
+    def __init__(self, alerts: list[Alert], *, keep_text: bool = True) -> None:
+        super().__init__(alerts, keep_text=keep_text)
+        self.empty: list[tuple[str, int, int, tuple[str | None, int | None]]] = []
+
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        if not data:
+            if len(self.empty) < _EARLY_EMPTY:
+                self.empty.append((etype, index, offset, self.frame_info()))
+            return
         obj = self.parse(data, index, offset)
         if obj is not None and (etype == "error" or obj.get("type") == "error"):
             self.error_event(obj, index, offset)

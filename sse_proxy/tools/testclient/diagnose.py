@@ -22,6 +22,7 @@ from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS
 from sse_proxy.tools.testclient.crash import CrashSite, attribute_crash
 
 __all__ = [
+    "OUTSIDE",
     "CrashSite",
     "Diagnosis",
     "attribute_crash",
@@ -460,10 +461,14 @@ def short_diff(expected: str, actual: str, limit: int = DIFF_LINES) -> str:
     return "".join(lines)
 
 
+OUTSIDE: Final = "outside the stream"
+"""Where :func:`describe_cut` says a cut past either end of the stream falls."""
+
+
 def describe_cut(data: bytes, cut: int) -> str:
     """Where cut ``cut`` of ``data`` falls, in the terms of the three boundaries."""
     if not 0 < cut < len(data):
-        return "outside the stream"
+        return OUTSIDE
     start = cut
     while start > 0 and data[start] & 0xC0 == 0x80:
         start -= 1

@@ -10,6 +10,7 @@ from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS
 from sse_proxy.rechunk.shapes.rewriter import split_frames
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.tools import fixtures
+from sse_proxy.tools.fixtures.streams import error_frame
 from sse_proxy.tools.testclient.diagnose import split_parts
 
 __all__ = [
@@ -73,15 +74,21 @@ class Fixture:
     def raw_capture(self) -> bool:
         return self.recording is not None and bool(self.recording.meta.get("raw_capture"))
 
-    def fault(self, kind: str) -> FaultStream:
+    def fault(self, kind: str, request: object = None) -> FaultStream:
         """The fixture broken by ``kind`` (:data:`sse_proxy.tools.testclient.plan.FAULT_KINDS`).
 
         Unlike the mock's faults (:func:`sse_proxy.tools.fixtures.faulty_stream`), which
         keep the whole text, these break after about half of it, so that a client which
         takes a broken stream for a whole one shows it; the error event and the terminal
-        marker are the dialect's own (its :class:`~sse_proxy.core.dialects.Dialect`).
+        marker are the dialect's own (its :class:`~sse_proxy.core.dialects.Dialect`). For
+        a dialect whose streams answer requests (MCP), ``request`` is the one answered:
+        the stream is built for it, and so is the error (its id). MCP's text comes whole
+        in the response, so there the break comes before it: the text carried is none.
         """
-        frames = split_frames(self.body)
+        body = self.body
+        if request is not None:
+            body = fixtures.clean_stream(self.dialect, request=request)
+        frames = split_frames(body)
         texts = [i for i, f in enumerate(frames) if _text_of(self.dialect, f)]
         # Break after about half of the text-carrying frames, never before the first.
         keep = (texts[len(texts) // 2] if texts else len(frames) // 2) or 1
@@ -94,7 +101,7 @@ class Fixture:
             marker = described.terminal_frame if described is not None else None
             body = b"".join(f for f in frames if marker is None or marker not in f)
         elif kind == "error_event":
-            error = described.error_frame if described is not None else None
+            error = error_frame(self.dialect, request) if described is not None else None
             body = head + (error or _NO_ERROR_EVENT)
         elif kind == "reset":
             body = head

@@ -21,6 +21,9 @@ it printed is compared with the text it must print:
 * for a short fixture, every two-way cut: the stream is served in exactly two writes, split
   at byte ``c``, for every ``c`` in ``1..n-1``.
 
+With ``--dialect mcp`` CMD is an MCP client: each case has the mock's MCP server, which
+answers the client's tool call with the stream the case needs (:mod:`.mcp`).
+
 Every case is ``real`` (real providers and networks produce it) or ``spec`` (allowed,
 rarely seen) (:mod:`.severity`); ``--fail-on`` chooses which failures fail the run.
 
@@ -45,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS
@@ -121,6 +125,13 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--tools serves the built-in tool-call fixture; drop --fixture")
     if options.tools and options.dialect not in TOOL_DIALECTS:
         raise UsageError(f"--tools: the {options.dialect} dialect has no tool calls")
+    if DIALECTS[options.dialect].rpc and (options.fixture or options.browser):
+        # a recording answers one request id, and a page runs no MCP session
+        flag = "--fixture" if options.fixture else "--browser"
+        raise UsageError(
+            f"{flag} does not apply to --dialect {options.dialect}: its cases run against "
+            "the mock's MCP server, which answers each request the client sends"
+        )
     if options.chaos_k < 0 or options.delay_ms < 0:
         raise UsageError("--chaos-k and --delay-ms must not be negative")
     for flag, path in (

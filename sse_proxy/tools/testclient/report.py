@@ -15,6 +15,7 @@ from sse_proxy.tools.testclient.commands import _cmd_text, by_hand, rerun_line
 from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
 from sse_proxy.tools.testclient.fixture import Fixture
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
+from sse_proxy.tools.testclient.mcp import mcp_lines
 from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
@@ -171,6 +172,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     out.append(
         f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed{got}"
     )
+    out += mcp_lines(results)
     ignored = [r for r in results if not r.passed and r.case.severity not in options.fail_on]
     if ignored:
         levels = "/".join(options.fail_on)

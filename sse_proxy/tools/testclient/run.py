@@ -24,9 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.recording import Recording
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.taps import ClientWrites
+from sse_proxy.tools.fixtures.mcp import McpCall
 from sse_proxy.tools.lockstep import Lockstep
 from sse_proxy.tools.stack import UpstreamStarter, proxy_stack
 from sse_proxy.tools.testclient.diagnose import (
@@ -40,6 +42,13 @@ from sse_proxy.tools.testclient.diagnose import (
     split_parts,
 )
 from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
+from sse_proxy.tools.testclient.mcp import (
+    MCP_ENV,
+    McpSeen,
+    explain_mcp,
+    mcp_upstream,
+    sent_short,
+)
 from sse_proxy.tools.testclient.plan import BASELINE, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
@@ -89,6 +98,8 @@ class CaseResult:
     flooded: bool = False
     final_bytes: bytes | None = None
     """The last bytes the client was sent (re-chunked streams), for the diagnosis."""
+    mcp_calls: tuple[McpCall, ...] | None = None
+    """MCP: the tool calls the case's server answered (None: not an MCP case)."""
 
     @property
     def passed(self) -> bool:
@@ -107,7 +118,8 @@ class RunResult:
 
 
 def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
-    """The variables CMD gets (on top of the caller's environment), dummy keys included."""
+    """The variables CMD gets (on top of the caller's environment), dummy keys included;
+    an MCP client also the tool to call and its arguments."""
     body = request_body(fixture)
     env = {
         "SSE_PROXY_URL": url,
@@ -123,6 +135,8 @@ def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
     }
     if fixture.tools:
         env["SSE_PROXY_TOOLS"] = "1"  # print the text, then a tool_call line per call
+    if DIALECTS[fixture.dialect].rpc:
+        env.update(MCP_ENV)
     for key, value in DUMMY_KEYS.items():
         env[key] = os.environ.get(key, value)
     return env
@@ -171,9 +185,10 @@ class _Runner:
         self.browser = browser
 
     def _stack_args(
-        self, case: Case, lockstep: Lockstep
+        self, case: Case, lockstep: Lockstep, seen: McpSeen | None = None
     ) -> tuple[UpstreamStarter | None, dict[str, object]]:
-        """(upstream starter or None for the mock, proxy settings) for ``case``."""
+        """(upstream starter or None for the mock, proxy settings) for ``case``; an MCP
+        case's mock is started here, and ``seen`` gets its MCP server."""
         from sse_proxy.tools.replay import start_replay
         from sse_proxy.tools.testclient.faults import start_fault_server
 
@@ -194,6 +209,9 @@ class _Runner:
             settings.update(mode="frames")
         else:
             settings.update(mode="chaos", chaos=case.strategy or "random")
+        if seen is not None:  # MCP: the mock's MCP server answers every case its way
+            held = lockstep if case.fault is None else None
+            return mcp_upstream(fixture, case, held, seen), settings
         if case.fault is not None:
             stream = fixture.fault(case.fault)
             return (lambda: start_fault_server(stream, fixture.headers)), settings
@@ -233,7 +251,8 @@ class _Runner:
 
     async def _attempt(self, case: Case) -> CaseResult:
         lockstep = Lockstep()
-        upstream, settings = self._stack_args(case, lockstep)
+        seen = McpSeen() if DIALECTS[self.fixture.dialect].rpc else None
+        upstream, settings = self._stack_args(case, lockstep, seen)
         first_text = self.fixture.recording is None and uses_first_text(case.strategy)
         started = time.monotonic()
         watch = CaseWatch()
@@ -269,12 +288,20 @@ class _Runner:
                     out_limit=out_limit,
                     credit=watch.held_back,
                 )
-        result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch)
+        calls = None if seen is None else seen.calls
+        result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch, calls)
         result.sent = None if writes is None else writes.one_stream()
         return result
 
-    def judge_run(self, case: Case, ran: Ran, duration: float, watch: CaseWatch) -> CaseResult:
-        """The verdict on one run of CMD, with what the proxy saw of it."""
+    def judge_run(
+        self,
+        case: Case,
+        ran: Ran,
+        duration: float,
+        watch: CaseWatch,
+        mcp_calls: tuple[McpCall, ...] | None = None,
+    ) -> CaseResult:
+        """The verdict on one run of CMD, with what the proxy (and an MCP server) saw."""
         output = normalize_output(ran.out)
         if self.fixture.tools:
             from sse_proxy.tools.fixtures.tools import canonical_output
@@ -289,6 +316,7 @@ class _Runner:
             duration,
             flooded=ran.flooded,
             final_bytes=watch.final_bytes(),
+            mcp_calls=mcp_calls,
         )
         result.delivered = watch.delivered()
         return result
@@ -305,6 +333,7 @@ class _Runner:
         *,
         flooded: bool = False,
         final_bytes: bytes | None = None,
+        mcp_calls: tuple[McpCall, ...] | None = None,
     ) -> CaseResult:
         expected = self.expected(case)
         diagnosis: Diagnosis | None
@@ -350,6 +379,8 @@ class _Runner:
             )
             if diagnosis is not None and self.fixture.tools:
                 diagnosis = explain_tool_failure(diagnosis, expected, output, code, stderr)
+        if diagnosis is not None and mcp_calls is not None and not flooded:
+            diagnosis = explain_mcp(diagnosis, expected, output, code, mcp_calls)
         if diagnosis is None:
             outcome = "pass"
         elif hung:
@@ -362,6 +393,9 @@ class _Runner:
             outcome = "crash"
         else:
             outcome = "wrong"
+        short = sent_short(self.fixture, mcp_calls) if case.cut else b""
+        if outcome == "pass" and case.cut is not None and case.cut >= len(short):
+            outcome = "undelivered"  # an MCP client's request made its stream shorter
         return CaseResult(
             case=case,
             outcome=outcome,
@@ -371,10 +405,11 @@ class _Runner:
             duration=duration,
             expected=expected,
             diagnosis=diagnosis,
-            cut_context=describe_cut(self.fixture.short, case.cut) if case.cut else None,
+            cut_context=describe_cut(short, case.cut) if case.cut else None,
             parts=dict(parts or {}),
             flooded=flooded,
             final_bytes=final_bytes,
+            mcp_calls=mcp_calls,
         )
 
     async def run_all(self, cases: Sequence[Case], progress: Progress) -> list[CaseResult]:
@@ -425,6 +460,7 @@ class _Runner:
                 parts,
                 flooded=result.flooded,
                 final_bytes=result.final_bytes,
+                mcp_calls=result.mcp_calls,
             )
             again.delivered, again.attempts, again.sent = (
                 result.delivered,

@@ -20,6 +20,7 @@ from sse_proxy.rechunk.shapes.events import parse_frame
 from sse_proxy.rechunk.shapes.rewriter import VARIANT_DIALECTS, apply_variants, split_frames
 from sse_proxy.rechunk.shapes.tokens import slot_of
 from sse_proxy.rechunk.spec import SHAPE_VARIANTS, TOKEN_VARIANTS
+from sse_proxy.tools.fixtures.streams import DELTA_DIALECTS
 from sse_proxy.tools.fixtures.variants import VARIANTS, Variant, hint_for
 from sse_proxy.tools.testclient.calls import explain_calls, json_crash
 from sse_proxy.tools.testclient.diagnose import CrashSite, Diagnosis, first_difference
@@ -56,13 +57,13 @@ def group_of(name: str) -> str:
 
 def variants_for(dialect: str, *, tools: bool) -> tuple[list[str], list[str]]:
     """(shape variants, token variants) that apply to a ``dialect`` fixture (with the tool
-    calls, ``tools``: the tool-call variants too)."""
+    calls, ``tools``: the tool-call variants too); none to MCP, whose text comes whole."""
     shapes = [
         n
         for n in SHAPE_VARIANTS
         if VARIANT_DIALECTS[n] == dialect and (tools or not VARIANTS[n].tools)
     ]
-    return shapes, list(TOKEN_VARIANTS)
+    return shapes, list(TOKEN_VARIANTS) if dialect in DELTA_DIALECTS else []
 
 
 def client_language(command: Sequence[str]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sse_proxy.tools.testclient.commands import rerun_line
-from sse_proxy.tools.testclient.diagnose import first_difference
+from sse_proxy.tools.testclient.diagnose import OUTSIDE, first_difference
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import BASELINE, CUT, FAULT_KINDS, FAULTS, HarnessOptions
 from sse_proxy.tools.testclient.run import CaseResult
@@ -70,12 +70,19 @@ def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) ->
         first = cases[0]
         got = f": {first.delivered}" if first.delivered is not None else ""
         out.append(f"first failing case: {first.case.name}{got}")
-        if cause == UNDELIVERED:
+        if cause == UNDELIVERED and first.cut_context == OUTSIDE:
+            out.append(
+                "  the cut falls past the end of the stream this client was sent (an MCP "
+                "stream answers the client's own request, whose id and progress token make "
+                "it shorter than the example's): this says nothing about the client"
+            )
+        elif cause == UNDELIVERED:
             out.append(
                 "  the client passed, but some cuts did not reach it as reads of their "
                 f"own in {first.attempts} runs (a loaded machine?): this says nothing "
                 "about the client; run it again"
             )
+        if cause == UNDELIVERED:
             out.append(f"  reproduce: {rerun_line(options, first.case)}")
             continue
         if first.case.fault is not None:

@@ -1,0 +1,268 @@
+"""The mock upstream's MCP server over real loopback sockets, raw and with the official SDK.
+
+Raw requests check the HTTP side as the Streamable HTTP specification states it (status
+codes, session header, 202s, the 2026-07-28 envelope); the SSE answers are read with the
+test suite's own parser (the oracle), not the proxy's; and the Python SDK (``mcp``), both
+its probing ``Client`` and its stateless mode, must get the canonical answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from sse_proxy.names import DIALECT_BODIES
+from sse_proxy.tools import fixtures
+from sse_proxy.tools.fixtures import mcp
+from sse_proxy.tools.mock_upstream import MCP_SERVER, mock_upstream, start_mock_upstream
+from tests.support.oracle import parse
+
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest_asyncio.fixture
+async def url() -> AsyncIterator[str]:
+    async with mock_upstream() as base:
+        yield base + "/mcp"
+
+
+def rpc(method: str, rid: object = 1, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+def call(rid: object = 1, token: object = None, **args: Any) -> dict[str, Any]:
+    meta = {} if token is None else {"_meta": {"progressToken": token}}
+    return rpc("tools/call", rid, name=mcp.TOOL, arguments=args, **meta)
+
+
+async def post(url: str, body: object, **headers: str) -> tuple[int, dict[str, str], bytes]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, json=body, headers={**ACCEPT, **headers}) as resp,
+    ):
+        return resp.status, dict(resp.headers), await resp.read()
+
+
+def messages(body: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body, read with the suite's own parser."""
+    return [json.loads(e.data) for e in parse(body).events]
+
+
+async def session(url: str, version: str = "2025-11-25") -> str:
+    status, headers, body = await post(url, rpc("initialize", 0, protocolVersion=version))
+    assert status == 200
+    assert json.loads(body)["result"]["protocolVersion"] == version
+    sid = headers["Mcp-Session-Id"]
+    assert all(0x21 <= ord(c) <= 0x7E for c in sid)
+    return sid
+
+
+@pytest.mark.asyncio
+async def test_the_handshake_then_a_tool_call_that_streams_the_fixture(url: str) -> None:
+    sid = await session(url)
+    for note in (
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 0, "result": {}},
+    ):
+        status, _, body = await post(url, note, **{"Mcp-Session-Id": sid})
+        assert (status, body) == (202, b"")
+    status, _, body = await post(url, rpc("tools/list", 2), **{"Mcp-Session-Id": sid})
+    assert json.loads(body)["result"]["tools"] == [mcp.TOOL_DEFINITION]
+    headers = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    status, got, body = await post(url, call(3, "tok", progress=2), **headers)
+    assert (status, got["Content-Type"].split(";")[0]) == (200, "text/event-stream")
+    want = mcp.McpCall(id=3, progress_token="tok", progress=2, revision="2025-11-25")
+    assert body == fixtures.clean_stream("mcp", request=want)
+    sent = messages(body)
+    assert [m.get("method") for m in sent].count("notifications/progress") == 2
+    assert all(
+        m["params"]["progressToken"] == "tok"
+        for m in sent
+        if m.get("method") == "notifications/progress"
+    )
+    response = sent[-1]
+    assert response["id"] == 3
+    assert (
+        "".join(c["text"] for c in response["result"]["content"] if c["type"] == "text")
+        == fixtures.MESSAGE
+    )
+
+
+@pytest.mark.asyncio
+async def test_the_example_request_gets_the_canonical_bytes_and_no_progress_unasked(
+    url: str,
+) -> None:
+    status, _, body = await post(url, DIALECT_BODIES["mcp"])
+    assert (status, body) == (200, fixtures.clean_stream("mcp"))
+    status, _, body = await post(url, call(5))  # no progressToken: no progress
+    assert "notifications/progress" not in body.decode()
+    assert messages(body)[-1]["id"] == 5
+
+
+@pytest.mark.asyncio
+async def test_sessions_gets_and_deletes_as_the_specification_says(url: str) -> None:
+    sid = await session(url, "2025-06-18")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(
+            url, headers={"Accept": "text/event-stream", "Mcp-Session-Id": sid}
+        ) as resp:
+            assert (resp.status, resp.headers["Allow"]) == (405, "POST, DELETE")
+        async with http.delete(url, headers={"Mcp-Session-Id": sid}) as resp:
+            assert resp.status == 200
+        async with http.delete(url, headers={"Mcp-Session-Id": sid}) as resp:
+            assert resp.status == 404
+    status, _, body = await post(url, call(1), **{"Mcp-Session-Id": sid})
+    assert status == 404
+    assert json.loads(body)["error"]["code"] == -32001
+    status, _, body = await post(url, rpc("initialize", 0, protocolVersion="1999-01-01"))
+    assert json.loads(body)["result"]["protocolVersion"] == mcp.LATEST_LEGACY
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "code"),
+    [
+        (
+            rpc("server/discover", 1, _meta=MODERN_META),
+            {"MCP-Protocol-Version": "2026-07-28"},
+            400,
+            -32601,
+        ),
+        (rpc("server/discover"), {}, 400, -32601),
+        (call(1), {"MCP-Protocol-Version": "2099-01-01"}, 400, -32022),
+        ([call(1)], {}, 400, -32600),
+        ({"id": 1, "method": "tools/call"}, {}, 400, -32600),
+        (rpc("tools/call", 1, name="nope"), {}, 200, -32602),
+        (call(1, progress=99), {}, 200, -32602),
+        (call(1, extra=1), {}, 200, -32602),
+        (rpc("resources/list"), {}, 200, -32601),
+        (
+            rpc("tools/call", 1, name=mcp.TOOL, _meta={**MODERN_META}),
+            {"MCP-Protocol-Version": "2025-11-25"},
+            400,
+            -32020,
+        ),
+        (
+            rpc("tools/list", 1, _meta={"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+            {"MCP-Protocol-Version": "2026-07-28"},
+            400,
+            -32602,
+        ),
+        (
+            rpc("resources/list", 1, _meta=MODERN_META),
+            {"MCP-Protocol-Version": "2026-07-28"},
+            404,
+            -32601,
+        ),
+    ],
+)
+async def test_requests_it_cannot_answer_get_jsonrpc_errors(
+    url: str, body: object, headers: dict[str, str], status: int, code: int
+) -> None:
+    got, _, raw = await post(url, body, **headers)
+    assert got == status
+    assert json.loads(raw)["error"]["code"] == code
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, data=b"{not json", headers=ACCEPT) as resp,
+    ):
+        assert resp.status == 400
+        assert (await resp.json())["error"]["code"] == -32700
+
+
+@pytest.mark.asyncio
+async def test_the_stateless_revision_is_answered_statelessly(url: str) -> None:
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+    status, got, body = await post(url, rpc("tools/list", 1, _meta=MODERN_META), **headers)
+    result = json.loads(body)["result"]
+    assert (status, result["resultType"], "Mcp-Session-Id" in got) == (200, "complete", False)
+    headers = {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": mcp.TOOL,
+    }
+    quiet = rpc(
+        "tools/call", 2, name=mcp.TOOL, arguments={}, _meta={**MODERN_META, "progressToken": 1}
+    )
+    status, _, body = await post(url, quiet, **headers)
+    sent = messages(body)
+    assert [m.get("method") for m in sent[:-1]] == ["notifications/progress"] * 4  # no logs unasked
+    assert sent[-1]["result"]["resultType"] == "complete"
+    loud = rpc(
+        "tools/call",
+        3,
+        name=mcp.TOOL,
+        _meta={**MODERN_META, "io.modelcontextprotocol/logLevel": "debug"},
+    )
+    status, _, body = await post(url, loud, **headers)
+    assert [m.get("method") for m in messages(body)].count("notifications/message") == 4
+    status, _, body = await post(url, quiet, **{**headers, "Mcp-Name": "other"})
+    assert (status, json.loads(body)["error"]["code"]) == (400, -32020)
+
+
+@pytest.mark.asyncio
+async def test_the_mock_faults_break_the_tool_call_the_mcp_way(url: str) -> None:
+    for fault in ("error_event", "no_terminal", "invalid_utf8"):
+        status, _, body = await post(url, call(4, "t"), **{"X-Mock-Fault": fault})
+        want = mcp.McpCall(id=4, progress_token="t")
+        assert body == fixtures.faulty_stream(fault, "mcp", request=want), fault
+    status, _, body = await post(url, call(4, "t"), **{"X-Mock-Fault": "error_event"})
+    assert status == 200  # the error is the stream's last message, not the HTTP status
+    assert messages(body)[-1] == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await post(url, call(4, "t"), **{"X-Mock-Fault": "reset"})
+
+
+@pytest.mark.asyncio
+async def test_a_harness_puts_its_own_stream_in_and_reads_the_calls() -> None:
+    seen: list[mcp.McpCall] = []
+
+    def stream_for(asked: mcp.McpCall) -> tuple[bytes, bool]:
+        seen.append(asked)
+        return fixtures.clean_stream("mcp", fixtures.SHORT_TOKENS, request=asked), False
+
+    runner, base = await start_mock_upstream(mcp_stream=stream_for)
+    try:
+        status, _, body = await post(base + "/mcp", call("x", 9, progress=1))
+        assert (status, messages(body)[-1]["id"]) == (200, "x")
+        assert (
+            runner.app[MCP_SERVER].calls
+            == seen
+            == [mcp.McpCall(id="x", progress_token=9, progress=1)]
+        )
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["auto", "2026-07-28"])
+async def test_the_official_python_sdk_gets_the_answer(url: str, mode: str) -> None:
+    """The probing ``Client`` (server/discover, then initialize, a GET, tools/list, DELETE)
+    and the stateless one, with progress: the text content is the canonical answer."""
+    from mcp import Client
+
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with Client(url, mode=mode) as client:
+        result = await client.call_tool(
+            mcp.TOOL, dict(mcp.TOOL_ARGS), progress_callback=on_progress
+        )
+    assert "".join(c.text for c in result.content if c.type == "text") == fixtures.MESSAGE
+    assert [p[0] for p in seen] == [1, 2, 3, 4]
+    assert not result.is_error

@@ -1,0 +1,144 @@
+"""`test-client --dialect mcp`: real MCP clients against the mock's MCP server behind the
+chaos proxy, each case judged in MCP's terms.
+
+The subjects: the official Python SDK (the reference), a correct raw client on the
+standard library (fast enough to run every byte and rewrite group), and that raw client
+with one bug each (a per-read decoder, one content item, the result twice, exit 0 on a
+broken call). Few seeds and groups: each case is a real process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sse_proxy.errors import UsageError
+from sse_proxy.tools.fixtures import mcp
+from sse_proxy.tools.testclient.fixture import load_fixture
+from sse_proxy.tools.testclient.harness import HarnessOptions, run_test_client
+from sse_proxy.tools.testclient.run import client_env
+from tests.support.recordings import CLIENTS
+
+RAW = (sys.executable, "-m", f"{CLIENTS}.mcp_raw")
+SDK = (sys.executable, "-m", f"{CLIENTS}.mcp_sdk")
+GROUPS = (
+    "baseline",
+    "bytewise",
+    "utf8+crlf",
+    "boundaries+cr",
+    "random+mixed_newlines+keepalive",
+    "coalesce+bom+nospace",
+    "dataless+blank_lines",
+)
+"""Every byte group, and every rewrite, in pairs."""
+
+
+def _run(
+    tmp_path: Path, command: tuple[str, ...], **options: Any
+) -> tuple[int, dict[str, Any], str]:
+    report = tmp_path / "report.json"
+    out = tmp_path / "out.txt"
+    opts = HarnessOptions(command=command, dialect="mcp", report=str(report), jobs=2, **options)
+    with out.open("w", encoding="utf-8") as stream:
+        code = run_test_client(opts, out=stream)
+    return code, json.loads(report.read_text("utf-8")), out.read_text("utf-8")
+
+
+def _by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["cases"]}
+
+
+def test_a_correct_client_passes_every_byte_rewrite_cut_and_fault_group(tmp_path: Path) -> None:
+    """Every re-chunking strategy and every rewrite (in pairs, to keep it short), two cuts
+    and the four faults."""
+    code, report, text = _run(tmp_path, RAW, only=(*GROUPS, "faults", "cut:120-121"), seeds=1)
+    assert code == 0, text
+    cases = report["cases"]
+    assert len(cases) == len(GROUPS) + 4 + 2
+    assert {c["outcome"] for c in cases} == {"pass"}
+    assert all(c["mcp"] == {"calls": 1, "progress_asked": True, "progress_sent": 4} for c in cases)
+    assert report["delivery"]["read_apart"] == report["delivery"]["cuts"] > 300
+    assert "mcp: the tool was called in 13 of 13 cases; progress was asked for in 13" in text
+    assert not {"shapes", "tokens"} & set(report["summary"])
+
+
+@pytest.mark.parametrize(
+    ("bug", "only", "family"),
+    [
+        ("decode-each-read", ("utf8",), "character boundary"),
+        ("first-item", ("baseline",), "mcp (one content item)"),
+        ("twice", ("baseline",), "mcp (duplicate result)"),
+        (
+            "exit-zero",
+            ("faults:no_terminal", "faults:error_event", "faults:reset"),
+            "silent truncation",
+        ),
+    ],
+)
+def test_each_buggy_client_is_caught_and_named(
+    tmp_path: Path, bug: str, only: tuple[str, ...], family: str
+) -> None:
+    code, report, text = _run(tmp_path, (*RAW, "--bug", bug), only=only, seeds=1)
+    assert code == 1, text
+    for case in report["cases"]:
+        assert case["outcome"] != "pass", (case["name"], text)
+        assert case["diagnosis"]["family"] == family, (case["name"], text)
+        assert case["mcp"]["calls"] == 1
+    assert f"== {family}" in text
+
+
+def test_a_client_that_never_calls_the_tool_is_told_so(tmp_path: Path) -> None:
+    code, report, text = _run(tmp_path, ("sh", "-c", "echo hello"), only=("baseline",), seeds=1)
+    assert code == 1, text
+    (case,) = report["cases"]
+    assert case["diagnosis"]["family"] == "mcp (no tool call)"
+    assert case["mcp"] == {"calls": 0, "progress_asked": False, "progress_sent": 0}
+    assert "SSE_PROXY_MCP_TOOL" in case["diagnosis"]["reason"]
+
+
+def test_the_official_python_sdk_passes(tmp_path: Path) -> None:
+    """The reference client: the SDK's probing client (server/discover, initialize, GET,
+    tools/call with a progress callback, tools/list, DELETE), through cuts and rewrites,
+    and reporting each broken call as a failure."""
+    code, report, text = _run(
+        tmp_path,
+        SDK,
+        only=("utf8+crlf", "faults:unterminated", "faults:reset"),
+        seeds=1,
+        timeout=30.0,
+    )
+    assert code == 0, text
+    assert [c["outcome"] for c in report["cases"]] == ["pass"] * 3
+    chaos = _by_name(report)["utf8+crlf seed=1"]
+    assert chaos["mcp"]["progress_sent"] == 4
+    assert chaos["delivery"]["read_apart"] == chaos["delivery"]["cuts"] > 100
+
+
+def test_the_client_is_told_where_to_connect_and_what_to_call() -> None:
+    fixture = load_fixture("mcp", None)
+    env = client_env("http://127.0.0.1:9", fixture, "baseline")
+    assert env["SSE_PROXY_STREAM_URL"] == "http://127.0.0.1:9/mcp"
+    assert (env["SSE_PROXY_MCP_TOOL"], json.loads(env["SSE_PROXY_MCP_ARGS"])) == (
+        mcp.TOOL,
+        mcp.TOOL_ARGS,
+    )
+    assert json.loads(env["SSE_PROXY_STREAM_BODY"])["method"] == "tools/call"
+    assert "SSE_PROXY_MCP_TOOL" not in client_env("http://x", load_fixture("openai", None), "c")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fixture": "capture.sse"},
+        {"tools": True},
+        {"only": ("shapes",)},
+        {"only": ("tokens:chars",)},
+    ],
+)
+def test_what_does_not_apply_to_mcp_is_a_usage_error(options: dict[str, Any]) -> None:
+    with pytest.raises(UsageError):
+        run_test_client(HarnessOptions(command=("true",), dialect="mcp", **options))
