@@ -104,6 +104,10 @@ def test_invented_usage_and_a_done_after_a_cut_stream_are_named(tmp_path: Path) 
         "baseline,faults:no_terminal,faults:reset",
         "--pace-ms",
         "0",
+        "--junit",
+        str(tmp_path / "junit.xml"),
+        "--html",
+        str(tmp_path / "report.html"),
         "--",
         PY,
         "-m",
@@ -130,6 +134,9 @@ def test_invented_usage_and_a_done_after_a_cut_stream_are_named(tmp_path: Path) 
     assert "sse-proxy test-gateway --dialect openai" in cut["reproduce"]
     assert "--only faults:no_terminal" in cut["reproduce"]
     assert "== ending (made a cut stream look whole) (masked)" in out
+    junit = (tmp_path / "junit.xml").read_text()
+    assert 'type="ending (made a cut stream look whole)"' in junit
+    assert "fault=no_terminal" in (tmp_path / "report.html").read_text()
 
 
 def test_deltas_held_back_are_a_delivery_finding_confirmed_on_a_rerun(tmp_path: Path) -> None:

@@ -182,6 +182,10 @@ def test_deltas_held_back_into_one_burst_are_a_delivery_finding() -> None:
     assert verdict.delivery.held_back > 0.9
     prompt = _read(body, times=[i / n + 0.002 for i in range(n)])
     assert judge(up, prompt).passed
+    slow = judge(up, _read(body, times=[3 * i / n for i in range(n)]))
+    assert slow.main is not None
+    assert slow.main.family == "delivery (slow relay)"
+    assert "over 2.9" in slow.main.reason
 
 
 def test_a_translated_stream_is_compared_by_meaning() -> None:

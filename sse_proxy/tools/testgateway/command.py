@@ -23,8 +23,8 @@ __all__ = [
     "test_gateway_from_args",
 ]
 
-# Spelled here, not imported: cli.py builds this parser at every start, and the harness's
-# modules (test-client's planner, the fixtures) take a third of a second to import.
+# Spelled here, not imported: cli.py builds this parser at every start, which must not
+# import the harness (test-client's planner, the fixtures) for it.
 DIALECTS: Final = ("openai", "responses", "anthropic")
 """The APIs a client may speak to the gateway."""
 KEY_CHANNELS: Final = ("auto", "header", "model", "order")

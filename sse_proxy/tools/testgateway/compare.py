@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import pairwise
 from statistics import median
 from typing import Any, Final
 
@@ -124,6 +125,7 @@ FIXES: Final[dict[str, str]] = {
     "finish reason": "pass the upstream's finish reason on",
     "choices (dropped)": "relay every choice of the stream (by its index)",
     "delivery (held back)": "write each event to the client as soon as it is parsed",
+    "delivery (slow relay)": "relay an event in less time than the upstream takes to send one",
     "delivery (coalesced)": "relay each upstream delta as its own event",
     "delivery (slow first chunk)": "forward the first event without waiting",
     "shape (content type)": "answer a stream with Content-Type: text/event-stream",
@@ -170,8 +172,13 @@ class Delivery:
     upstream_span: float
     lag_median: float | None
     lag_max: float | None
-
     lag_min: float | None = None
+    gateway_span: float = 0.0
+    """Seconds from the first output the client got to the last."""
+    upstream_gap_max: float = 0.0
+    gateway_gap_max: float = 0.0
+    """The longest time between two output events, as the upstream sent them and as the
+    client got them."""
 
     @property
     def held_back(self) -> float:
@@ -187,6 +194,9 @@ class Delivery:
             "upstream_output_events": self.upstream_events,
             "gateway_output_events": self.gateway_events,
             "upstream_output_span_s": round(self.upstream_span, 4),
+            "gateway_output_span_s": round(self.gateway_span, 4),
+            "upstream_gap_max_s": round(self.upstream_gap_max, 4),
+            "gateway_gap_max_s": round(self.gateway_gap_max, 4),
             "lag_min_s": self.lag_min,
             "lag_median_s": self.lag_median,
             "lag_max_s": self.lag_max,
@@ -244,6 +254,7 @@ def delivery_of(up: Meaning, gw: Meaning) -> Delivery:
             i = min(bisect_left(cums, min(cum, total)), len(cums) - 1)
             lags.append((gw.started + at) - (up.started + up.output[i][0]))
     span = (up.output[-1][0] - up.output[0][0]) if up.output else 0.0
+    gw_span = (gw.output[-1][0] - gw.output[0][0]) if gw.output else 0.0
     return Delivery(
         added_first_byte=_r(added_byte),
         added_first_output=_r(added_out),
@@ -253,7 +264,14 @@ def delivery_of(up: Meaning, gw: Meaning) -> Delivery:
         lag_median=_r(median(lags)) if lags else None,
         lag_max=_r(max(lags)) if lags else None,
         lag_min=_r(min(lags)) if lags else None,
+        gateway_span=gw_span,
+        upstream_gap_max=_gap_max(up.output),
+        gateway_gap_max=_gap_max(gw.output),
     )
+
+
+def _gap_max(output: tuple[tuple[float, int], ...]) -> float:
+    return max((b[0] - a[0] for a, b in pairwise(output)), default=0.0)
 
 
 def _json_equal(a: str, b: str) -> bool:
@@ -289,8 +307,7 @@ def _ending(up: Meaning, gw: Meaning, notes: _Notes) -> None:
             "broken",
             "ending (stopped reading the upstream)",
             f"the gateway stopped reading the upstream's stream after {up.events} events "
-            f"({up.bytes} bytes) and {_client_end(gw)}: the stream it gave up on is one "
-            "real upstreams send (see the case)",
+            f"({up.bytes} bytes) and {_client_end(gw)}",
             gw.body_preview if gw.end == "refused" else "\n".join(gw.tail[-2:]),
         )
         return
@@ -389,7 +406,8 @@ def _answer(up: Meaning, gw: Meaning, notes: _Notes, translated: bool) -> None:
         if gw.text and up.text.startswith(gw.text):
             what = f"{len(gw.text)} of {len(up.text)} characters arrived (the end is missing)"
         elif gw.text and up.text.endswith(gw.text):
-            what = f"the first {len(up.text) - len(gw.text)} characters are missing"
+            lost = json.dumps(up.text[: len(up.text) - len(gw.text)][:40], ensure_ascii=False)
+            what = f"the first {len(up.text) - len(gw.text)} characters ({lost}) are missing"
         else:
             what = f"the text differs {first_difference(up.text, gw.text)}"
         notes.add("wrong", "text", what)
@@ -504,14 +522,29 @@ def _shape(up: Meaning, gw: Meaning, notes: _Notes, translated: bool) -> None:
 def _delivery(d: Delivery, notes: _Notes) -> None:
     limit = max(HELD_MIN, d.upstream_span / 4)
     if d.held_back >= limit and d.upstream_span > 0:
-        notes.add(
-            "held",
-            "delivery (held back)",
-            f"output reached the client up to {d.held_back:.2f} s later than the gateway's "
-            f"quickest (lag behind the upstream: {d.lag_min or 0:.3f} s at least, "
-            f"{d.lag_median or 0:.3f} s median, {d.lag_max or 0:.2f} s at most; the upstream "
-            f"took {d.upstream_span:.2f} s to send it): deltas held back into bursts",
+        lags = (
+            f"its lag behind the upstream: {d.lag_min or 0:.3f} s at least, "
+            f"{d.lag_median or 0:.3f} s median, {d.lag_max or 0:.2f} s at most"
         )
+        if d.gateway_span >= d.upstream_span + d.held_back / 2:
+            # the output came as steadily as it was sent, only later and later: the
+            # gateway relays more slowly than the upstream sends
+            notes.add(
+                "held",
+                "delivery (slow relay)",
+                f"the upstream sent its output in {d.upstream_span:.2f} s, the client got it "
+                f"over {d.gateway_span:.2f} s: the gateway fell behind by up to "
+                f"{d.held_back:.2f} s ({lags})",
+            )
+        else:
+            notes.add(
+                "held",
+                "delivery (held back)",
+                f"output reached the client up to {d.held_back:.2f} s later than the "
+                f"gateway's quickest, then in a burst ({lags}; the upstream took "
+                f"{d.upstream_span:.2f} s to send it, the client got it within "
+                f"{d.gateway_span:.2f} s)",
+            )
     if d.upstream_events >= 8 and d.gateway_events * 2 < d.upstream_events:
         notes.add(
             "held",

@@ -248,6 +248,7 @@ def read_meaning(dialect: str, transport: Transport) -> Meaning:
     raw_errors: dict[int, str] = {}
     tail: list[str] = []
     unterminated = False
+    failed_event: tuple[str, Any] | None = None
     invalid = 0
     total = 0
     size = 0
@@ -269,6 +270,8 @@ def read_meaning(dialect: str, transport: Transport) -> Meaning:
             tail = [*tail[-3:], _frame(event)]
             if isinstance(obj, dict) and ("error" in obj or obj.get("type") == "error"):
                 raw_errors[event.ordinal] = _frame(event)
+            if isinstance(obj, dict) and obj.get("type") == "response.failed":
+                failed_event = (_frame(event), obj.get("response"))
             if measure is not None and isinstance(obj, dict):
                 n = measure(obj)
                 if n:
@@ -306,7 +309,11 @@ def read_meaning(dialect: str, transport: Transport) -> Meaning:
     else:
         end = "cut"
     if failed and not errors:
-        errors.append(ErrorInfo("response.failed", "", tail[-1] if tail else ""))
+        raw, response = failed_event or ("", None)
+        error = response.get("error") if isinstance(response, dict) else None
+        error = error if isinstance(error, dict) else {}
+        kind = str(error.get("code") or error.get("type") or "response.failed")
+        errors.append(ErrorInfo(kind, str(error.get("message") or "")[:200], raw))
     usage = None
     if meta.input_tokens is not None or meta.output_tokens is not None:
         usage = (meta.input_tokens, meta.output_tokens)

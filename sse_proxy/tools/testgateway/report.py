@@ -118,8 +118,9 @@ def _setup_lines(options: GatewayOptions, run: GatewayRun) -> list[str]:
     ]
     if s.upstream_dialect != options.dialect:
         lines.append(
-            f"translation: the gateway answers {options.dialect} from an {s.upstream_dialect} "
-            f"upstream ({options.dialect} <- {s.upstream_dialect}): compared by meaning"
+            f"translation: the gateway answers in {options.dialect} what the upstream sent in "
+            f"{s.upstream_dialect} ({options.dialect} <- {s.upstream_dialect}): compared by "
+            "meaning"
         )
     return lines
 
@@ -139,7 +140,8 @@ def _delivery_line(results: Sequence[GatewayCase], paced: bool) -> str | None:
         f"delivery (baseline{', paced upstream' if paced else ''}): up to "
         f"{first * 1000:.0f} ms added to the first output; output held back up to "
         f"{held * 1000:.0f} ms beyond its least lag; output events upstream/client "
-        f"{timed[0].upstream_events}/{timed[0].gateway_events}"
+        f"{timed[0].upstream_events}/{timed[0].gateway_events}, the longest gap between "
+        f"two {timed[0].upstream_gap_max * 1000:.0f}/{timed[0].gateway_gap_max * 1000:.0f} ms"
     )
 
 

@@ -269,8 +269,7 @@ class _Runner:
 
     async def _warm_up(self, route: Route, channel: str) -> None:
         """A few streams before the cases, as many at once as the cases run: a gateway's
-        first requests pay for its lazy start-up (LiteLLM: a second), which is not what a
-        case measures."""
+        first requests pay for its lazy start-up, which is not what a case measures."""
         route.key = self._key()
         self.router.add(route)
         self.router.armed = route.key
