@@ -206,6 +206,7 @@ def test_a_gateway_that_never_calls_the_upstream_says_what_it_answered(tmp_path:
         (("--", "no-such-gateway-command"), "command not found"),
         (("--header", "no colon", "--", PY), "--header: expected 'Name: value'"),
         (("--path", "v1/x", "--", PY), "--path must start with /"),
+        (("--dialect", "gemini", "--", PY), "--dialect must be one of openai, anthropic"),
     ],
 )
 def test_usage_errors_are_one_line(

@@ -16,17 +16,14 @@ if TYPE_CHECKING:
     from sse_proxy.tools.testgateway.options import GatewayOptions
 
 __all__ = [
-    "DIALECTS",
     "KEY_CHANNELS",
     "add_test_gateway",
     "run_test_gateway",
     "test_gateway_from_args",
 ]
 
-# Spelled here, not imported: cli.py builds this parser at every start, which must not
-# import the harness (test-client's planner, the fixtures) for it.
-DIALECTS: Final = ("openai", "responses", "anthropic")
-"""The APIs a client may speak to the gateway."""
+# Spelled here, not imported from the router: cli.py builds this parser at every start,
+# which must not import the harness (test-client's planner, the fixtures) for it.
 KEY_CHANNELS: Final = ("auto", "header", "model", "order")
 
 _DESCRIPTION = """\
@@ -48,7 +45,11 @@ def add_test_gateway(sub: Any, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--dialect", default="openai", choices=DIALECTS, help="the API the client speaks"
+        "--dialect",
+        default="openai",
+        metavar="API",
+        help="the API the client speaks: openai (Chat Completions, the default), responses "
+        "or anthropic (Messages)",
     )
     p.add_argument(
         "--header",
@@ -164,6 +165,10 @@ def test_gateway_from_args(args: argparse.Namespace) -> int:
 
 
 def _validate(options: GatewayOptions) -> None:
+    from sse_proxy.tools.testgateway.meaning import DIALECTS
+
+    if options.dialect not in DIALECTS:
+        raise UsageError(f"--dialect must be one of {', '.join(DIALECTS)}, not {options.dialect!r}")
     if not options.command:
         raise UsageError("test-gateway needs the gateway's command: sse-proxy test-gateway -- CMD")
     exe = options.command[0]

@@ -17,6 +17,7 @@ from itertools import pairwise
 from statistics import median
 from typing import Any, Final
 
+from sse_proxy.core.dialects.registry import DIALECTS as REGISTRY
 from sse_proxy.tools.testclient.diagnose import first_difference
 from sse_proxy.tools.testgateway.meaning import Meaning
 
@@ -47,11 +48,6 @@ _HOW_ENDED: Final = {
     "refused": "answered an HTTP error",
     "whole": "ended with its terminal marker",
     "abandoned": "was left unread",
-}
-_MARKERS: Final = {
-    "openai": "data: [DONE]",
-    "responses": "response.completed",
-    "anthropic": "message_stop",
 }
 _FINISH: Final = {
     "stop": "stop",
@@ -291,6 +287,15 @@ def _usage_text(usage: tuple[int | None, int | None]) -> str:
     return f"{usage[0]} input and {usage[1]} output tokens"
 
 
+def _marker(dialect: str) -> str:
+    """The dialect's terminal marker, as a client sees it (``data: [DONE]``)."""
+    described = REGISTRY.get(dialect)
+    marker = described.terminal_marker if described is not None else None
+    if marker is None:
+        return "its terminal marker"
+    return f"data: {marker}" if marker.startswith("[") else marker
+
+
 def _client_end(gw: Meaning) -> str:
     """How the client's stream ended, in a few words."""
     if gw.end == "refused":
@@ -301,7 +306,7 @@ def _client_end(gw: Meaning) -> str:
 
 
 def _ending(up: Meaning, gw: Meaning, notes: _Notes) -> None:
-    marker = _MARKERS.get(gw.dialect, "its terminal marker")
+    marker = _marker(gw.dialect)
     if up.end == "abandoned":
         notes.add(
             "broken",

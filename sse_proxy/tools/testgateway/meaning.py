@@ -11,7 +11,7 @@ while a stream is open, so reading costs the stream nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,6 +20,7 @@ from sse_proxy.core.events import SSEEvent
 
 __all__ = [
     "BROKEN_ENDS",
+    "DIALECTS",
     "ENDS",
     "ErrorInfo",
     "Meaning",
@@ -161,9 +162,23 @@ def _responses_output(obj: dict[str, Any]) -> int:
     return 0
 
 
-_OUTPUT = {"openai": _openai_output, "anthropic": _anthropic_output, "responses": _responses_output}
-_NAMED = frozenset({"anthropic", "responses"})
-"""Dialects whose every event carries an ``event:`` field equal to its data's ``type``."""
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How a dialect's events are read beyond what the reassembler says."""
+
+    output: Callable[[dict[str, Any]], int]
+    """The characters of generated output an event carries."""
+    named: bool
+    """Every event carries an ``event:`` field equal to its data's ``type``."""
+
+
+READINGS: Final[dict[str, _Reading]] = {
+    "openai": _Reading(_openai_output, named=False),
+    "anthropic": _Reading(_anthropic_output, named=True),
+    "responses": _Reading(_responses_output, named=True),
+}
+"""The dialects test-gateway reads, each with what it needs to read them."""
+DIALECTS: Final = tuple(READINGS)
 
 
 def _usage_chunk_choices(obj: dict[str, Any]) -> bool:
@@ -213,7 +228,7 @@ class _Shapes:
                 self.usage_raw = _frame(event)
             if _usage_chunk_choices(obj):
                 self.violations.append(("usage_chunk_choices", _frame(event)))
-        elif self.dialect in _NAMED:
+        elif READINGS[self.dialect].named:
             kind = obj.get("type")
             if event.type == "message" and isinstance(kind, str):
                 self.unnamed += 1
@@ -242,7 +257,7 @@ def read_meaning(dialect: str, transport: Transport) -> Meaning:
     """Read one side's stream in ``dialect`` (openai, responses or anthropic)."""
     reassembler = StreamReassembler(dialect, frame_ends=False)
     shapes = _Shapes(dialect)
-    measure = _OUTPUT.get(dialect)
+    measure = READINGS[dialect].output if dialect in READINGS else None
     output: list[tuple[float, int]] = []
     errors: list[ErrorInfo] = []
     raw_errors: dict[int, str] = {}

@@ -36,7 +36,7 @@ from sse_proxy.tools.testclient.shapes import variants_for
 from sse_proxy.tools.testgateway.client import stream_once
 from sse_proxy.tools.testgateway.compare import Judgement, judge
 from sse_proxy.tools.testgateway.gateway import GatewayError, GatewayProcess, fill, free_port
-from sse_proxy.tools.testgateway.meaning import Meaning, Transport, read_meaning
+from sse_proxy.tools.testgateway.meaning import DIALECTS, Meaning, Transport, read_meaning
 from sse_proxy.tools.testgateway.options import GatewayOptions
 from sse_proxy.tools.testgateway.router import (
     CASE_HEADER,
@@ -417,7 +417,7 @@ async def run_gateway(options: GatewayOptions) -> GatewayRun:
             runner = _Runner(options, router, gateway, session, url, headers)
             channel, call = await runner.probe()
             upstream = dialect_for_path(call.path)
-            if upstream is None or upstream not in ("openai", "responses", "anthropic"):
+            if upstream is None or upstream not in DIALECTS:
                 raise GatewayError(
                     f"the gateway called {call.method} {call.path} on the upstream, which is "
                     "not the streaming endpoint of OpenAI Chat, OpenAI Responses or Anthropic"
