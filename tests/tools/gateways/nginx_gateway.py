@@ -3,14 +3,17 @@ $SSE_PROXY_GATEWAY_PORT (the variables `sse-proxy test-gateway` sets), run in th
 
     sse-proxy test-gateway -- python -m tests.tools.gateways.nginx_gateway
 
-Everything it writes (pid, logs, temp files) stays in a temporary directory; no response or
-request buffering, HTTP/1.1 with keep-alive to the upstream (the bench's settings).
+Everything it writes (pid, logs, temp files) stays in a temporary directory, removed when
+nginx exits; no response or request buffering, HTTP/1.1 with keep-alive to the upstream (the
+bench's settings). SIGTERM is passed on to nginx (a fast shutdown).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 from urllib.parse import urlsplit
@@ -66,8 +69,15 @@ def main() -> int:
                 port=os.environ["SSE_PROXY_GATEWAY_PORT"],
             )
         )
-    os.execv(nginx, [nginx, "-e", "stderr", "-p", prefix, "-c", conf, "-g", "daemon off;"])
-    return 0  # never reached: execv replaced this process with nginx
+    try:
+        proc = subprocess.Popen(
+            [nginx, "-e", "stderr", "-p", prefix, "-c", conf, "-g", "daemon off;"]
+        )
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: proc.terminate())
+        return proc.wait()
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
 
 
 if __name__ == "__main__":
