@@ -4,7 +4,8 @@
 # Chromium and its driver for the browser tests in tests/inspect/ and for test-client
 # --browser chromium, Firefox ESR for test-client --browser firefox, node and npm for the
 # JavaScript clients and recipes, curl (a real client sending Expect: 100-continue in
-# tests/server/test_expect.py). A missing one is
+# tests/server/test_expect.py), nginx (a control gateway of test-gateway's tests and of the
+# gateway matrix, tests/tools/test_testgateway.py). A missing one is
 # installed with apt-get (as root, or with sudo); when that is impossible this fails
 # loudly: the tests that need them are never skipped.
 set -euo pipefail
@@ -28,6 +29,9 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     apt_install nodejs npm
 fi
 command -v curl >/dev/null 2>&1 || apt_install curl
+# nginx-light (Debian's smallest nginx, in /usr/sbin): the tests run their own, in the
+# foreground on free ports, whatever daemon the package starts
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-light
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     apt_install chromium chromium-driver
 fi
@@ -37,5 +41,6 @@ command -v promtool >/dev/null 2>&1 || { echo "system-deps: promtool still missi
 command -v firefox-esr >/dev/null 2>&1 || command -v firefox >/dev/null 2>&1 || { echo "system-deps: firefox still missing" >&2; exit 1; }
 command -v chromedriver >/dev/null 2>&1 || { echo "system-deps: chromedriver still missing" >&2; exit 1; }
 command -v node >/dev/null 2>&1 || { echo "system-deps: node still missing" >&2; exit 1; }
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { echo "system-deps: nginx still missing" >&2; exit 1; }
 # the JavaScript recipes' own npm dependencies (vitest, pinned), into docs/javascript
 bash "$(dirname "$0")/js-deps.sh"

@@ -20,6 +20,7 @@ from sse_proxy.tools.fixtures.faults import (
     TEST_CLIENT_LEGACY_NAMES,
     names_help,
 )
+from sse_proxy.tools.testgateway.command import add_test_gateway
 
 __all__ = ["build_parser", "main"]
 
@@ -268,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
+    add_test_gateway(sub, common)
+
     health = sub.add_parser(
         "health",
         help="ask a running proxy whether it is healthy (exit 0) or not (exit 1)",
@@ -359,6 +362,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.command == "test-client":
         return _test_client(args)
+    if args.command == "test-gateway":
+        from sse_proxy.tools.testgateway.command import test_gateway_from_args
+
+        return test_gateway_from_args(args)
     if args.command == "health":
         from sse_proxy.tools.health import run_health
 

@@ -413,7 +413,8 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     logs.add_argument(
         "--otlp-endpoint",
         metavar="URL",
-        help="export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318 (needs [otel]; default off)",
+        help="export traces and the GenAI streaming metrics over OTLP/HTTP, e.g. "
+        "http://127.0.0.1:4318 (needs [otel]; default off)",
     )
     ui = serve.add_argument_group("the live inspector")
     ui.add_argument(

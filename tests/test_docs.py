@@ -67,6 +67,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--save-dev",  # npm install
         "--allow-net",  # deno run
         "--allow-env",
+        "--headless",  # Portkey's gateway, in docs/test-gateway.md and docs/gateways.md
     }
 )
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)

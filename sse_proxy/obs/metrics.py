@@ -30,7 +30,7 @@ from prometheus_client.exposition import choose_encoder
 from sse_proxy.cache import BoundedCache, size_of
 from sse_proxy.obs.redact import scrub_held
 
-__all__ = ["GAP_BUCKETS", "METRIC_NAMES", "Metrics", "ModelLabels"]
+__all__ = ["GAP_BUCKETS", "GENAI_BUCKETS", "METRIC_NAMES", "Metrics", "ModelLabels"]
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -38,16 +38,38 @@ OTHER = "other"
 _LABEL_SAFE = re.compile(r"[^A-Za-z0-9._:/@+-]")
 GAP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Inter-event gap buckets (seconds)."""
+GENAI_BUCKETS = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+"""The explicit bucket boundaries the OpenTelemetry GenAI conventions give their client
+durations, the two streaming histograms among them (seconds)."""
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60)
 
 
 class GapHistogram(Protocol):
-    """What :meth:`Metrics.record_stream` needs of a stream's gap histogram."""
+    """What the metrics need of a stream's gap histogram."""
 
     count: int
     sum: float
+    min: float
+    max: float
 
     def prometheus_buckets(self) -> list[int]: ...
+
+    def genai_buckets(self) -> list[int]: ...
 
 
 class ModelLabels:

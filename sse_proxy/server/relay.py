@@ -51,6 +51,7 @@ from sse_proxy.server.plain import relay_plain
 from sse_proxy.server.recorder import Recorder
 from sse_proxy.server.tap_types import StreamEnd
 from sse_proxy.server.taps import (
+    GenAIMetricsTap,
     InspectorTap,
     MetricsTap,
     SpanTap,
@@ -310,6 +311,7 @@ class _SseRelay:
             opened=self.opened,
         )
         obs.catch_up = self._catch_up
+        genai = ex.parts.tracing.metrics
         # The observers of the stream, in the order they are told its end; built once.
         self.taps = taps = Taps(
             (
@@ -318,6 +320,11 @@ class _SseRelay:
                 None if self.record is None else InspectorTap(self.record),
                 self.recorder,
                 MetricsTap(ex.metrics, ex.route.name),
+                None
+                if genai is None
+                else GenAIMetricsTap(
+                    genai, request.path, ex.route.upstream, ex.metrics.model_label
+                ),
                 *(make(ex) for make in ex.parts.taps),
             )
         )
@@ -695,6 +702,7 @@ class _SseRelay:
                 ttfb=ttfb,
                 duration=now - started,
                 gaps=obs.gaps,
+                ttfc=None if obs.first_event is None else obs.first_event - started,
             )
         )
         obs.catch_up = None  # the observer's way back to this relay: no cycle to collect

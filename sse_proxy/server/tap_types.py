@@ -34,6 +34,9 @@ class StreamEnd(NamedTuple):
     duration: float
     gaps: GapHistogram
     """The inter-event gaps."""
+    ttfc: float | None = None
+    """Seconds from the request to the first upstream read that completed an event (the
+    first chunk, as the GenAI conventions count them); None: no event came."""
 
 
 @runtime_checkable

@@ -17,18 +17,20 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from typing import ParamSpec, cast
+from typing import Any, ParamSpec, cast
 
 from sse_proxy.core.alerts import Alert
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.inspect.registry import StreamRecord
 from sse_proxy.obs.metrics import Metrics
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.tap_types import ObserveTap, ReadTap, StreamEnd, Tap, WriteTap
-from sse_proxy.server.tracing import RequestSpan
+from sse_proxy.server.tracing import RequestSpan, StreamMetrics, server_of
 
 __all__ = [
     "ClientWrites",
+    "GenAIMetricsTap",
     "InspectorTap",
     "MetricsTap",
     "SpanTap",
@@ -110,7 +112,43 @@ class SpanTap:
         self.span = span
 
     def finish(self, end: StreamEnd) -> None:
-        self.span.stream(end.fields)
+        self.span.stream(end.fields, end.ttfc)
+
+
+class GenAIMetricsTap:
+    """The GenAI streaming histograms (time to first chunk, time per output chunk), with
+    the conventions' attributes; a stream of no known GenAI provider is not theirs."""
+
+    __slots__ = ("labels", "metrics", "path", "server")
+
+    def __init__(
+        self,
+        metrics: StreamMetrics,
+        path: str,
+        upstream: str,
+        labels: Callable[[str | None], str],
+    ) -> None:
+        self.metrics = metrics
+        self.path = path  # the request's: it tells Vertex AI from the Gemini API
+        self.server = server_of(upstream)
+        self.labels = labels  # the metrics' bounded model names
+
+    def finish(self, end: StreamEnd) -> None:
+        fields = end.fields
+        described = DIALECTS.get(str(fields.get("dialect")))
+        provider = described.provider_for(self.path) if described is not None else None
+        if provider is None:
+            return
+        attrs: list[tuple[str, Any]] = [
+            ("gen_ai.operation.name", provider.operation),
+            ("gen_ai.provider.name", provider.name),
+        ]
+        for key in ("request_model", "response_model"):
+            model = fields.get(key)
+            if model:
+                attrs.append((f"gen_ai.{key.replace('_', '.')}", self.labels(str(model))))
+        attrs += [("server.address", self.server[0]), ("server.port", self.server[1])]
+        self.metrics.record(tuple(attrs), end.ttfc, end.gaps)
 
 
 class InspectorTap:

@@ -20,6 +20,7 @@ from sse_proxy.core.dialects.mcp import McpAccumulator
 from sse_proxy.core.streammeta import StreamMeta, has_text, meta_of
 from sse_proxy.core.verdict import verdict
 from sse_proxy.obs.metrics import GAP_BUCKETS as PROM_GAP_BUCKETS
+from sse_proxy.obs.metrics import GENAI_BUCKETS
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.watchdog import Watch, Watchdog
@@ -27,12 +28,18 @@ from sse_proxy.server.watchdog import Watch, Watchdog
 __all__ = ["GAP_BOUNDS", "PROM_GAP_BUCKETS", "StreamObserver"]
 
 # The per-stream gap histogram is finer than the Prometheus one (12 % steps) and contains
-# its bounds, so each fine bucket falls in exactly one Prometheus bucket.
+# its bounds and the OpenTelemetry GenAI ones, so each fine bucket falls in exactly one
+# bucket of each.
 GAP_BOUNDS: tuple[float, ...] = tuple(
-    sorted({round(1e-4 * 10 ** (i / 20), 7) for i in range(121)} | set(PROM_GAP_BUCKETS))
+    sorted(
+        {round(1e-4 * 10 ** (i / 20), 7) for i in range(121)}
+        | set(PROM_GAP_BUCKETS)
+        | set(GENAI_BUCKETS)
+    )
 )
 _GAP_BATCH = 256
 _PROM_INDEX = tuple(bisect_left(PROM_GAP_BUCKETS, b) for b in (*GAP_BOUNDS, float("inf")))
+_GENAI_INDEX = tuple(bisect_left(GENAI_BUCKETS, b) for b in (*GAP_BOUNDS, float("inf")))
 
 
 class _GapHistogram:
@@ -42,13 +49,14 @@ class _GapHistogram:
     that has not yet had 256 gaps, most of them, holds none while it runs.
     """
 
-    __slots__ = ("count", "counts", "max", "sum")
+    __slots__ = ("count", "counts", "max", "min", "sum")
 
     def __init__(self) -> None:
         self.counts: list[int] = []
         self.count = 0
         self.sum = 0.0
         self.max = 0.0
+        self.min = 0.0
 
     def fill(self) -> list[int]:
         """The buckets, allocated on first use."""
@@ -58,15 +66,17 @@ class _GapHistogram:
 
     def add(self, gap: float) -> None:
         self.fill()[bisect_left(GAP_BOUNDS, gap)] += 1
+        self.min = gap if not self.count else min(self.min, gap)
         self.count += 1
         self.sum += gap
         self.max = max(self.max, gap)
 
-    def settle(self, total: float, largest: float) -> None:
-        """Count, sum and max after the hot path filled only ``counts`` (see ``tick``)."""
+    def settle(self, total: float, largest: float, smallest: float = 0.0) -> None:
+        """Count, sum, max and min after the hot path filled only ``counts`` (``tick``)."""
         self.count = sum(self.counts)
         self.sum = total
         self.max = largest
+        self.min = smallest
 
     def quantile(self, q: float) -> float | None:
         """The upper bound of the bucket holding the q-quantile (capped at the max seen)."""
@@ -87,6 +97,14 @@ class _GapHistogram:
         counts = self.counts
         for i in self._filled():
             out[_PROM_INDEX[i]] += counts[i]
+        return out
+
+    def genai_buckets(self) -> list[int]:
+        """Counts per OpenTelemetry GenAI bucket (:data:`GENAI_BUCKETS` plus +Inf)."""
+        out = [0] * (len(GENAI_BUCKETS) + 1)
+        counts = self.counts
+        for i in self._filled():
+            out[_GENAI_INDEX[i]] += counts[i]
         return out
 
     def _filled(self) -> Iterator[int]:
@@ -133,6 +151,7 @@ class StreamObserver:
         self.first_text: float | None = None
         self.gaps = _GapHistogram()
         self._gap_max = 0.0
+        self._gap_min = float("inf")
         # gaps not yet in the histogram (at most _GAP_BATCH), as C doubles: 8 bytes each,
         # not a float object of 32
         self._new_gaps = array("d")
@@ -216,6 +235,7 @@ class StreamObserver:
             counts[b] += j - i
             i = j
         self._gap_max = max(self._gap_max, ordered[-1])
+        self._gap_min = min(self._gap_min, ordered[0])
         del new_gaps[:]
 
     # -- alerts ------------------------------------------------------------------------
@@ -300,7 +320,8 @@ class StreamObserver:
         self._bucket_gaps()
         gaps = self.gaps
         if self.first_event is not None:
-            gaps.settle(self.last_event - self.first_event, self._gap_max)
+            smallest = self._gap_min if self._gap_min != float("inf") else 0.0
+            gaps.settle(self.last_event - self.first_event, self._gap_max, smallest)
         kind, reason = verdict(ended_by, self.sink.counts, self.sink.first_warning)
         if ended_by == "timeout" and self.timeout_kind is not None:
             reason = self.timeout_kind

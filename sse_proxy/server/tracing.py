@@ -1,18 +1,31 @@
-"""Traces: one OpenTelemetry span per proxied request, exported over OTLP/HTTP.
+"""Telemetry over OTLP/HTTP: one OpenTelemetry span per proxied request, and the GenAI
+streaming metrics.
 
 Optional (``pip install 'sse-proxy[otel]'``, then ``--otlp-endpoint URL``). The span
 continues the client's W3C ``traceparent`` when it sent one, carries the OpenTelemetry
 GenAI semantic-convention attributes (provider, request and response model, usage,
-finish reasons) and the proxy's own (``sse_proxy.*``: stream id, verdict, timings), and
-has one span event per alert. Spans are batched and exported off the event loop by the
-SDK's worker thread; without an endpoint nothing here runs.
+finish reasons, ``gen_ai.request.stream``, ``gen_ai.response.time_to_first_chunk``) and the
+proxy's own (``sse_proxy.*``: stream id, verdict, timings), and has one span event per
+alert. Spans are batched and exported off the event loop by the SDK's worker thread.
+
+The two streaming histograms of the conventions (:class:`StreamMetrics`) are kept here, not
+by the SDK's meter: a stream adds its time to first chunk and its whole gap histogram
+(which the stream keeps anyway, for the log line and Prometheus) once, at its end, where
+the SDK would take one call per chunk. Without an endpoint nothing here runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import operator
+import os
+import threading
+import time
+import uuid
+from bisect import bisect_left
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -21,11 +34,25 @@ from sse_proxy import __version__
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ConfigError
+from sse_proxy.obs.metrics import GENAI_BUCKETS, GapHistogram
 from sse_proxy.obs.redact import mask_message_text, redact_text, scrub_held
 from sse_proxy.server.context import RequestContext
 from sse_proxy.settings import Config
 
-__all__ = ["RequestSpan", "Tracing", "route_of"]
+__all__ = [
+    "TIME_PER_OUTPUT_CHUNK",
+    "TIME_TO_FIRST_CHUNK",
+    "RequestSpan",
+    "StreamMetrics",
+    "Tracing",
+    "route_of",
+    "server_of",
+]
+
+TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
+_EXPORT_INTERVAL_MS: Final = 60_000.0
+"""The SDK's default export interval; ``OTEL_METRIC_EXPORT_INTERVAL`` (ms) changes it."""
 
 
 @lru_cache(maxsize=8)
@@ -36,6 +63,15 @@ def route_of(upstream: str) -> str:
     if parts.port is not None:
         return f"{host}:{parts.port}"
     return host
+
+
+@lru_cache(maxsize=8)
+def server_of(upstream: str) -> tuple[str, int]:
+    """``server.address`` and ``server.port``: the upstream's host and port (the scheme's
+    default port when the URL names none)."""
+    parts = urlsplit(upstream)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.hostname or "", port
 
 
 def _attr(value: Any) -> Any:
@@ -81,9 +117,13 @@ class RequestSpan:
         self._span.set_attribute("http.response.status_code", status)
         self._span.set_status(self._error, kind)
 
-    def stream(self, fields: dict[str, Any]) -> None:
-        """The stream's summary: GenAI attributes, the verdict and the timings."""
+    def stream(self, fields: dict[str, Any], ttfc: float | None = None) -> None:
+        """The stream's summary: GenAI attributes, the verdict and the timings; ``ttfc``:
+        the seconds to its first chunk (:attr:`StreamEnd.ttfc`)."""
         span = self._span
+        span.set_attribute("gen_ai.request.stream", True)
+        if ttfc is not None:
+            span.set_attribute("gen_ai.response.time_to_first_chunk", ttfc)
         described = DIALECTS.get(str(fields.get("dialect")))
         provider = described.provider_for(self._path) if described is not None else None
         gen_ai = {
@@ -131,14 +171,167 @@ class RequestSpan:
             self._span.end()
 
 
+class _Series:
+    """One histogram's cumulative counts for one set of attributes."""
+
+    __slots__ = ("count", "counts", "max", "min", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(GENAI_BUCKETS) + 1)
+        self.count = 0
+        self.sum = 0.0
+        self.min = float("inf")
+        self.max = float("-inf")
+
+    def add(self, counts: Sequence[int], n: int, total: float, lo: float, hi: float) -> None:
+        """A stream's bucket counts (``n`` values summing to ``total``, ``lo`` to ``hi``)."""
+        self.counts = list(map(operator.add, self.counts, counts))
+        self.count += n
+        self.sum += total
+        self.min = min(self.min, lo)
+        self.max = max(self.max, hi)
+
+    def add_one(self, value: float) -> None:
+        self.counts[bisect_left(GENAI_BUCKETS, value)] += 1
+        self.count += 1
+        self.sum += value
+        self.min = min(self.min, value)
+        self.max = max(self.max, value)
+
+
+class StreamMetrics:
+    """``gen_ai.client.operation.time_to_first_chunk`` and ``...time_per_output_chunk``
+    (seconds, the conventions' explicit buckets), cumulative per attribute set, exported over
+    OTLP/HTTP every ``OTEL_METRIC_EXPORT_INTERVAL`` ms by a thread of their own and once more
+    at shutdown. :meth:`record` runs on the event loop at each stream's end; the export
+    takes a copy under the same lock."""
+
+    def __init__(self, endpoint: str, resource: Any, *, exporter: Any = None) -> None:
+        """``exporter``: an OTLP metric exporter other than the endpoint's (the bench's)."""
+        if exporter is None:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter,
+            )
+
+            url = endpoint.rstrip("/") + "/v1/metrics"
+            exporter = OTLPMetricExporter(endpoint=url, timeout=5)
+        self._exporter = exporter
+        self._resource = resource
+        self._series: dict[tuple[str, tuple[tuple[str, Any], ...]], _Series] = {}
+        self._lock = threading.Lock()
+        self._started = time.time_ns()
+        self._stop = threading.Event()
+        try:
+            interval = float(os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", _EXPORT_INTERVAL_MS))
+        except ValueError:
+            interval = _EXPORT_INTERVAL_MS
+        self._interval = max(interval, 100.0) / 1000
+        self._thread = threading.Thread(target=self._run, name="sse-proxy-metrics", daemon=True)
+        self._thread.start()
+
+    def _get(self, name: str, attrs: tuple[tuple[str, Any], ...]) -> _Series:
+        key = (name, attrs)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = _Series()
+        return series
+
+    def record(
+        self, attrs: tuple[tuple[str, Any], ...], ttfc: float | None, gaps: GapHistogram
+    ) -> None:
+        """One stream: its time to first chunk, and every gap between its chunks."""
+        with self._lock:
+            if ttfc is not None:
+                self._get(TIME_TO_FIRST_CHUNK, attrs).add_one(ttfc)
+            if gaps.count:
+                self._get(TIME_PER_OUTPUT_CHUNK, attrs).add(
+                    gaps.genai_buckets(), gaps.count, gaps.sum, gaps.min, gaps.max
+                )
+
+    def collect(self) -> Any:
+        """What the series hold now, as the SDK's ``MetricsData`` (cumulative)."""
+        from opentelemetry.sdk.metrics.export import (
+            AggregationTemporality,
+            Histogram,
+            HistogramDataPoint,
+            Metric,
+            MetricsData,
+            ResourceMetrics,
+            ScopeMetrics,
+        )
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        now = time.time_ns()
+        points: dict[str, list[Any]] = {TIME_TO_FIRST_CHUNK: [], TIME_PER_OUTPUT_CHUNK: []}
+        with self._lock:
+            for (name, attrs), s in self._series.items():
+                points[name].append(
+                    HistogramDataPoint(
+                        attributes=dict(attrs),
+                        start_time_unix_nano=self._started,
+                        time_unix_nano=now,
+                        count=s.count,
+                        sum=s.sum,
+                        bucket_counts=list(s.counts),
+                        explicit_bounds=list(GENAI_BUCKETS),
+                        min=s.min,
+                        max=s.max,
+                    )
+                )
+        briefs = {
+            TIME_TO_FIRST_CHUNK: "Time to receive the first chunk, from the request to the "
+            "first chunk of the response stream.",
+            TIME_PER_OUTPUT_CHUNK: "Time per output chunk after the first, from the end of the "
+            "previous chunk to the end of this one.",
+        }
+        metrics = [
+            Metric(
+                name=name,
+                description=briefs[name],
+                unit="s",
+                data=Histogram(
+                    data_points=found,
+                    aggregation_temporality=AggregationTemporality.CUMULATIVE,
+                ),
+            )
+            for name, found in points.items()
+            if found
+        ]
+        scope = ScopeMetrics(
+            scope=InstrumentationScope("sse-proxy", __version__), metrics=metrics, schema_url=""
+        )
+        return MetricsData(
+            resource_metrics=[
+                ResourceMetrics(resource=self._resource, scope_metrics=[scope], schema_url="")
+            ]
+        )
+
+    def export(self) -> None:
+        if self._series:
+            self._exporter.export(self.collect())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.export()
+
+    def shutdown(self) -> None:
+        """Stop the thread, export what was recorded, close the exporter."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.export()
+        self._exporter.shutdown()
+
+
 class Tracing:
-    """The app's tracer: off (``start`` returns ``None``) unless an endpoint is set."""
+    """The app's tracer and streaming metrics: off (``start`` returns ``None``, ``metrics``
+    is ``None``) unless an endpoint is set."""
 
     def __init__(self, endpoint: str = "", *, keep_text: bool = False) -> None:
         self.endpoint = endpoint
         self.keep_text = keep_text
         self._provider: Any = None
         self._tracer: Any = None
+        self.metrics: StreamMetrics | None = None
         if endpoint:
             self._setup(endpoint)
 
@@ -159,13 +352,21 @@ class Tracing:
                 "otlp_endpoint: tracing needs the otel extra (pip install 'sse-proxy[otel]')"
             ) from None
 
-        resource = Resource.create({"service.name": "sse-proxy", "service.version": __version__})
+        resource = Resource.create(
+            {
+                "service.name": "sse-proxy",
+                "service.version": __version__,
+                # each worker's cumulative series are its own
+                "service.instance.id": str(uuid.uuid4()),
+            }
+        )
         provider = TracerProvider(resource=resource)
         exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=5)
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=500))
         self._provider = provider
         self._tracer = provider.get_tracer("sse-proxy")
         self._status_code = StatusCode
+        self.metrics = StreamMetrics(endpoint, resource)
 
     def start(
         self, request: web.Request, ctx: RequestContext, stream_id: str
@@ -215,12 +416,15 @@ class Tracing:
 
     async def close(self, _app: web.Application | None = None) -> None:
         """Flush and stop off the event loop (the SDK's shutdown blocks on the export)."""
-        if self._provider is not None:
+        if self._provider is not None or self.metrics is not None:
             await asyncio.to_thread(self.shutdown)
 
     def shutdown(self) -> None:
-        """Export what is batched, then stop the exporter (at proxy shutdown)."""
+        """Export what is batched and recorded, then stop the exporters (at shutdown)."""
         if self._provider is not None:
             self._provider.shutdown()
             self._provider = None
             self._tracer = None
+        if self.metrics is not None:
+            self.metrics.shutdown()
+            self.metrics = None

@@ -142,3 +142,87 @@ def test_bad_otlp_endpoint_is_a_config_error() -> None:
     """A malformed endpoint is one clear configuration error."""
     with pytest.raises(ConfigError, match="otlp_endpoint"):
         Config(upstream="http://127.0.0.1:1", otlp_endpoint="localhost:4318")
+
+
+GENAI_BUCKETS = [
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+]
+
+
+@pytest.mark.asyncio
+async def test_genai_streaming_metrics_and_span_attributes_reach_a_real_receiver(
+    start_app: StartApp, mock_url: str
+) -> None:
+    """The OpenTelemetry GenAI streaming conventions over OTLP/HTTP: the two histograms by
+    their names, in seconds, with the conventions' buckets and attributes (the upstream as
+    the server), cumulative; the span says it streamed and its time to first chunk, the
+    same value the histogram holds for it."""
+    receiver = Receiver()
+    endpoint = await start_app(receiver.app())
+    runner, url = await start_proxy(Config(upstream=mock_url, port=0, otlp_endpoint=endpoint))
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(
+                url + "/v1/chat/completions",
+                json={"model": "gpt-test", "stream": True},
+                headers={"X-Mock-Delay": "0.001"},  # gaps between the chunks
+            ) as resp:
+                await resp.read()
+                sid = resp.headers[STREAM_ID]
+            async with session.post(url + "/v1/chat/completions", json={"model": "gpt-test"}):
+                pass  # not a stream: no streaming metric
+    finally:
+        await stop_proxy(runner)  # exports the metrics once more, and the spans
+    async with asyncio.timeout(10):
+        while not receiver.metrics or not receiver.spans:
+            receiver.arrived.clear()
+            await receiver.arrived.wait()
+    by_name = {m.name: (resource, m) for resource, m in receiver.metrics}
+    host, port = mock_url.removeprefix("http://").split(":")
+    want = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-test",
+        "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+        "server.address": host,
+        "server.port": int(port),
+    }
+    points = {}
+    for name in (
+        "gen_ai.client.operation.time_to_first_chunk",
+        "gen_ai.client.operation.time_per_output_chunk",
+    ):
+        resource, metric = by_name[name]
+        assert resource["service.name"] == "sse-proxy"
+        assert metric.unit == "s"
+        assert metric.WhichOneof("data") == "histogram"
+        assert metric.histogram.aggregation_temporality == 2  # CUMULATIVE
+        (point,) = metric.histogram.data_points
+        assert _attrs(point.attributes) == want
+        assert list(point.explicit_bounds) == GENAI_BUCKETS
+        assert sum(point.bucket_counts) == point.count
+        assert point.min <= point.max
+        points[name] = point
+    ttfc = points["gen_ai.client.operation.time_to_first_chunk"]
+    assert ttfc.count == 1
+    per_chunk = points["gen_ai.client.operation.time_per_output_chunk"]
+    assert per_chunk.count >= 10  # a paced stream: one gap per read that completed events
+    assert 0 < per_chunk.sum < 30
+    (span,) = [s for s in receiver.spans if _attrs(s.attributes)["sse_proxy.stream_id"] == sid]
+    attrs = _attrs(span.attributes)
+    assert attrs["gen_ai.request.stream"] is True
+    assert attrs["gen_ai.response.time_to_first_chunk"] == pytest.approx(ttfc.sum)
+    assert 0 < ttfc.sum < 10

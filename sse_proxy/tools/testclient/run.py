@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -30,7 +31,7 @@ from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.taps import ClientWrites
 from sse_proxy.tools.fixtures.mcp import McpCall
 from sse_proxy.tools.lockstep import Lockstep
-from sse_proxy.tools.stack import UpstreamStarter, proxy_stack
+from sse_proxy.tools.stack import Stack, UpstreamStarter, proxy_stack
 from sse_proxy.tools.testclient.diagnose import (
     Diagnosis,
     attribute_crash,
@@ -64,6 +65,7 @@ __all__ = [
     "OUTCOMES",
     "CaseResult",
     "RunResult",
+    "case_stack",
     "client_env",
     "request_body",
     "run_cases",
@@ -249,21 +251,28 @@ class _Runner:
                 result.outcome = "undelivered"
             return result
 
-    async def _attempt(self, case: Case) -> CaseResult:
+    def stack(self, case: Case, seen: McpSeen | None = None) -> AbstractAsyncContextManager[Stack]:
+        """The upstream and the proxy that serve ``case``, started on entry (``seen``: what
+        the MCP server of an MCP fixture's case is asked)."""
         lockstep = Lockstep()
-        seen = McpSeen() if DIALECTS[self.fixture.dialect].rpc else None
+        if seen is None and DIALECTS[self.fixture.dialect].rpc:
+            seen = McpSeen()
         upstream, settings = self._stack_args(case, lockstep, seen)
         first_text = self.fixture.recording is None and uses_first_text(case.strategy)
-        started = time.monotonic()
-        watch = CaseWatch()
-        async with proxy_stack(
+        return proxy_stack(
             upstream,
             mock_seed=case.seed,
             first_text=first_text,
             mock_tools=self.fixture.tools,
             lockstep=None if case.fault is not None else lockstep,
             **settings,
-        ) as stack:
+        )
+
+    async def _attempt(self, case: Case) -> CaseResult:
+        started = time.monotonic()
+        watch = CaseWatch()
+        seen = McpSeen() if DIALECTS[self.fixture.dialect].rpc else None
+        async with self.stack(case, seen) as stack:
             writes = None
             runner = stack._proxy
             if runner is not None:
@@ -469,6 +478,14 @@ class _Runner:
             )
             out.append(again)
         return out
+
+
+def case_stack(
+    options: HarnessOptions, fixture: Fixture, case: Case
+) -> AbstractAsyncContextManager[Stack]:
+    """The upstream and proxy that serve ``case`` to a client, exactly as a run does
+    (`test-gateway` puts a gateway between this proxy and its client)."""
+    return _Runner(options, fixture).stack(case)
 
 
 async def run_cases(
