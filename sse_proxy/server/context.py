@@ -44,6 +44,10 @@ class RequestContext:
     _schemas: ToolSchemas | None = None
     _body: bytes | None = None
     """A JSON body not read yet: :meth:`read_body` keeps it for the first that asks."""
+    keep_request: bool = False
+    """Keep the parsed body (:attr:`request_json`): set for a stream whose chaos spec has
+    shape variants, which serve some shapes only to requests that ask for them."""
+    _request: dict[str, Any] | None = None
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str], route: str) -> RequestContext:
@@ -76,6 +80,13 @@ class RequestContext:
         if self._body is not None:
             self._parse()
         return self._schemas
+
+    def request_json(self) -> dict[str, Any] | None:
+        """The request body as a JSON object, when :attr:`keep_request` was set before it
+        was read (None: not kept, not JSON, or larger than :data:`MODEL_BODY_LIMIT`)."""
+        if self._body is not None:
+            self._parse()
+        return self._request
 
     def fields(self) -> dict[str, Any]:
         """The request's own log fields (the response's come from :class:`StreamMeta`)."""
@@ -126,3 +137,5 @@ class RequestContext:
         if type(obj) is dict:
             self._model = short_str(obj.get("model"))
             self._schemas = ToolSchemas.from_request(obj)
+            if self.keep_request:
+                self._request = obj

@@ -32,7 +32,7 @@ from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
-from sse_proxy.rechunk.planner import Planner, Write, make_planner
+from sse_proxy.rechunk.planner import ChaosPlanner, Planner, Write, make_planner
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
@@ -218,11 +218,14 @@ class _SseRelay:
                 )
                 self.mode = "passthrough"
             else:
+                spec = ex.spec
                 self.planner = make_planner(
                     mode,
-                    ex.spec,
+                    spec,
                     max_hold=cfg.max_frame_bytes,
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
+                    # what the request asked for, for the variants only some requests get
+                    request=ex.ctx.request_json if spec is not None and spec.variants else None,
                 )
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
@@ -654,6 +657,9 @@ class _SseRelay:
         if self.delivery is not None:
             self.delivery.close()
             fields.update(self.delivery.fields())
+        planner = self.planner
+        if isinstance(planner, ChaosPlanner) and planner.shapes is not None:
+            fields.update(planner.shapes.fields())  # the variants left out, or forced
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(

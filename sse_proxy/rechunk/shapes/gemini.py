@@ -7,6 +7,7 @@ import copy
 from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.requires import INCLUDE_THOUGHTS, TOOLS
 
 __all__ = ["STAGES"]
 
@@ -74,6 +75,7 @@ class Thoughts(_Gemini):
     the first part of the answer."""
 
     name = "thoughts"
+    requires = INCLUDE_THOUGHTS
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -139,6 +141,7 @@ class FunctionCallsOneChunk(_Gemini):
     """Parallel function calls as several ``functionCall`` parts of one chunk."""
 
     name = "function_calls_one_chunk"
+    requires = TOOLS
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

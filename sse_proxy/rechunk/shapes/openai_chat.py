@@ -12,6 +12,7 @@ from sse_proxy.rechunk.shapes.openai_tools import STAGES as TOOL_STAGES
 from sse_proxy.rechunk.shapes.openai_tools import choice_of as _choice
 from sse_proxy.rechunk.shapes.openai_tools import delta_of as _delta
 from sse_proxy.rechunk.shapes.openai_tools import fragment as _fragment
+from sse_proxy.rechunk.shapes.requires import INCLUDE_USAGE, N_CHOICES
 
 __all__ = ["STAGES"]
 
@@ -171,6 +172,7 @@ class IncludeUsage(_Chat):
     with ``choices: []`` and the usage, before ``[DONE]``."""
 
     name = "include_usage"
+    requires = INCLUDE_USAGE
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -370,11 +372,15 @@ class FinishWithText(_Chat):
 
 
 class ChoicesN2(_Chat):
-    """``n: 2``: every chunk of choice 0 followed by the same chunk of choice 1."""
+    """``n: 2``: every chunk of choice 0 followed by the same chunk of choice 1. A request
+    that asked for several choices gets them from the upstream itself: nothing is added."""
 
     name = "choices_n2"
+    requires = N_CHOICES
 
     def take(self, event: Event) -> list[Event]:
+        if N_CHOICES.met(self.ctx.request):
+            return [event]
         choice = _choice(event.obj)
         if choice is None or choice.get("index", 0) != 0:
             return [event]

@@ -11,6 +11,7 @@ import copy
 from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.requires import HOSTED_SEARCH, REASONING_SUMMARY
 
 __all__ = ["STAGES", "Renumber"]
 
@@ -66,6 +67,7 @@ class ReasoningSummary(_Items):
     streamed as ``response.reasoning_summary_text.delta``, then the message."""
 
     name = "reasoning_summary"
+    requires = REASONING_SUMMARY
 
     def insert(self) -> list[Event]:
         item_id = "rs_mock0000000000000001"
@@ -108,6 +110,7 @@ class OutputItems(_Items):
     so the message is not at ``output_index`` 0."""
 
     name = "output_items"
+    requires = HOSTED_SEARCH
 
     def insert(self) -> list[Event]:
         item_id = "ws_mock0000000000000001"
@@ -138,6 +141,7 @@ class Annotations(_Responses):
     finished part, item and response list the annotations too."""
 
     name = "annotations"
+    requires = HOSTED_SEARCH
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
