@@ -248,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         "those only the spec allows, or both (default)",
     )
     tc.add_argument(
+        "--all-shapes",
+        action="store_true",
+        help="serve every shape variant, also those CMD's request does not make possible "
+        "(choices_n2 without n > 1, the tool-call ones without tools...): hardening, each "
+        "such case marked forced (default: they are reported not applicable)",
+    )
+    tc.add_argument(
         "--verbose",
         action="store_true",
         help="the long report: every failing group, the by-hand command, the diff",
@@ -393,6 +400,7 @@ def _test_client(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         browser=args.browser,
         script=args.script,
+        all_shapes=args.all_shapes,
     )
     return run_test_client(options)
 

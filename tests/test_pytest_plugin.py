@@ -56,10 +56,13 @@ def test_the_openai_sdk_in_process_through_provider_shapes(
     sse_chaos_proxy: SSEChaosProxy,
 ) -> None:
     """The shape variants through the plugin's proxy: the SDK's own stream helper still
-    assembles the exact answer from Azure's, include_usage's and DeepSeek's shapes."""
+    assembles the exact answer from Azure's, include_usage's and DeepSeek's shapes (the
+    include_usage chunk comes to a request that asks for it, as from the providers)."""
     client = OpenAI(base_url=sse_chaos_proxy.openai_base_url, api_key="test", max_retries=0)
     with client.chat.completions.stream(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "hi"}],
+        stream_options={"include_usage": True},
     ) as stream:
         for _ in stream:
             pass
@@ -71,9 +74,8 @@ def test_the_openai_sdk_in_process_through_provider_shapes(
         "include_usage": b'"choices":[],"usage":{',
         "reasoning_content": b'"content":null,"reasoning_content":',
     }[sse_chaos_proxy.strategy]
-    body = httpx.post(
-        sse_chaos_proxy.stream_url("openai"), json=sse_chaos_proxy.stream_body(), timeout=30
-    ).content
+    asking = {**sse_chaos_proxy.stream_body(), "stream_options": {"include_usage": True}}
+    body = httpx.post(sse_chaos_proxy.stream_url("openai"), json=asking, timeout=30).content
     assert marker in body
 
 

@@ -90,6 +90,28 @@ def test_a_fetch_client_in_the_browser(tmp_path: Path, browser: str) -> None:
 
 
 @pytest.mark.parametrize("browser", BROWSERS)
+def test_a_fetch_client_that_reads_every_choice_and_asks_for_one(
+    tmp_path: Path, browser: str
+) -> None:
+    """It joins every choice of a chunk and its body has no ``n``: ``choices_n2`` is not
+    applicable to it, and it passes the shapes, the faults and the rest (every group, one
+    seed, was run by hand: 41 cases, 0 failed, 2 not applicable, in each browser)."""
+    code, report, text = _run(
+        tmp_path,
+        "every_choice.mjs",
+        browser=browser,
+        only=("baseline", "shapes", "faults"),
+        seeds=1,
+    )
+    assert code == 0, text
+    outcomes = {c["name"]: c["outcome"] for c in report["cases"]}
+    assert outcomes.pop("shapes:choices_n2") == "not_applicable"
+    assert outcomes.pop("shapes:include_usage") == "not_applicable"
+    assert set(outcomes.values()) == {"pass"}, outcomes
+    assert "not applicable: the request did not ask for n > 1" in text
+
+
+@pytest.mark.parametrize("browser", BROWSERS)
 def test_the_browsers_own_event_source(tmp_path: Path, browser: str) -> None:
     code, report, text = _run(
         tmp_path,

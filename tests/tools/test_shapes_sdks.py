@@ -34,7 +34,9 @@ EXPECTED = tool_output(SAMPLE_TEXT)
 
 
 def _header(name: str) -> dict[str, str]:
-    return {"X-SSE-Proxy-Chaos": f"strategy={name}; seed=1"}
+    """Every variant forced: the SDKs must assemble those their requests do not ask for
+    (n > 1, thinking, include_usage...) too, as they do when a request asks."""
+    return {"X-SSE-Proxy-Chaos": f"strategy={name}; seed=1; force=1"}
 
 
 async def _openai_chat(url: str, name: str) -> str:
