@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--first-text", action="store_true", help="the OpenAI Chat role chunk carries text"
     )
     mock.add_argument(
-        "--tools", action="store_true", help="every stream ends with the fixture's two tool calls"
+        "--tools", action="store_true", help="every stream ends with the fixture's three tool calls"
     )
 
     replay = sub.add_parser(

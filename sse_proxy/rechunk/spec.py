@@ -57,13 +57,16 @@ SHAPE_VARIANTS: tuple[str, ...] = (
     "usage_chunks",
     "reasoning_content",
     "reasoning",
+    "reasoning_with_content",
     "role_only",
     "first_text",
     "finish_with_text",
     "choices_n2",
     "openrouter_comments",
     "vllm_usage",
+    "usage_on_last_choice",
     "no_ids",
+    "tool_calls_empty",
     "tool_args_whole",
     "tool_args_chars",
     "tool_interleaved",
@@ -80,11 +83,14 @@ SHAPE_VARIANTS: tuple[str, ...] = (
     "output_items",
     "annotations",
     "in_progress_repeated",
+    "late_item_done",
     # Gemini
     "thoughts",
     "no_text_part",
     "finish_alone",
     "function_calls_one_chunk",
+    "function_call_no_args",
+    "signature_apart",
 )
 """API-equivalent shapes of one dialect's stream (:mod:`sse_proxy.rechunk.shapes`): the
 events change within what the API allows, the assembled message does not."""

@@ -116,7 +116,7 @@ def _calls(dialect: str, stream: bytes) -> list[tuple[str, Any]]:
                 for part in (cand.get("content") or {}).get("parts") or []:
                     if "functionCall" in part:
                         fc = part["functionCall"]
-                        frags[len(frags)] = [fc["name"], json.dumps(fc["args"])]
+                        frags[len(frags)] = [fc["name"], json.dumps(fc.get("args", {}))]
     return [(n, json.loads(a)) for n, a in frags.values()]
 
 
@@ -340,6 +340,9 @@ CONDITIONAL = {
     "annotations": "a web_search or file_search tool",
     "thoughts": "generationConfig.thinkingConfig.includeThoughts: true",
     "function_calls_one_chunk": "tools",
+    "late_item_done": "tools",
+    "function_call_no_args": "tools",
+    "signature_apart": "tools",
 }
 """The variants providers send only when the request asks, and what it must ask for."""
 

@@ -16,6 +16,7 @@ import pytest
 
 from sse_proxy.cli import main
 from sse_proxy.tools.fixtures.tools import TOOL_LINE
+from sse_proxy.tools.fixtures.variants import VARIANTS, hint_for
 from tests.support.cli import ROOT
 from tests.tools.test_e2e_clients import client, run_test_client
 
@@ -177,7 +178,10 @@ def test_merging_parallel_tool_calls_is_diagnosed(tmp_path: Path) -> None:
     (case,) = run.cases("baseline")
     assert case["outcome"] == "wrong"
     assert case["diagnosis"]["family"] == "tool calls (parallel calls merged)"
-    assert "2 calls (get_weather, get_time) came out as 1" in case["diagnosis"]["reason"]
+    assert (
+        "3 calls (get_weather, get_time, get_location) came out as 1"
+        in (case["diagnosis"]["reason"])
+    )
 
 
 def test_dropping_the_fragment_with_the_id_is_caught_and_fail_on_picks_the_severity(
@@ -331,3 +335,51 @@ def test_the_reference_node_client_reads_every_choice_and_passes(tmp_path: Path)
     assert outcomes["choices_n2"] == "not_applicable"
     assert all(o in ("pass", "not_applicable") for o in outcomes.values()), outcomes
     assert run.outcomes("faults") == {"pass": 4}
+
+
+@pytest.mark.parametrize(
+    ("name", "dialect", "variant", "tools", "outcome", "evidence"),
+    [
+        (
+            "reasoning_elif",
+            "openai",
+            "reasoning_with_content",
+            False,
+            "wrong",
+            'expected "The quick br"..., got " quick brown"',
+        ),
+        ("tool_calls_elif", "openai", "tool_calls_empty", False, "wrong", "printed 0 of"),
+        ("usage_skips_chunk", "openai", "usage_on_last_choice", False, "wrong", "then stopped"),
+        ("responses_current_item", "responses", "late_item_done", True, "wrong", "4 calls"),
+        ("gemini_args_required", "gemini", "function_call_no_args", True, "wrong", "2 of 3"),
+        ("gemini_signature_is_call", "gemini", "signature_apart", True, "crash", "status 1"),
+    ],
+)
+def test_each_protocol_shape_of_2026_catches_a_client_with_its_bug(
+    tmp_path: Path,
+    name: str,
+    dialect: str,
+    variant: str,
+    tools: bool,
+    outcome: str,
+    evidence: str,
+) -> None:
+    """Each client reads whole frames right (the baseline passes) and has the one bug the
+    reports about its shape describe; the SDKs assemble every shape
+    (tests/tools/test_shapes_sdks.py)."""
+    run = run_test_client(
+        tmp_path,
+        client(name),
+        *("--dialect", dialect, "--only", f"baseline,shapes:{variant}", "--seed", "1"),
+        *(["--tools"] if tools else []),
+    )
+    assert run.code == 1, run.stdout
+    assert run.outcomes("baseline") == {"pass": 1}
+    (case,) = run.cases("shapes")
+    assert case["outcome"] == outcome, case
+    diagnosis = case["diagnosis"]
+    assert diagnosis["family"] == VARIANTS[variant].family
+    assert evidence in diagnosis["reason"]
+    assert diagnosis["providers"] == list(VARIANTS[variant].providers)
+    assert diagnosis["hint"] == hint_for(VARIANTS[variant], "python")
+    assert "forced" not in case  # sent whatever the request (with its tools) says

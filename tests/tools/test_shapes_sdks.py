@@ -125,7 +125,7 @@ async def _gemini(url: str, name: str) -> str:
                 if part.text and not part.thought:
                     text.append(part.text)
                 if part.function_call:
-                    args = json.dumps(part.function_call.args)
+                    args = json.dumps(part.function_call.args or {})  # none: takes none
                     calls.append((part.function_call.name or "", args))
     return tool_output("".join(text), calls)
 

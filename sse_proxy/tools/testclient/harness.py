@@ -12,7 +12,7 @@ it printed is compared with the text it must print:
 * ``shapes`` and ``tokens``: the same message in the shapes real providers send (an Azure
   first chunk without choices, reasoning beside ``content: null``, a ``thinking`` block)
   and in other deltas (one character each, split inside grapheme clusters), one variant
-  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with two tool calls, which
+  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with three tool calls, which
   the client prints too (:mod:`sse_proxy.tools.fixtures.tools`);
 * ``faults``: the stream stops inside a frame (``unterminated``), ends between frames
   without its terminal marker (``no_terminal``), sends the API's error event
