@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from sse_proxy import __version__
 from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
+from sse_proxy.cli_tools import TOOL_COMMANDS, add_tools, run_tool
 from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
 from sse_proxy.names import MODES
@@ -261,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
+    add_tools(sub, common)  # diagnose, js-helper
+
     health = sub.add_parser(
         "health",
         help="ask a running proxy whether it is healthy (exit 0) or not (exit 1)",
@@ -352,6 +355,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.command == "test-client":
         return _test_client(args)
+    if args.command in TOOL_COMMANDS:
+        return run_tool(args)
     if args.command == "health":
         from sse_proxy.tools.health import run_health
 
