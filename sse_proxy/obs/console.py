@@ -49,6 +49,10 @@ _SUMMARY_SHOWN = frozenset(
     {"verdict", "verdict_reason", "ttft_ms", "duration_ms", "alerts", "alerts_suppressed"}
 )
 _BARE = re.compile(r"[^\s\"'=\\]{1,80}")
+# Messages a person reads whole (an upstream's error says what failed, in its own words):
+# a wider cut, and only between words.
+_MESSAGES = frozenset({"error", "message", "reason", "detail"})
+_MESSAGE_WIDTH = 400
 _RESET = "\x1b[0m"
 _STYLE = {
     "ok": "\x1b[32m",
@@ -84,7 +88,8 @@ def is_terminal(stream: Any) -> bool:
 
 
 def console_value(value: Any, width: int = 80) -> str:
-    """One value for a person: a bare word as is, JSON for the rest, never a Python repr."""
+    """One value for a person: a bare word as is, JSON for the rest, never a Python repr;
+    a long one cut between words (never inside one), with an ellipsis."""
     if isinstance(value, bool) or value is None:
         return "true" if value is True else "false" if value is False else "null"
     if isinstance(value, int | float):
@@ -92,7 +97,13 @@ def console_value(value: Any, width: int = 80) -> str:
     if isinstance(value, str) and _BARE.fullmatch(value):
         return value
     text = orjson.dumps(value, default=str).decode()
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if space > width // 2:  # the last whole word; a word longer than half: cut inside it
+        cut = cut[:space]
+    return cut + "…"
 
 
 def _ms(value: Any) -> str:
@@ -133,7 +144,11 @@ class ConsoleLines:
         return text + _exception_text(exc_info, exception)
 
     def _fields(self, items: Any) -> list[str]:
-        return [f"{k}={console_value(v)}" for k, v in items if v is not None]
+        return [
+            f"{k}={console_value(v, _MESSAGE_WIDTH if k in _MESSAGES else 80)}"
+            for k, v in items
+            if v is not None
+        ]
 
     def _line(self, event: str, level: str, d: dict[str, Any]) -> str:
         stream_id = d.pop("stream_id", None)

@@ -127,6 +127,24 @@ def test_the_browsers_own_event_source(tmp_path: Path, browser: str) -> None:
         assert case["delivery"]["read_apart"] == case["delivery"]["cuts"] > 0
 
 
+def test_a_script_without_a_default_export_is_a_wiring_error(tmp_path: Path) -> None:
+    """Like a failing baseline: the script never ran as a client, so no parser is blamed."""
+    code, report, text = _run(
+        tmp_path, "no_default_export.mjs", browser="chromium", only=("baseline", "utf8"), seeds=1
+    )
+    assert code == 1
+    (case,) = report["cases"]  # the run stopped at the baseline
+    assert report["cases_not_run"] == 1
+    diagnosis = case["diagnosis"]
+    assert diagnosis["family"] == "wiring (the script's default export)"
+    assert diagnosis["reason"].startswith(
+        "no_default_export.mjs has no default export that is a function"
+    )
+    assert "export default async function" in diagnosis["hint"]
+    assert "parser (crash)" not in text
+    assert "Check that the script's default export fetches the url" in text
+
+
 def test_the_repro_line_reruns_the_browser_case(capsys: pytest.CaptureFixture[str]) -> None:
     """The reproduce line of a browser case, run as printed, runs that case in the browser."""
     options = HarnessOptions(

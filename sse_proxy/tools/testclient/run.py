@@ -38,6 +38,7 @@ from sse_proxy.tools.testclient.diagnose import (
     flood_diagnosis,
     normalize_output,
     split_parts,
+    wiring_diagnosis,
 )
 from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
 from sse_proxy.tools.testclient.plan import BASELINE, Case, HarnessOptions
@@ -343,7 +344,12 @@ class _Runner:
     ) -> CaseResult:
         expected = self.expected(case)
         diagnosis: Diagnosis | None
-        if flooded:
+        wiring = (
+            wiring_diagnosis(stderr) if self.browser is not None and code not in (0, None) else None
+        )
+        if wiring is not None:  # the script was never called as a client
+            diagnosis = wiring
+        elif flooded:
             diagnosis = flood_diagnosis(len(output.encode("utf-8")), len(expected))
         elif case.fault is not None:
             diagnosis = diagnose_fault(
