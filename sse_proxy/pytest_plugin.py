@@ -221,12 +221,15 @@ class SSEChaosProxy:
             lines.append(f"  proxy log: {self.log_path}")
         return "\n".join(lines)
 
-    def chaos_header(self, strategy: str, seed: int | None = None) -> dict[str, str]:
-        """Headers that switch one request to another strategy (and seed)."""
+    def chaos_header(
+        self, strategy: str, seed: int | None = None, *, force: bool = False
+    ) -> dict[str, str]:
+        """Headers that switch one request to another strategy (and seed); ``force``
+        serves the shape variants the request does not ask for too (``n > 1``, tools)."""
         from sse_proxy.names import CHAOS_HEADER
 
         value = f"strategy={strategy}" + (f"; seed={seed}" if seed is not None else "")
-        return {CHAOS_HEADER: value}
+        return {CHAOS_HEADER: value + ("; force=1" if force else "")}
 
 
 class _ServerThread:

@@ -126,6 +126,12 @@ def test_default_is_random_seed_1_and_a_header_overrides_one_request(
     )
     assert text == sse_chaos_proxy.expected_text("responses")
     assert headers["X-SSE-Proxy-Chaos-Seed"] == "99"
+    body = sse_chaos_proxy.stream_body("openai")
+    url = sse_chaos_proxy.stream_url("openai")
+    plain = httpx.post(url, json=body, headers=sse_chaos_proxy.chaos_header("choices_n2", 1))
+    assert b'"index":1' not in plain.content  # the request did not ask for n > 1
+    forced = sse_chaos_proxy.chaos_header("choices_n2", 1, force=True)
+    assert b'"index":1' in httpx.post(url, json=body, headers=forced).content
 
 
 @pytest.mark.asyncio
