@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from sse_proxy import __version__
 from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
+from sse_proxy.cli_tools import TOOL_COMMANDS, add_tools, run_tool
 from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
 from sse_proxy.names import MODES
@@ -159,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--first-text", action="store_true", help="the OpenAI Chat role chunk carries text"
     )
     mock.add_argument(
-        "--tools", action="store_true", help="every stream ends with the fixture's two tool calls"
+        "--tools", action="store_true", help="every stream ends with the fixture's three tool calls"
     )
 
     replay = sub.add_parser(
@@ -263,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
         "those only the spec allows, or both (default)",
     )
     tc.add_argument(
+        "--all-shapes",
+        action="store_true",
+        help="serve every shape variant, also those CMD's request does not make possible "
+        "(choices_n2 without n > 1, the tool-call ones without tools...): hardening, each "
+        "such case marked forced (default: they are reported not applicable)",
+    )
+    tc.add_argument(
         "--verbose",
         action="store_true",
         help="the long report: every failing group, the by-hand command, the diff",
@@ -270,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     add_test_gateway(sub, common)
+    add_tools(sub, common)  # diagnose, js-helper
 
     health = sub.add_parser(
         "health",
@@ -366,6 +375,8 @@ def _run(args: argparse.Namespace) -> int:
         from sse_proxy.tools.testgateway.command import test_gateway_from_args
 
         return test_gateway_from_args(args)
+    if args.command in TOOL_COMMANDS:
+        return run_tool(args)
     if args.command == "health":
         from sse_proxy.tools.health import run_health
 
@@ -414,6 +425,7 @@ def _test_client(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         browser=args.browser,
         script=args.script,
+        all_shapes=args.all_shapes,
     )
     return run_test_client(options)
 

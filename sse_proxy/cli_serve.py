@@ -15,6 +15,7 @@ from typing import Any
 
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import MODES
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, VARIANTS
 from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
 
 __all__ = [
@@ -81,6 +82,7 @@ SERVE_FLAGS = (
     "seed",
     "chaos_k",
     "delay_ms",
+    "chaos_force",
     "allow_chaos_header",
     "dialect",
     "max_line_bytes",
@@ -294,8 +296,9 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     modes.add_argument(
         "--chaos",
         metavar="STRATEGY",
-        help="bytewise, utf8, boundaries, random or coalesce, with rewrites (crlf, cr, bom, "
-        f"keepalive) joined by + (default {_D.chaos}; given alone, implies --mode chaos)",
+        help=f"re-chunking: {', '.join(STRATEGIES)}; rewrites: {', '.join(REWRITES)}; "
+        f"shape and token variants: {', '.join(VARIANTS)}; joined by + "
+        f"(default {_D.chaos}; given alone, implies --mode chaos)",
     )
     modes.add_argument(
         "--seed",
@@ -315,6 +318,16 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         type=finite_float,
         metavar="MS",
         help=f"jitter before each chaos write, in ms (default {_D.delay_ms:g})",
+    )
+    modes.add_argument(
+        "--chaos-force",
+        action="store_true",
+        default=None,
+        help="serve the shape variants providers send only when a request asks for them "
+        "(choices_n2: n > 1, include_usage: stream_options.include_usage, the tool-call "
+        "ones: tools, ...) to every request, for hardening (default off: a request that "
+        "does not ask gets the stream without them; the header's force=1 does it per "
+        "request)",
     )
     modes.add_argument(
         "--strict-end",

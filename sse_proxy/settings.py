@@ -82,6 +82,7 @@ class Config:
     chaos: str = "random"
     seed: int | None = None
     chaos_k: int = 3
+    chaos_force: bool = False
     delay_ms: float = 0.0
     allow_chaos_header: bool = False
     dialect: str = "auto"

@@ -250,12 +250,19 @@ def test_readme_lists_the_mock_upstreams_endpoints() -> None:
 
 def test_test_client_docs_list_every_variant_with_its_severity() -> None:
     """The variants table of docs/test-client.md: one row per shape and token variant, in
-    the chaos names' order, each with the severity the report gives it."""
+    the chaos names' order, each with what a request must ask for before providers send it
+    and the severity the report gives it."""
     from sse_proxy.tools.fixtures.variants import VARIANTS
 
     text = _text(ROOT / "docs" / "test-client.md")
-    rows = re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| .+ \| (real|spec) \|$", text, re.M)
-    assert rows == [(name, v.severity) for name, v in VARIANTS.items()]
+    rows = re.findall(
+        r"^\| `([a-z_0-9]+)` \| [^|]+ \| .+ \| (`[^`]+`|\(always\)) \| (real|spec) \|$", text, re.M
+    )
+    want = [
+        (name, f"`{v.requires}`" if v.requires else "(always)", v.severity)
+        for name, v in VARIANTS.items()
+    ]
+    assert rows == want
 
 
 def test_monitoring_docs_list_every_alert() -> None:

@@ -27,7 +27,7 @@ from sse_proxy.errors import ChaosSpecError
 from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
 from sse_proxy.rechunk.sensitive import CONTEXT, sensitive_positions
-from sse_proxy.rechunk.shapes.rewriter import DialectOf, ShapeRewriter
+from sse_proxy.rechunk.shapes.rewriter import DialectOf, RequestOf, ShapeRewriter
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
 
@@ -179,10 +179,17 @@ class ChaosPlanner(Planner):
     """
 
     def __init__(
-        self, spec: ChaosSpec, max_hold: int = DEFAULT_MAX_HOLD, *, dialect: DialectOf = None
+        self,
+        spec: ChaosSpec,
+        max_hold: int = DEFAULT_MAX_HOLD,
+        *,
+        dialect: DialectOf = None,
+        request: RequestOf = None,
     ) -> None:
         """``max_hold``: the most bytes held (frames waiting, plus a partial frame);
-        ``dialect``: the stream's, for the variants (a function: the observer's detection)."""
+        ``dialect``: the stream's, for the variants (a function: the observer's detection);
+        ``request``: the request that asked for the stream, for the variants that only
+        some requests make possible (unless ``spec.force``)."""
         if max_hold < 0:
             raise ValueError("max_hold must be >= 0")
         self.spec = spec
@@ -193,10 +200,15 @@ class ChaosPlanner(Planner):
         self._delay_rng = random.Random(f"delay:{spec.seed}")
         self._rechunkers = spec.rechunkers
         self._rewrites = spec.rewrites
-        self._shapes = (
-            ShapeRewriter(spec.variants, spec.seed, dialect=dialect) if spec.variants else None
+        self.shapes = (
+            ShapeRewriter(
+                spec.variants, spec.seed, dialect=dialect, request=request, force=spec.force
+            )
+            if spec.variants
+            else None
         )
-        self._hold = bool(self._rewrites) or spec.coalesce or self._shapes is not None
+        """The stream's shape and token variants (None: the spec names none)."""
+        self._hold = bool(self._rewrites) or spec.coalesce or self.shapes is not None
         self._group_limit = spec.frames_per_write if spec.coalesce else 1
         self._holder = FrameHolder()
         self._fed = 0
@@ -235,7 +247,7 @@ class ChaosPlanner(Planner):
 
     def _flush_shapes(self) -> list[Write]:
         """What the variants still hold, as frames (before any partial rest)."""
-        held = self._shapes.flush() if self._shapes is not None else b""
+        held = self.shapes.flush() if self.shapes is not None else b""
         if not held:
             return []
         self._mid_frame = False
@@ -246,8 +258,8 @@ class ChaosPlanner(Planner):
         if self._mid_frame:
             self._mid_frame = False  # this frame end completes the frame written in part
         else:
-            if self._shapes is not None and not shaped:
-                out = self._shapes.rewrite(frame)
+            if self.shapes is not None and not shaped:
+                out = self.shapes.rewrite(frame)
                 if not out:
                     return []  # held by a variant (it comes out with a later frame)
             if self._rewrites:
@@ -326,9 +338,10 @@ def make_planner(
     *,
     max_hold: int = DEFAULT_MAX_HOLD,
     dialect: DialectOf = None,
+    request: RequestOf = None,
 ) -> Planner:
     """The planner for a stream in ``mode`` (passthrough, frames or chaos); ``dialect``
-    for the shape and token variants (see :class:`ChaosPlanner`)."""
+    and ``request`` for the shape and token variants (see :class:`ChaosPlanner`)."""
     if mode == "passthrough":
         return PassthroughPlanner()
     if mode == "frames":
@@ -336,5 +349,5 @@ def make_planner(
     if mode == "chaos":
         if spec is None:
             raise ChaosSpecError("chaos mode needs a chaos spec (strategy and seed)")
-        return ChaosPlanner(spec, max_hold, dialect=dialect)
+        return ChaosPlanner(spec, max_hold, dialect=dialect, request=request)
     raise ChaosSpecError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")

@@ -57,13 +57,16 @@ SHAPE_VARIANTS: tuple[str, ...] = (
     "usage_chunks",
     "reasoning_content",
     "reasoning",
+    "reasoning_with_content",
     "role_only",
     "first_text",
     "finish_with_text",
     "choices_n2",
     "openrouter_comments",
     "vllm_usage",
+    "usage_on_last_choice",
     "no_ids",
+    "tool_calls_empty",
     "tool_args_whole",
     "tool_args_chars",
     "tool_interleaved",
@@ -80,11 +83,14 @@ SHAPE_VARIANTS: tuple[str, ...] = (
     "output_items",
     "annotations",
     "in_progress_repeated",
+    "late_item_done",
     # Gemini
     "thoughts",
     "no_text_part",
     "finish_alone",
     "function_calls_one_chunk",
+    "function_call_no_args",
+    "signature_apart",
 )
 """API-equivalent shapes of one dialect's stream (:mod:`sse_proxy.rechunk.shapes`): the
 events change within what the API allows, the assembled message does not."""
@@ -115,7 +121,8 @@ _ORDER = {name: i for i, name in enumerate(_ALL_NAMES)}
 _NAME_SPLIT = re.compile(r"[+,]")
 _UINT = re.compile(r"[0-9]{1,20}")
 _CUT_AT = re.compile(r"cut:([0-9]{1,12})")
-_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write")
+_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write", "force")
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 MAX_AT = 64
 """The most ``cut:N`` items one spec may carry."""
 
@@ -187,7 +194,10 @@ class ChaosSpec:
     the jitter before each write that carries a cut, ``frames_per_write`` how many frames
     ``coalesce`` merges. ``at`` (``cut:N`` in a strategy) are offsets of the bytes the
     client receives where a cut is made whatever the strategies, each one a cut the client
-    must read apart: `test-client`'s every-cut pass.
+    must read apart: `test-client`'s every-cut pass. ``force`` serves the variants whose
+    shape providers send only when the request asks for it (``n > 1``, tools,
+    ``include_usage``) to every request, for hardening: without it such a variant is left
+    out of a stream whose request did not ask.
     """
 
     strategies: tuple[str, ...]
@@ -196,6 +206,7 @@ class ChaosSpec:
     delay_ms: float = DEFAULT_DELAY_MS
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE
     at: tuple[int, ...] = ()
+    force: bool = False
 
     def __post_init__(self) -> None:
         """Reject bad specs at construction, so the data path never meets one."""
@@ -236,6 +247,8 @@ class ChaosSpec:
         k: int = DEFAULT_K,
         delay_ms: float = DEFAULT_DELAY_MS,
         frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+        *,
+        force: bool = False,
     ) -> ChaosSpec:
         """Build from CLI/config options; a missing seed is drawn (and must then be logged)."""
         names, at = parse_strategy(strategy)
@@ -246,6 +259,7 @@ class ChaosSpec:
             delay_ms=float(delay_ms),
             frames_per_write=frames_per_write,
             at=at,
+            force=force,
         )
 
     @property
@@ -288,6 +302,8 @@ class ChaosSpec:
             parts.append(f"delay_ms={self.delay_ms!r}")
         if self.frames_per_write != DEFAULT_FRAMES_PER_WRITE:
             parts.append(f"frames_per_write={self.frames_per_write}")
+        if self.force:
+            parts.append("force=1")
         return "; ".join(parts)
 
 
@@ -295,6 +311,13 @@ def _parse_uint(key: str, value: str) -> int:
     if not _UINT.fullmatch(value):
         raise ChaosSpecError(f"chaos {key} must be a non-negative integer, got {_short(value)}")
     return int(value)
+
+
+def _parse_flag(key: str, value: str) -> bool:
+    found = _FLAGS.get(value.lower())
+    if found is None:
+        raise ChaosSpecError(f"chaos {key} must be 1 or 0 (true or false), got {_short(value)}")
+    return found
 
 
 def _parse_delay(value: str) -> float:
@@ -315,6 +338,7 @@ def parse_chaos_header(
     k: int = DEFAULT_K,
     delay_ms: float = DEFAULT_DELAY_MS,
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+    force: bool = False,
 ) -> ChaosSpec:
     """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``.
 
@@ -322,7 +346,8 @@ def parse_chaos_header(
     strategy (``X-SSE-Proxy-Chaos: bytewise``). A key the header does not name keeps the
     server's setting, passed in: ``default_seed`` (None: a fresh seed is drawn),
     ``strategy`` (None: the header must name one), ``k``, ``delay_ms``,
-    ``frames_per_write``. Anything else wrong is a :class:`ChaosSpecError` whose one-line
+    ``frames_per_write``, ``force`` (``force=1``: serve the variants the request did not
+    ask for too). Anything else wrong is a :class:`ChaosSpecError` whose one-line
     message is fit for a 400 response.
     """
     fields: dict[str, str] = {}
@@ -361,4 +386,5 @@ def parse_chaos_header(
             else frames_per_write
         ),
         at=at,
+        force=_parse_flag("force", fields["force"]) if "force" in fields else force,
     )

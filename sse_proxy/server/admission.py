@@ -131,7 +131,10 @@ def chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
             strategy=cfg.chaos if cfg.mode == "chaos" else None,
             k=cfg.chaos_k,
             delay_ms=cfg.delay_ms,
+            force=cfg.chaos_force,
         )
     if cfg.mode != "chaos":
         return None
-    return ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
+    return ChaosSpec.from_options(
+        cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms, force=cfg.chaos_force
+    )

@@ -35,7 +35,7 @@ from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
-from sse_proxy.rechunk.planner import Planner, Write, make_planner
+from sse_proxy.rechunk.planner import ChaosPlanner, Planner, Write, make_planner
 from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
@@ -235,11 +235,14 @@ class _SseRelay:
                 )
                 self.mode = "passthrough"
             else:
+                spec = ex.spec
                 self.planner = make_planner(
                     mode,
-                    ex.spec,
+                    spec,
                     max_hold=cfg.max_frame_bytes,
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
+                    # what the request asked for, for the variants only some requests get
+                    request=ex.ctx.request_json if spec is not None and spec.variants else None,
                 )
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
@@ -689,6 +692,9 @@ class _SseRelay:
         mcp = fields.get("mcp")
         if mcp is not None:  # an MCP stream: when its first progress and its response came
             mcp.update(obs.mcp_times(started))
+        planner = self.planner
+        if isinstance(planner, ChaosPlanner) and planner.shapes is not None:
+            fields.update(planner.shapes.fields())  # the variants left out, or forced
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(

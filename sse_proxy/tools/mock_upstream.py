@@ -262,7 +262,7 @@ def _wants_tools(request: web.Request, body: dict[str, Any]) -> bool:
 
 
 async def _serve_tools(request: web.Request, dialect: str) -> web.StreamResponse:
-    """The tool-call fixture of ``dialect``: the answer, then the fixture's two calls."""
+    """The tool-call fixture of ``dialect``: the answer, then the fixture's three calls."""
     return await _serve_sse(request, fixtures.tool_stream(dialect))
 
 
@@ -554,7 +554,7 @@ def make_mock_app(
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
     ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
-    ``tools``: every stream is the tool-call fixture (the answer, then two tool calls), as
+    ``tools``: every stream is the tool-call fixture (the answer, then three tool calls), as
     it is anyway for a request that declares ``tools``.
     With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
     ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held

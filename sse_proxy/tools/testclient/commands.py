@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from sse_proxy.rechunk.shapes.rewriter import VARIANT_REQUIRES
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
 from sse_proxy.tools.testclient.plan import BASELINE, FAULTS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import free_port
@@ -22,6 +23,16 @@ def _cmd_text(command: Sequence[str]) -> str:
     return shlex.join(command)
 
 
+def _forces(options: HarnessOptions, case: Case) -> bool:
+    """Whether ``--all-shapes`` changes ``case``: a variant that needs what a request may
+    not ask for."""
+    return (
+        options.all_shapes
+        and is_variant_group(case.group)
+        and VARIANT_REQUIRES.get(case.strategy or "") is not None
+    )
+
+
 def rerun_line(options: HarnessOptions, case: Case) -> str:
     """`sse-proxy test-client` re-running exactly ``case``."""
     parts = ["sse-proxy", "test-client", "--dialect", options.dialect]
@@ -29,6 +40,8 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
         parts += ["--fixture", options.fixture]
     if options.tools:
         parts.append("--tools")
+    if _forces(options, case):
+        parts.append("--all-shapes")
     if case.cut is not None:
         parts += ["--only", f"cut:{case.cut}"]
     elif case.fault is not None:
@@ -83,6 +96,8 @@ def by_hand(
         serve += ["--mode", "frames"]
     else:
         serve += ["--mode", "chaos", "--chaos", case.strategy or "random", "--seed", str(case.seed)]
+        if _forces(options, case):
+            serve.append("--chaos-force")
     if options.chaos_k != 3:
         serve += ["--chaos-k", str(options.chaos_k)]
     if options.delay_ms:

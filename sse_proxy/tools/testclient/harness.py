@@ -12,7 +12,7 @@ it printed is compared with the text it must print:
 * ``shapes`` and ``tokens``: the same message in the shapes real providers send (an Azure
   first chunk without choices, reasoning beside ``content: null``, a ``thinking`` block)
   and in other deltas (one character each, split inside grapheme clusters), one variant
-  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with two tool calls, which
+  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with three tool calls, which
   the client prints too (:mod:`sse_proxy.tools.fixtures.tools`);
 * ``faults``: the stream stops inside a frame (``unterminated``), ends between frames
   without its terminal marker (``no_terminal``), sends the API's error event
@@ -215,11 +215,12 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
         cases.append(
             ReportCase(
                 name=r.case.name,
-                verdict=r.outcome,
+                verdict=r.outcome.replace("_", " ") + (" (forced)" if r.forced else ""),
                 received=r.output,
                 expected=r.expected,
                 diagnosis=None if d is None else f"{d.family}: {d.reason}",
-                note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                note=(f"{r.applicability}; " if r.applicability else "")
+                + (f"cut {r.cut_context}; " if r.cut_context else "")
                 + (f"{r.delivered}; " if r.delivered is not None else "")
                 + f"rerun: {rerun_line(options, r.case)}",
                 stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
@@ -230,10 +231,16 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
             )
         )
     failed = sum(not r.passed for r in results)
+    skipped = sum(1 for r in results if r.not_applicable is not None)
     cuts, apart = delivery_total(results)
     got = ""
     if cuts:
         got = f" {cuts} cuts, paced." if apart is None else f" {apart} of {cuts} cuts read apart."
+    if skipped:
+        got += f" {skipped} not applicable to this client's request."
+    forced = sum(1 for r in results if r.forced is not None)
+    if forced:
+        got += f" {forced} forced (--all-shapes)."
     write_report(
         options.html or "",
         f"sse-proxy test-client: {shlex.join(options.command or options.subject)}",

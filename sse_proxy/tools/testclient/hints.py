@@ -123,6 +123,12 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         "message_stop, response.completed), inside a frame, or after an error event",
         None: "fail when the stream ends without its terminal marker",
     },
+    "wiring (the script's default export)": {
+        _JS: "export default async function ({ url, body, headers, dialect }) { ... return "
+        "text; } (the harness awaits the default export for the streamed text)",
+        None: "the script's default export must be an async function that resolves to the "
+        "streamed text",
+    },
     "output flood": {
         _JS: "write only the streamed text with process.stdout.write; log with console.error",
         _PY: "write only the streamed text to sys.stdout; log to sys.stderr",

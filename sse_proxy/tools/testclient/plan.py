@@ -135,6 +135,9 @@ class HarnessOptions:
     browser: str | None = None
     """``chromium`` or ``firefox``: the client is ``script`` in that browser, not CMD."""
     script: str | None = None
+    all_shapes: bool = False
+    """Serve every shape variant, also those the client's request does not make possible
+    (``n > 1``, tools...): hardening, each such case marked forced."""
 
     @property
     def subject(self) -> tuple[str, ...]:

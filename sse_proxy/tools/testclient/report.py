@@ -24,7 +24,7 @@ from sse_proxy.tools.testclient.plan import (
     FAULTS,
     HarnessOptions,
 )
-from sse_proxy.tools.testclient.run import CaseResult, RunResult
+from sse_proxy.tools.testclient.run import NOT_APPLICABLE, CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
 from sse_proxy.tools.testclient.shapes import variant_lines, variant_summary
 from sse_proxy.tools.testclient.summary import root_causes, short_blocks, wiring_fits
@@ -101,6 +101,11 @@ def delivery_total(results: Sequence[CaseResult]) -> tuple[int, int | None]:
     return cuts, sum(d.read_apart or 0 for d in got)
 
 
+def _applicability(items: Sequence[CaseResult]) -> str | None:
+    """A shape row's ``not applicable: ...`` or ``forced: ...`` (None: neither)."""
+    return next((r.applicability for r in items if r.applicability is not None), None)
+
+
 def _fault_count(items: Sequence[CaseResult], outcome: str) -> int:
     want = "pass" if outcome == "reported" else outcome
     return sum(1 for r in items if r.outcome == want)
@@ -140,6 +145,11 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             if undelivered:
                 note = f"NOT DELIVERED ({undelivered} of {len(items)})"
                 verdict = note if not failed else f"{verdict}; {note}"
+            marked = _applicability(items)
+            if marked is not None and all(r.outcome == NOT_APPLICABLE for r in items):
+                verdict = marked  # the stream had no such shape: nothing was judged
+            elif marked is not None:
+                verdict = f"{verdict} ({marked})"
             seen = items[0].case.severity
             row = (
                 f"{_group_label(group):<{width}}  {seen:<4}  {len(items):>5}  "
@@ -169,10 +179,25 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     got = ""
     if cuts:
         got = f"; {cuts} cuts, paced" if apart is None else f"; {apart} of {cuts} cuts read apart"
-    out.append(
-        f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed{got}"
-    )
+    skipped = sum(1 for r in results if r.outcome == NOT_APPLICABLE)
+    passed = len(results) - total_failed - skipped
+    tally = f"{len(results)} cases, {passed} passed, {total_failed} failed"
+    if skipped:
+        tally += f", {skipped} not applicable to this client's request"
+    out.append(tally + got)
     out += mcp_lines(results)
+    forced = sum(1 for r in results if r.forced is not None)
+    if skipped:
+        out.append(
+            f"({skipped} shape variants need what the client's request did not ask for, such "
+            "as n > 1 or tools: providers never send them to it; --all-shapes serves them "
+            "anyway, for hardening)"
+        )
+    elif forced:
+        out.append(
+            f"({forced} shape variants were forced (--all-shapes): the client's request did "
+            "not ask for what they need, so providers would not send them to it)"
+        )
     ignored = [r for r in results if not r.passed and r.case.severity not in options.fail_on]
     if ignored:
         levels = "/".join(options.fail_on)
@@ -233,6 +258,8 @@ def failure_block(
     if first.cut_context:
         out.append(f"  the cut falls {first.cut_context}")
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
+    if first.forced is not None:
+        out.append(f"  {first.applicability} (--all-shapes)")
     if diagnosis.chunk is not None:
         out += variant_lines(diagnosis, first.case.severity)
     elif diagnosis.rule:

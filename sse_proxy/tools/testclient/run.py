@@ -41,6 +41,7 @@ from sse_proxy.tools.testclient.diagnose import (
     flood_diagnosis,
     normalize_output,
     split_parts,
+    wiring_diagnosis,
 )
 from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
 from sse_proxy.tools.testclient.mcp import (
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTEMPTS",
     "DUMMY_KEYS",
+    "NOT_APPLICABLE",
     "OUTCOMES",
     "CaseResult",
     "RunResult",
@@ -71,9 +73,20 @@ __all__ = [
     "run_cases",
 ]
 
-OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent", "undelivered")
+OUTCOMES: Final[tuple[str, ...]] = (
+    "pass",
+    "wrong",
+    "crash",
+    "hang",
+    "silent",
+    "undelivered",
+    "not_applicable",
+)
 """``silent``: a fault case the client did not report (exit 0 on a broken stream);
-``undelivered``: the client passed, but not every cut reached it as a read boundary."""
+``undelivered``: the client passed, but not every cut reached it as a read boundary;
+``not_applicable``: a shape variant the client's request did not make possible (``n > 1``,
+tools...) was left out of its stream: the case says nothing, and does not fail."""
+NOT_APPLICABLE: Final = "not_applicable"
 ATTEMPTS: Final = 3
 """Runs of a case that passed without every cut read apart, before it is ``undelivered``."""
 _STDERR_TAIL_LINES = 12
@@ -102,10 +115,25 @@ class CaseResult:
     """The last bytes the client was sent (re-chunked streams), for the diagnosis."""
     mcp_calls: tuple[McpCall, ...] | None = None
     """MCP: the tool calls the case's server answered (None: not an MCP case)."""
+    not_applicable: str | None = None
+    """A shape case left out: what the client's request did not ask for (``n > 1``)."""
+    forced: str | None = None
+    """A shape case served with ``--all-shapes`` although the request did not ask for
+    what it needs: that (``n > 1``)."""
 
     @property
     def passed(self) -> bool:
-        return self.outcome == "pass"
+        """Not failed: it passed, or it did not apply to the client's request."""
+        return self.outcome in ("pass", NOT_APPLICABLE)
+
+    @property
+    def applicability(self) -> str | None:
+        """``not applicable: the request did not ask for n > 1``, ``forced: ...``, or None."""
+        if self.not_applicable is not None:
+            return f"not applicable: the request did not ask for {self.not_applicable}"
+        if self.forced is not None:
+            return f"forced: the request did not ask for {self.forced}"
+        return None
 
     def stderr_tail(self, lines: int = _STDERR_TAIL_LINES) -> str:
         return "\n".join(self.stderr.rstrip().splitlines()[-lines:])
@@ -211,6 +239,8 @@ class _Runner:
             settings.update(mode="frames")
         else:
             settings.update(mode="chaos", chaos=case.strategy or "random")
+            if is_variant_group(case.group):  # the variants the request did not ask for too
+                settings["chaos_force"] = self.options.all_shapes
         if seen is not None:  # MCP: the mock's MCP server answers every case its way
             held = lockstep if case.fault is None else None
             return mcp_upstream(fixture, case, held, seen), settings
@@ -328,6 +358,12 @@ class _Runner:
             mcp_calls=mcp_calls,
         )
         result.delivered = watch.delivered()
+        if is_variant_group(case.group) and case.strategy is not None:
+            missing = watch.not_applicable(case.strategy)
+            if missing is not None:  # the stream was the upstream's: nothing to judge
+                result.outcome, result.diagnosis = NOT_APPLICABLE, None
+                result.not_applicable = missing
+            result.forced = watch.forced(case.strategy)
         return result
 
     def judge(
@@ -346,7 +382,12 @@ class _Runner:
     ) -> CaseResult:
         expected = self.expected(case)
         diagnosis: Diagnosis | None
-        if flooded:
+        wiring = (
+            wiring_diagnosis(stderr) if self.browser is not None and code not in (0, None) else None
+        )
+        if wiring is not None:  # the script was never called as a client
+            diagnosis = wiring
+        elif flooded:
             diagnosis = flood_diagnosis(len(output.encode("utf-8")), len(expected))
         elif case.fault is not None:
             diagnosis = diagnose_fault(

@@ -56,6 +56,8 @@ def wiring_fits(result: CaseResult) -> bool:
     d = result.diagnosis
     if d is None:
         return False
+    if d.family.startswith("wiring"):
+        return True
     return d.family == "wrong output" or (not result.output and d.site is None)
 
 
@@ -92,6 +94,8 @@ def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) ->
         d = first.diagnosis
         assert d is not None
         out.append(f"  diagnosis: {d.family}: {d.reason}")
+        if first.forced is not None:
+            out.append(f"  {first.applicability} (--all-shapes)")
         if d.chunk is not None:  # a shape or token variant: the chunk and who sends it
             out += variant_lines(d, first.case.severity)
         elif d.rule:
