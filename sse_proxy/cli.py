@@ -11,7 +11,9 @@ from sse_proxy import __version__
 from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
 from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
-from sse_proxy.names import MODES
+from sse_proxy.names import MOCK_TIME_HEADERS, MODES
+from sse_proxy.rechunk.timefaults import DEFAULT_TIMING
+from sse_proxy.rechunk.timefaults import SETTINGS as TIME_SETTINGS
 from sse_proxy.settings import LOG_FORMATS
 from sse_proxy.tools.fixtures.faults import (
     ENDINGS,
@@ -149,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument(
         "--tools", action="store_true", help="every stream ends with the fixture's two tool calls"
     )
+    for setting in TIME_SETTINGS.values():  # the faults in time's durations
+        mock.add_argument(
+            "--" + setting.name.replace("_", "-"),
+            metavar="N",
+            help=f"{setting.help}, in {setting.unit} (default "
+            f"{getattr(DEFAULT_TIMING, setting.name):g}); per request: header "
+            f"{MOCK_TIME_HEADERS[setting.name]} or ?{setting.name}=N",
+        )
 
     replay = sub.add_parser(
         "replay", parents=[common], help="serve a recording (serve --record) as an upstream"
@@ -330,6 +340,7 @@ def _run(args: argparse.Namespace) -> int:
             chunk_delay=args.delay,
             first_text=args.first_text,
             tools=args.tools,
+            timing={n: v for n in TIME_SETTINGS if (v := getattr(args, n)) is not None},
         )
     if args.command == "replay":
         from sse_proxy.tools.replay import run_replay

@@ -15,6 +15,7 @@ from typing import Any
 
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import MODES
+from sse_proxy.rechunk.timefaults import SETTINGS, TIME_FAULTS
 from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
 
 __all__ = [
@@ -81,6 +82,11 @@ SERVE_FLAGS = (
     "seed",
     "chaos_k",
     "delay_ms",
+    "chaos_fault",
+    "chaos_stall",
+    "chaos_keepalive_every",
+    "chaos_linger",
+    "chaos_drip_rate",
     "allow_chaos_header",
     "dialect",
     "max_line_bytes",
@@ -316,6 +322,23 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         metavar="MS",
         help=f"jitter before each chaos write, in ms (default {_D.delay_ms:g})",
     )
+    modes.add_argument(
+        "--chaos-fault",
+        choices=("none", *TIME_FAULTS),
+        metavar="NAME",
+        help="a fault in time on every chaos stream: "
+        + ", ".join(TIME_FAULTS)
+        + " (default none; per request: X-SSE-Proxy-Chaos: fault=NAME)",
+    )
+    for setting in SETTINGS.values():
+        name = f"chaos_{setting.name}"
+        modes.add_argument(
+            "--" + name.replace("_", "-"),
+            type=finite_float,
+            metavar="BPS" if setting.unit != "seconds" else "SECONDS",
+            help=f"--chaos-fault: {setting.help}, in {setting.unit} "
+            f"(default {getattr(_D, name):g}; per request: {setting.name}=N)",
+        )
     modes.add_argument(
         "--strict-end",
         action="store_true",

@@ -1,4 +1,5 @@
-"""Chaos specs: which strategies, which seed, parsed from flags or the per-request header.
+"""Chaos specs: which strategies, which seed, which fault in time, parsed from flags or the
+per-request header.
 
 A spec is plain data. Names are validated and put in one canonical order here, so the same
 spec always renders the same header value and always draws from the seeded generators in
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, SETTINGS, TIME_FAULTS, TimeSettings
 
 __all__ = [
     "DEFAULT_DELAY_MS",
@@ -115,7 +117,8 @@ _ORDER = {name: i for i, name in enumerate(_ALL_NAMES)}
 _NAME_SPLIT = re.compile(r"[+,]")
 _UINT = re.compile(r"[0-9]{1,20}")
 _CUT_AT = re.compile(r"cut:([0-9]{1,12})")
-_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write")
+_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write", "fault", *SETTINGS)
+_NO_FAULT = ("", "none")
 MAX_AT = 64
 """The most ``cut:N`` items one spec may carry."""
 
@@ -187,7 +190,9 @@ class ChaosSpec:
     the jitter before each write that carries a cut, ``frames_per_write`` how many frames
     ``coalesce`` merges. ``at`` (``cut:N`` in a strategy) are offsets of the bytes the
     client receives where a cut is made whatever the strategies, each one a cut the client
-    must read apart: `test-client`'s every-cut pass.
+    must read apart: `test-client`'s every-cut pass. ``fault``: a fault in time
+    (:mod:`sse_proxy.rechunk.timefaults`) performed on the stream, with ``timing``; a
+    spec may have a fault and no strategy (the writes then go out as they come).
     """
 
     strategies: tuple[str, ...]
@@ -196,10 +201,16 @@ class ChaosSpec:
     delay_ms: float = DEFAULT_DELAY_MS
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE
     at: tuple[int, ...] = ()
+    fault: str | None = None
+    timing: TimeSettings = DEFAULT_TIMING
 
     def __post_init__(self) -> None:
         """Reject bad specs at construction, so the data path never meets one."""
-        if not self.strategies and not self.at:
+        if self.fault is not None and self.fault not in TIME_FAULTS:
+            raise ChaosSpecError(
+                f"unknown chaos fault {_short(self.fault)}; valid: none, {', '.join(TIME_FAULTS)}"
+            )
+        if not self.strategies and not self.at and self.fault is None:
             raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
         if len(self.at) > MAX_AT or any(
             isinstance(a, bool) or not isinstance(a, int) or a < 1 for a in self.at
@@ -236,9 +247,14 @@ class ChaosSpec:
         k: int = DEFAULT_K,
         delay_ms: float = DEFAULT_DELAY_MS,
         frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+        *,
+        fault: str | None = None,
+        timing: TimeSettings = DEFAULT_TIMING,
     ) -> ChaosSpec:
-        """Build from CLI/config options; a missing seed is drawn (and must then be logged)."""
-        names, at = parse_strategy(strategy)
+        """Build from CLI/config options; a missing seed is drawn (and must then be logged).
+        With a ``fault``, an empty ``strategy`` is allowed: the fault alone."""
+        fault = _fault_name(fault)
+        names, at = ((), ()) if fault and not strategy.strip() else parse_strategy(strategy)
         return cls(
             strategies=names,
             seed=draw_seed() if seed is None else seed,
@@ -246,6 +262,8 @@ class ChaosSpec:
             delay_ms=float(delay_ms),
             frames_per_write=frames_per_write,
             at=at,
+            fault=fault,
+            timing=timing,
         )
 
     @property
@@ -275,19 +293,23 @@ class ChaosSpec:
 
     @property
     def rechunk_only(self) -> bool:
-        """True when the client receives exactly the upstream bytes (no rewrite or variant
-        active)."""
-        return not self.rewrites and not self.variants
+        """True when the client receives exactly the upstream bytes (no rewrite, variant
+        or keep-alive fault active)."""
+        return not self.rewrites and not self.variants and self.fault != "stall_keepalive"
 
     def header_value(self) -> str:
         """Canonical ``strategy=...; seed=...`` text; parsing it gives this spec back."""
-        parts = [f"strategy={self.strategy}", f"seed={self.seed}"]
+        parts = [f"strategy={self.strategy}"] if self.strategy else []
+        parts.append(f"seed={self.seed}")
         if self.k != DEFAULT_K:
             parts.append(f"k={self.k}")
         if self.delay_ms != DEFAULT_DELAY_MS:
             parts.append(f"delay_ms={self.delay_ms!r}")
         if self.frames_per_write != DEFAULT_FRAMES_PER_WRITE:
             parts.append(f"frames_per_write={self.frames_per_write}")
+        if self.fault is not None:
+            parts.append(f"fault={self.fault}")
+            parts += [f"{k}={v!r}" for k, v in self.timing.differing().items()]
         return "; ".join(parts)
 
 
@@ -295,6 +317,18 @@ def _parse_uint(key: str, value: str) -> int:
     if not _UINT.fullmatch(value):
         raise ChaosSpecError(f"chaos {key} must be a non-negative integer, got {_short(value)}")
     return int(value)
+
+
+def _fault_name(value: str | None) -> str | None:
+    """A fault name as given (``none`` or empty: no fault); ``ChaosSpecError`` if unknown."""
+    if value is None or value.strip().lower() in _NO_FAULT:
+        return None
+    name = value.strip().lower()
+    if name not in TIME_FAULTS:
+        raise ChaosSpecError(
+            f"unknown chaos fault {_short(value.strip())}; valid: none, {', '.join(TIME_FAULTS)}"
+        )
+    return name
 
 
 def _parse_delay(value: str) -> float:
@@ -315,15 +349,20 @@ def parse_chaos_header(
     k: int = DEFAULT_K,
     delay_ms: float = DEFAULT_DELAY_MS,
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+    fault: str | None = None,
+    timing: TimeSettings = DEFAULT_TIMING,
 ) -> ChaosSpec:
-    """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``.
+    """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``, or a fault in
+    time: ``fault=stall_keepalive; stall=30; keepalive_every=2`` (keys ``stall``,
+    ``keepalive_every``, ``linger``, ``drip_rate``).
 
     Keys are case-insensitive and whitespace is ignored; a bare first item is taken as the
     strategy (``X-SSE-Proxy-Chaos: bytewise``). A key the header does not name keeps the
     server's setting, passed in: ``default_seed`` (None: a fresh seed is drawn),
-    ``strategy`` (None: the header must name one), ``k``, ``delay_ms``,
-    ``frames_per_write``. Anything else wrong is a :class:`ChaosSpecError` whose one-line
-    message is fit for a 400 response.
+    ``strategy`` (None: the header must name one, or a fault), ``k``, ``delay_ms``,
+    ``frames_per_write``, ``fault`` (``fault=none`` clears it) and ``timing``. Anything
+    else wrong is a :class:`ChaosSpecError` whose one-line message is fit for a 400
+    response.
     """
     fields: dict[str, str] = {}
     for i, part in enumerate(value.split(";")):
@@ -346,10 +385,18 @@ def parse_chaos_header(
         if key in fields:
             raise ChaosSpecError(f"chaos key {key!r} given twice")
         fields[key] = val
-    if "strategy" not in fields and strategy is None:
-        raise ChaosSpecError(f"chaos header needs strategy=NAME[+NAME...]; {_valid_names()}")
+    fault = _fault_name(fields["fault"]) if "fault" in fields else fault
+    if "strategy" not in fields and strategy is None and fault is None:
+        raise ChaosSpecError(
+            f"chaos header needs strategy=NAME[+NAME...] or fault=NAME; {_valid_names()}"
+        )
     seed = _parse_uint("seed", fields["seed"]) if "seed" in fields else default_seed
-    names, at = parse_strategy(fields.get("strategy", strategy or ""))
+    given = fields.get("strategy", strategy or "")
+    names, at = ((), ()) if fault is not None and not given.strip() else parse_strategy(given)
+    try:
+        timing = timing.changed({k: v for k, v in fields.items() if k in SETTINGS})
+    except ValueError as exc:
+        raise ChaosSpecError(f"chaos {exc}") from None
     return ChaosSpec(
         strategies=names,
         seed=draw_seed() if seed is None else seed,
@@ -361,4 +408,6 @@ def parse_chaos_header(
             else frames_per_write
         ),
         at=at,
+        fault=fault,
+        timing=timing,
     )

@@ -36,7 +36,7 @@ from sse_proxy.rechunk.planner import Planner, Write, make_planner
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
-from sse_proxy.server.delivery import Delivery
+from sse_proxy.server.delivery import Delivery, stream_kind
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
@@ -223,6 +223,7 @@ class _SseRelay:
                     ex.spec,
                     max_hold=cfg.max_frame_bytes,
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
+                    kind=lambda: stream_kind(self.reassembler.dialect),
                 )
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
@@ -448,6 +449,7 @@ class _SseRelay:
                                     obs.emit(out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
+                        watch.last = now()  # a fault's pause is not the upstream's idling
                     if owed:
                         owed = False
                         self.ex.first_byte_sent()
@@ -458,6 +460,9 @@ class _SseRelay:
                     chunk = await readany()
                 if self.planner is not None:
                     await self._send(self.planner.flush())
+                    pause = self.planner.end_pause()  # a linger: the body stays open
+                    if pause is not None and self.delivery is not None:
+                        await self.delivery.hold(pause, client.write, self.taps.wrote)
         except ClientGone:
             ended_by = "client_disconnect"
         except TimeoutError:

@@ -183,5 +183,6 @@ DIALECT: Final = Dialect(
     error_frame=b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
     b'"message": "Overloaded"}}\n\n',
     error_ends_stream=True,
+    ping_frame=b'event: ping\ndata: {"type": "ping"}\n\n',
 )
 """The Anthropic Messages API."""
