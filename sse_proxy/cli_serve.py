@@ -107,6 +107,7 @@ SERVE_FLAGS = (
     "workers",
     "loop",
     "stall_threshold",
+    "linger_threshold",
     "metrics_models",
     "otlp_endpoint",
     "routes",
@@ -387,7 +388,22 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         "--stall-threshold",
         type=finite_float,
         metavar="SECONDS",
-        help=_seconds("stall_threshold", "a gap between events that logs sse.stall", "off"),
+        help=_seconds(
+            "stall_threshold",
+            "time without text or tool-call progress (comments and pings do not count) that "
+            "logs sse.stall",
+            "off",
+        ),
+    )
+    obs.add_argument(
+        "--linger-threshold",
+        type=finite_float,
+        metavar="SECONDS",
+        help=_seconds(
+            "linger_threshold",
+            "a body still open this long after its terminal marker logs sse.linger",
+            "off",
+        ),
     )
     timeouts = serve.add_argument_group("timeouts toward the upstream")
     timeouts.add_argument(

@@ -115,6 +115,7 @@ class Config:
     worker_restart_window: float = 60.0
     loop: str = "auto"
     stall_threshold: float = 15.0
+    linger_threshold: float = 5.0
     metrics_models: str = ""
     metrics_max_models: int = 20
     otlp_endpoint: str = ""
@@ -221,6 +222,7 @@ def _validate(cfg: Config) -> None:
         "keepalive_timeout",
         "delay_ms",
         "stall_threshold",
+        "linger_threshold",
     ):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")

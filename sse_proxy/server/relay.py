@@ -281,6 +281,7 @@ class _SseRelay:
             self.sink,
             ex.ctx,
             stall_threshold=cfg.stall_threshold,
+            linger_threshold=cfg.linger_threshold,
             now=time.monotonic,
             on_alert=span.alert if span is not None else None,
             opened=self.opened,

@@ -137,6 +137,7 @@ def test_bad_chaos_settings_are_startup_errors() -> None:
         {"chaos_drip_rate": 0.0},
         {"chaos_stall": 86_401.0},
         {"chaos_fault": "bogus"},
+        {"linger_threshold": -1.0},
     ):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             Config(**bad)
