@@ -20,6 +20,7 @@ from sse_proxy.tools.fixtures.faults import (
     KINDS,
     MOCK_LEGACY_NAMES,
     TEST_CLIENT_LEGACY_NAMES,
+    TIMED,
     names_help,
 )
 
@@ -214,8 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument(
         "--only",
         metavar="GROUP[,..]",
-        help="strategies, combos, baseline, faults, faults:KIND, cut, cut:N, cut:A-B; "
-        f"fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}",
+        help="strategies, combos, baseline, faults, faults:KIND, stalls, stalls:KIND, cut, "
+        f"cut:N, cut:A-B; fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}; "
+        f"stalls: {', '.join(TIMED)}",
     )
     tc.add_argument("--skip", metavar="GROUP[,..]", help="groups not to run, e.g. dataless,faults")
     tc.add_argument(
@@ -230,6 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="every two-way cut of the short fixture (default: when it is short)",
     )
     tc.add_argument("--timeout", type=finite_float, default=20.0, help="seconds per case")
+    tc.add_argument(
+        "--patience",
+        type=finite_float,
+        default=None,
+        metavar="SECONDS",
+        help="stalls: seconds from a stall's start in which CMD must report it (exit != 0), "
+        "or exit with the whole answer after a linger; given, a drip without a whole-answer "
+        "deadline within it fails too (default 5, the drip then information only)",
+    )
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
     )
@@ -404,6 +415,7 @@ def _test_client(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         browser=args.browser,
         script=args.script,
+        patience=args.patience,
     )
     return run_test_client(options)
 

@@ -40,10 +40,17 @@ from sse_proxy.tools.testclient.diagnose import (
     split_parts,
 )
 from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
-from sse_proxy.tools.testclient.plan import BASELINE, Case, HarnessOptions
+from sse_proxy.tools.testclient.plan import BASELINE, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.shapes import diagnose_variant, is_variant_group
+from sse_proxy.tools.testclient.stalls import (
+    Timing,
+    diagnose_stall,
+    keepalive_every,
+    proxy_settings,
+    text_before,
+)
 from sse_proxy.tools.testclient.watch import CaseWatch, Delivered
 
 if TYPE_CHECKING:
@@ -60,9 +67,19 @@ __all__ = [
     "run_cases",
 ]
 
-OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent", "undelivered")
+OUTCOMES: Final[tuple[str, ...]] = (
+    "pass",
+    "wrong",
+    "crash",
+    "hang",
+    "silent",
+    "undelivered",
+    "info",
+)
 """``silent``: a fault case the client did not report (exit 0 on a broken stream);
-``undelivered``: the client passed, but not every cut reached it as a read boundary."""
+``undelivered``: the client passed, but not every cut reached it as a read boundary;
+``info``: not a failure, but worth knowing (a ``stalls:drip`` case the client read on
+through without a whole-answer deadline)."""
 ATTEMPTS: Final = 3
 """Runs of a case that passed without every cut read apart, before it is ``undelivered``."""
 _STDERR_TAIL_LINES = 12
@@ -89,10 +106,12 @@ class CaseResult:
     flooded: bool = False
     final_bytes: bytes | None = None
     """The last bytes the client was sent (re-chunked streams), for the diagnosis."""
+    timing: Timing | None = None
+    """A ``stalls`` case: when the fault began and when the client ended."""
 
     @property
     def passed(self) -> bool:
-        return self.outcome == "pass"
+        return self.outcome in ("pass", "info")
 
     def stderr_tail(self, lines: int = _STDERR_TAIL_LINES) -> str:
         return "\n".join(self.stderr.rstrip().splitlines()[-lines:])
@@ -186,7 +205,10 @@ class _Runner:
         }
         if self.browser is not None:  # the front door lets the harness's pages in
             settings["allow_origins"] = (self.browser.origin,)
-        if case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
+        if case.group == STALLS:  # the proxy performs the fault on the clean stream
+            assert case.fault is not None
+            settings.update(proxy_settings(case.fault, self.options.stall_patience))
+        elif case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
             settings.update(mode="chaos", chaos=f"cut:{case.cut}")
         elif case.fault is not None:
             settings.update(mode="passthrough")
@@ -194,7 +216,7 @@ class _Runner:
             settings.update(mode="frames")
         else:
             settings.update(mode="chaos", chaos=case.strategy or "random")
-        if case.fault is not None:
+        if case.fault is not None and case.group != STALLS:
             stream = fixture.fault(case.fault)
             return (lambda: start_fault_server(stream, fixture.headers)), settings
         if case.cut is not None:
@@ -213,7 +235,7 @@ class _Runner:
     def expected(self, case: Case) -> str:
         if case.cut is not None:
             return self.fixture.short_expected
-        if case.fault is not None:
+        if case.fault is not None and case.group != STALLS:
             return self.fixture.fault(case.fault).text
         return self.fixture.expected
 
@@ -237,6 +259,14 @@ class _Runner:
         first_text = self.fixture.recording is None and uses_first_text(case.strategy)
         started = time.monotonic()
         watch = CaseWatch()
+        until = None
+        if case.group == STALLS:  # the client's limit: the fault's start and the patience
+            patience = self.options.stall_patience
+
+            def until() -> float | None:
+                began = watch.fault_began()
+                return None if began is None else began + patience
+
         async with proxy_stack(
             upstream,
             mock_seed=case.seed,
@@ -253,12 +283,17 @@ class _Runner:
                     writes = ClientWrites()  # the re-chunked writes, where the report cuts
                     runner.app[STREAM_TAPS].append(writes.tap)
             out_limit = output_limit(self.expected(case))
+            client_started = time.monotonic()
             if self.browser is not None:
                 page = self.browser.open_case(stack.url, self.fixture, case.name)
                 if runner is not None:
                     runner.app[STREAM_TAPS].append(page.reads.tap)
                 ran = await self.browser.run_case(
-                    page, timeout=self.options.timeout, out_limit=out_limit, credit=watch.held_back
+                    page,
+                    timeout=self.options.timeout,
+                    out_limit=out_limit,
+                    credit=watch.held_back,
+                    until=until,
                 )
             else:
                 env = client_env(stack.url, self.fixture, case.name)
@@ -268,10 +303,58 @@ class _Runner:
                     timeout=self.options.timeout,
                     out_limit=out_limit,
                     credit=watch.held_back,
+                    until=until,
                 )
+            began = watch.fault_began()
+        if case.group == STALLS:
+            timing = Timing(
+                began=None if began is None else max(began - client_started, 0.0),
+                ended=ran.seconds,
+                patience=self.options.stall_patience,
+            )
+            return self.judge_stall(case, ran, round(time.monotonic() - started, 3), timing)
         result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch)
         result.sent = None if writes is None else writes.one_stream()
         return result
+
+    def judge_stall(self, case: Case, ran: Ran, duration: float, timing: Timing) -> CaseResult:
+        """The verdict on a ``stalls`` case: what the client did about the fault in time."""
+        assert case.fault is not None
+        fixture = self.fixture
+        output = normalize_output(ran.out)
+        if fixture.tools:
+            from sse_proxy.tools.fixtures.tools import canonical_output
+
+            output = canonical_output(output)
+        expected = self.expected(case)
+        if ran.flooded:
+            outcome: str = "wrong"
+            diagnosis: Diagnosis | None = flood_diagnosis(len(output.encode()), len(expected))
+        else:
+            outcome, diagnosis = diagnose_stall(
+                case.fault,
+                dialect=fixture.dialect,
+                expected=expected,
+                before=text_before(fixture.body, fixture.dialect, case.fault),
+                output=output,
+                exit_code=ran.code,
+                hung=ran.hung,
+                timing=timing,
+                every=keepalive_every(timing.patience),
+                strict_drip=self.options.patience is not None,
+            )
+        return CaseResult(
+            case=case,
+            outcome=outcome,
+            exit_code=ran.code,
+            output=output,
+            stderr=ran.err.decode("utf-8", "replace"),
+            duration=duration,
+            expected=expected,
+            diagnosis=diagnosis,
+            flooded=ran.flooded,
+            timing=timing,
+        )
 
     def judge_run(self, case: Case, ran: Ran, duration: float, watch: CaseWatch) -> CaseResult:
         """The verdict on one run of CMD, with what the proxy saw of it."""
@@ -310,7 +393,7 @@ class _Runner:
         diagnosis: Diagnosis | None
         if flooded:
             diagnosis = flood_diagnosis(len(output.encode("utf-8")), len(expected))
-        elif case.fault is not None:
+        elif case.fault is not None and case.group != STALLS:
             diagnosis = diagnose_fault(
                 case.fault,
                 self.fixture.expected,
@@ -356,7 +439,7 @@ class _Runner:
             outcome = "hang"
         elif flooded:
             outcome = "wrong"
-        elif case.fault is not None:
+        elif case.fault is not None and case.group != STALLS:
             outcome = "silent"
         elif code != 0:
             outcome = "crash"

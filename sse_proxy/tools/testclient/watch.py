@@ -69,6 +69,16 @@ class CaseWatch:
         """Seconds the proxy has held writes back so far (jitter, waits, pacing)."""
         return sum(s.ex.delivery.waited for s in self.streams if s.ex.delivery is not None)
 
+    def fault_began(self) -> float | None:
+        """When a fault in time began on one of the case's streams (``time.monotonic``);
+        None: not yet."""
+        began = [
+            s.ex.delivery.fault_began
+            for s in self.streams
+            if s.ex.delivery is not None and s.ex.delivery.fault_began is not None
+        ]
+        return min(began) if began else None
+
     def delivered(self) -> Delivered | None:
         """The cuts of every chaos stream of the case; None: no stream was re-chunked."""
         deliveries = [s.ex.delivery for s in self.streams if s.ex.delivery is not None]

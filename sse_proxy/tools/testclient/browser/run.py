@@ -23,6 +23,7 @@ from sse_proxy.tools.testclient.process import Ran
 __all__ = ["BrowserRun", "request_headers"]
 
 _POLL = 0.25
+_UNTIL_POLL = 0.05  # a deadline that may come sooner (a stall's patience) is looked at often
 
 
 def request_headers(dialect: str) -> dict[str, str]:
@@ -89,6 +90,7 @@ class BrowserRun:
         timeout: float,  # noqa: ASYNC109 - the deadline moves (credit), as for a command
         out_limit: int,
         credit: Callable[[], float] = lambda: 0.0,
+        until: Callable[[], float | None] | None = None,
     ) -> Ran:
         """Show ``page`` in a fresh context and wait for its answer; the context is gone
         when this returns (and with it the page's connections to the proxy). The clock
@@ -99,11 +101,16 @@ class BrowserRun:
         try:
             assert page.answer is not None
             while verdict is None:
-                left = started + timeout + credit() - time.monotonic()
+                now = time.monotonic()
+                left = started + timeout + credit() - now
+                sooner = None if until is None else until()
+                if sooner is not None:
+                    left = min(left, sooner - now)
                 if left <= 0:
                     break
+                step = min(left, _POLL if until is None else _UNTIL_POLL)
                 with contextlib.suppress(TimeoutError):
-                    verdict = await asyncio.wait_for(asyncio.shield(page.answer), min(left, _POLL))
+                    verdict = await asyncio.wait_for(asyncio.shield(page.answer), step)
         finally:
             await self.browser.close_context(context)
             self.pages.close_case(page)
