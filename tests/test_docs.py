@@ -22,6 +22,7 @@ OTHER_TOOLS_FLAGS = frozenset(
     {
         "--build-arg",  # docker build
         "--check",  # ruff format --check
+        "--stalls",  # conformance/run.py
         "--differential",  # python -m fuzz.fuzz_core
         "--minutes",
         "--peers",  # python -m bench.bench_proxy
