@@ -10,8 +10,9 @@
   stopped and the case reported as a flood. stderr keeps its last :data:`ERR_KEEP` bytes.
   The harness's own memory stays bounded whatever CMD prints.
 * The timeout does not count the seconds the proxy held writes back (``credit``): the
-  harness's pacing is never blamed on the client. A case may end sooner (``until``: the
-  ``stalls`` group's patience, counted from when the fault began).
+  harness's pacing is never blamed on the client. A case may have another deadline
+  (``until``: the ``stalls`` group's patience, counted from when the fault began), which
+  replaces the timeout once it is known.
 
 No asyncio subprocess transport is involved (its ``wait()`` waits for the pipes too, and
 its transports complain after the loop closed): a plain ``Popen``, the pipes read with
@@ -62,6 +63,8 @@ class Ran:
     flooded: bool = False
     """It printed more than the bound: stopped there, ``out`` cut at the bound."""
     seconds: float = 0.0
+    started: float = 0.0
+    """When it started (``time.monotonic``); ``seconds`` count from there."""
 
 
 class _Pipe:
@@ -138,7 +141,7 @@ async def run_command(
     until: Callable[[], float | None] | None = None,
 ) -> Ran:
     """Run CMD in a session of its own; see the module docstring for what ends it.
-    ``until``: a deadline (``time.monotonic``) that may come sooner, once known."""
+    ``until``: the deadline (``time.monotonic``) once it is known, instead of the timeout."""
     loop = asyncio.get_running_loop()
     started = time.monotonic()
     try:
@@ -208,6 +211,7 @@ async def run_command(
         hung=hung,
         flooded=flooded,
         seconds=time.monotonic() - started,
+        started=started,
     )
 
 
@@ -236,10 +240,10 @@ async def _wait(
                 return code, False, False
             left = exited_at + GRACE - now
         else:
-            left = started + timeout + credit() - now
-            sooner = None if until is None else until()
-            if sooner is not None:
-                left = min(left, sooner - now)
+            limit = None if until is None else until()
+            if limit is None:
+                limit = started + timeout + credit()
+            left = limit - now
             if left <= 0:
                 return None, True, False
         changed.clear()

@@ -283,7 +283,6 @@ class _Runner:
                     writes = ClientWrites()  # the re-chunked writes, where the report cuts
                     runner.app[STREAM_TAPS].append(writes.tap)
             out_limit = output_limit(self.expected(case))
-            client_started = time.monotonic()
             if self.browser is not None:
                 page = self.browser.open_case(stack.url, self.fixture, case.name)
                 if runner is not None:
@@ -307,8 +306,8 @@ class _Runner:
                 )
             began = watch.fault_began()
         if case.group == STALLS:
-            timing = Timing(
-                began=None if began is None else max(began - client_started, 0.0),
+            timing = Timing(  # from the client's start (a browser's: its tab's)
+                began=None if began is None else max(began - ran.started, 0.0),
                 ended=ran.seconds,
                 patience=self.options.stall_patience,
             )

@@ -102,10 +102,10 @@ class BrowserRun:
             assert page.answer is not None
             while verdict is None:
                 now = time.monotonic()
-                left = started + timeout + credit() - now
-                sooner = None if until is None else until()
-                if sooner is not None:
-                    left = min(left, sooner - now)
+                limit = None if until is None else until()
+                if limit is None:
+                    limit = started + timeout + credit()
+                left = limit - now
                 if left <= 0:
                     break
                 step = min(left, _POLL if until is None else _UNTIL_POLL)
@@ -117,14 +117,14 @@ class BrowserRun:
         seconds = time.monotonic() - started
         console = page.console_text()
         if verdict is None:
-            return Ran(None, b"", _utf8(console), hung=True, seconds=seconds)
+            return Ran(None, b"", _utf8(console), hung=True, seconds=seconds, started=started)
         if page.too_big or (verdict.output is not None and len(verdict.output) > out_limit):
             out = _utf8(verdict.output or "")[:out_limit]
-            return Ran(None, out, _utf8(console), flooded=True, seconds=seconds)
+            return Ran(None, out, _utf8(console), flooded=True, seconds=seconds, started=started)
         if verdict.error is not None:
             err = verdict.error + ("\n" + console if console else "")
-            return Ran(1, b"", _utf8(err), seconds=seconds)
-        return Ran(0, _utf8(verdict.output or ""), _utf8(console), seconds=seconds)
+            return Ran(1, b"", _utf8(err), seconds=seconds, started=started)
+        return Ran(0, _utf8(verdict.output or ""), _utf8(console), seconds=seconds, started=started)
 
 
 def _utf8(text: str) -> bytes:
