@@ -40,7 +40,7 @@ from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
-from sse_proxy.server.delivery import Delivery
+from sse_proxy.server.delivery import Delivery, stream_kind
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
@@ -243,6 +243,7 @@ class _SseRelay:
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
                     # what the request asked for, for the variants only some requests get
                     request=ex.ctx.request_json if spec is not None and spec.variants else None,
+                    kind=lambda: stream_kind(self.reassembler.dialect),
                 )
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
@@ -309,6 +310,7 @@ class _SseRelay:
             self.sink,
             ex.ctx,
             stall_threshold=cfg.stall_threshold,
+            linger_threshold=cfg.linger_threshold,
             now=time.monotonic,
             on_alert=span.alert if span is not None else None,
             opened=self.opened,
@@ -483,6 +485,7 @@ class _SseRelay:
                                     obs.emit(out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
+                        watch.last = now()  # a fault's pause is not the upstream's idling
                     if owed:
                         owed = False
                         self.ex.first_byte_sent()
@@ -493,6 +496,9 @@ class _SseRelay:
                     chunk = await readany()
                 if self.planner is not None:
                     await self._send(self.planner.flush())
+                    pause = self.planner.end_pause()  # a linger: the body stays open
+                    if pause is not None and self.delivery is not None:
+                        await self.delivery.hold(pause, client.write, self.taps.wrote)
         except ClientGone:
             ended_by = "client_disconnect"
         except TimeoutError:

@@ -1,8 +1,9 @@
 """The machine-readable reports: JSON (``--report FILE``) and JUnit XML (``--junit FILE``).
 
 The JSON report only ever gains keys: each case's ``delivery`` (cuts, read apart,
-attempts) and its diagnosis' ``hint``, the run's ``delivery`` total (per group too) and
-its ``root_causes`` came after the first consumers; then each shape case's ``requires``,
+attempts), its ``timing`` (a ``stalls`` case: when the fault began, when the client ended)
+and its diagnosis' ``hint``, the run's ``delivery`` total (per group too) and its
+``root_causes`` came after the first consumers; then each shape case's ``requires``,
 ``reason`` (``not_applicable`` cases) and ``forced``, and the run's ``all_shapes`` and
 ``cases_not_applicable``. JUnit reports a ``not_applicable`` case as skipped, with the
 reason, and a forced one with a ``forced`` property.
@@ -40,6 +41,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
         "outcome": result.outcome,
         "exit_code": result.exit_code,
         "duration_s": result.duration,
+        "timing": None if result.timing is None else result.timing.fields(),
         "delivery": None
         if result.delivered is None
         else {
@@ -179,6 +181,10 @@ def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.E
             ET.SubElement(tc, "skipped", message=result.applicability or "")
             continue
         if result.diagnosis is None:
+            continue
+        if result.passed:  # information (a drip read without a deadline): not a failure
+            d = result.diagnosis
+            ET.SubElement(tc, "system-out").text = f"{d.family}: {d.reason}"
             continue
         failure = ET.SubElement(
             tc,

@@ -18,6 +18,10 @@ it printed is compared with the text it must print:
   without its terminal marker (``no_terminal``), sends the API's error event
   (``error_event``) or is reset (``reset``): the fixtures' fault names; there the client
   must *report failure*;
+* ``stalls``: faults in time (:mod:`.stalls`): the text stops while comments keep the
+  connection busy, or with nothing at all, the body stays open after the terminal marker,
+  the rest drips; the client must report a stall within ``--patience`` seconds and stop
+  at the terminal marker;
 * for a short fixture, every two-way cut: the stream is served in exactly two writes, split
   at byte ``c``, for every ``c`` in ``1..n-1``.
 
@@ -51,6 +55,7 @@ from typing import IO, Any
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.rechunk.timefaults import DAY
 from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS
 from sse_proxy.tools.testclient.diagnose import Diagnosis, diagnose, diagnose_fault
 from sse_proxy.tools.testclient.fixture import load_fixture
@@ -61,6 +66,7 @@ from sse_proxy.tools.testclient.plan import (
     HarnessOptions,
     fault_kinds,
     plan_cases,
+    stall_kinds,
 )
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.report import cut_pass_note, exit_passed, render_report
@@ -119,6 +125,10 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--jobs must be at least 1")
     if not options.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if options.patience is not None and not 0 < options.patience <= DAY:
+        raise UsageError(
+            f"--patience must be above 0 and at most {DAY:g} seconds, not {options.patience:g}"
+        )
     if options.seed is not None and options.seed < 0:
         raise UsageError("--seed must be a non-negative integer")
     if options.tools and options.fixture:
@@ -175,6 +185,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
         exhaustive=options.exhaustive,
         faults=fault_kinds(fixture.dialect),
         variants=[*shapes, *tokens],
+        stalls=stall_kinds(fixture.dialect),
     )
     log_stream = _configure_proxy_log(options.proxy_log)
     try:

@@ -20,9 +20,10 @@ from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
     CUT_BUDGET,
-    FAULT_KINDS,
     FAULTS,
+    STALLS,
     HarnessOptions,
+    fault_description,
 )
 from sse_proxy.tools.testclient.run import NOT_APPLICABLE, CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
@@ -128,7 +129,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
         out.append(f"note: {fixture.note}")
     out.append("")
     groups = _rows(results)
-    chaos = {g: items for g, items in groups.items() if g != FAULTS}
+    chaos = {g: items for g, items in groups.items() if g not in (FAULTS, STALLS)}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
         header = (
@@ -174,6 +175,9 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             )
             out.append(f"{kind:<{width}}  {cells}  {verdict}")
         out.append("-" * (len(header) + 30))
+    stalls = groups.get(STALLS, [])
+    if stalls:
+        out += _stalls_table(options, stalls, width)
     total_failed = sum(1 for r in results if not r.passed)
     cuts, apart = delivery_total(results)
     got = ""
@@ -243,6 +247,39 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     return "\n".join(out) + "\n"
 
 
+def _stalls_table(options: HarnessOptions, items: Sequence[CaseResult], width: int) -> list[str]:
+    """One row per fault in time: what the client did, and when (from the fault's start)."""
+    out = [
+        "",
+        f"stalls: faults in time; a correct client reports a stall within "
+        f"{options.stall_patience:g} s (--patience) and stops at the terminal marker",
+    ]
+    header = f"{'fault':<{width}}  {'outcome':>8}  {'after':>7}"
+    out += [header + "  verdict", "-" * (len(header) + 30)]
+    for result in items:
+        timing = result.timing
+        after = "-"
+        if timing is not None and timing.began is not None:
+            after = f"{max(timing.ended - timing.began, 0.0):.1f} s"
+        d = result.diagnosis
+        if result.outcome == "info" and d is not None:
+            verdict = f"info: {d.reason.removeprefix('information: ').split(': ')[0]}"
+        elif result.passed:
+            verdict = (
+                "ok: whole answer at the terminal marker"
+                if result.case.fault == "linger" or result.exit_code == 0
+                else f"ok: reported the stall (exit {result.exit_code})"
+            )
+        else:
+            said = "?" if d is None else d.reason.split(": ")
+            verdict = f"FAIL: {': '.join(said[:2] if said[0] == 'hang' else said[:1])}"
+        out.append(
+            f"{result.case.fault or '':<{width}}  {result.outcome:>8}  {after:>7}  {verdict}"
+        )
+    out.append("-" * (len(header) + 30))
+    return out
+
+
 def failure_block(
     options: HarnessOptions, fixture: Fixture, group: str, items: list[CaseResult], n: int
 ) -> list[str]:
@@ -254,7 +291,7 @@ def failure_block(
     got = f": {first.delivered}" if first.delivered is not None else ""
     out.append(f"first failing case: {first.case.name}{got}")
     if first.case.fault is not None:
-        out.append(f"  the fault: {FAULT_KINDS[first.case.fault]}")
+        out.append(f"  the fault: {fault_description(first.case.fault)}")
     if first.cut_context:
         out.append(f"  the cut falls {first.cut_context}")
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")

@@ -87,6 +87,16 @@ class CaseWatch:
         anyway (``--all-shapes``)."""
         return next((s.forced[variant] for s in self.streams if variant in s.forced), None)
 
+    def fault_began(self) -> float | None:
+        """When a fault in time began on one of the case's streams (``time.monotonic``);
+        None: not yet."""
+        began = [
+            s.ex.delivery.fault_began
+            for s in self.streams
+            if s.ex.delivery is not None and s.ex.delivery.fault_began is not None
+        ]
+        return min(began) if began else None
+
     def delivered(self) -> Delivered | None:
         """The cuts of every chaos stream of the case; None: no stream was re-chunked."""
         deliveries = [s.ex.delivery for s in self.streams if s.ex.delivery is not None]
