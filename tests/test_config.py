@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sse_proxy import cli
 from sse_proxy.config import load_config
 from sse_proxy.errors import ConfigError
 from sse_proxy.settings import Config
@@ -464,13 +465,8 @@ _WRONG_TYPES = {
 }
 
 
-@pytest.mark.parametrize("setting", ["shutdown_grace", "port", "log_text", "dialect", "seed"])
-@pytest.mark.parametrize("kind", list(_WRONG_TYPES))
-def test_a_wrong_toml_type_is_one_line_and_exit_2(tmp_path: Path, setting: str, kind: str) -> None:
-    """The real CLI with a config file holding an array, a table, a date, a date-time or a
-    time where a number, true/false or a string belongs."""
-    path = _write(tmp_path, f"[sse-proxy]\n{setting} = {_WRONG_TYPES[kind]}\n")
-    proc = subprocess.run(
+def _serve_with(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [str(SSE_PROXY), "serve", "--config", str(path), "--upstream", "http://127.0.0.1:1"],
         capture_output=True,
         text=True,
@@ -478,10 +474,39 @@ def test_a_wrong_toml_type_is_one_line_and_exit_2(tmp_path: Path, setting: str, 
         timeout=30,
         check=False,
     )
+
+
+def _assert_wrong_type_line(stderr: str, path: Path, setting: str, kind: str) -> None:
+    assert stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"sse-proxy: error: config file {str(path)!r}: {setting} must")
+    assert f"got {kind} (" in stderr, stderr
+
+
+def test_a_wrong_toml_type_through_the_real_cli_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"[sse-proxy]\nport = {_WRONG_TYPES['a table']}\n")
+    proc = _serve_with(path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith(f"sse-proxy: error: config file {str(path)!r}: {setting} must")
-    assert f"got {kind} (" in proc.stderr, proc.stderr
+    _assert_wrong_type_line(proc.stderr, path, "port", "a table")
+
+
+@pytest.mark.parametrize("setting", ["shutdown_grace", "port", "log_text", "dialect", "seed"])
+@pytest.mark.parametrize("kind", list(_WRONG_TYPES))
+def test_a_wrong_toml_type_is_one_line_and_exit_2(
+    tmp_path: Path,
+    setting: str,
+    kind: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CLI's entry point (in this process: the real one is the test above) with a config
+    file holding an array, a table, a date, a date-time or a time where a number,
+    true/false or a string belongs."""
+    for name in [k for k in os.environ if k.startswith("SSE_PROXY_")]:
+        monkeypatch.delenv(name)
+    path = _write(tmp_path, f"[sse-proxy]\n{setting} = {_WRONG_TYPES[kind]}\n")
+    code = cli.main(["serve", "--config", str(path), "--upstream", "http://127.0.0.1:1"])
+    assert code == 2
+    _assert_wrong_type_line(capsys.readouterr().err, path, setting, kind)
 
 
 @pytest.mark.parametrize(
