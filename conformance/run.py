@@ -535,11 +535,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = {*reports, *stalls}
     versions = {c.name: version_of(c) for c in BY_NAME.values() if c.name in shown}
     mcp = mcp_section(MCP_CLIENTS, reports, stalls, fixed, versions, BUGS, PATIENCE, FIX_SECONDS)
-    if args.mcp:
+    mcp_names = {c.name for c in MCP_CLIENTS}
+    if args.mcp or (args.only and set(names) <= mcp_names):  # (only their section changed)
         PAGE.write_text(update_mcp(PAGE.read_text("utf-8"), mcp), encoding="utf-8")
         print(f"wrote the MCP section of {PAGE.relative_to(ROOT)}", file=sys.stderr)
         return 0
-    llm = {n: r for n, r in stalls.items() if n not in {c.name for c in MCP_CLIENTS}}
+    llm = {n: r for n, r in stalls.items() if n not in mcp_names}
     if args.stalls:  # the other groups as published
         groups = {n: published(PAGE.read_text("utf-8"), n) for n in llm}
     else:
