@@ -8,11 +8,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_DATA = re.compile(r"```json verdicts\n(?P<data>.*?)\n```", re.DOTALL)
+_DATA = re.compile(r"```json (?:mcp-)?verdicts\n(?P<data>.*?)\n```", re.DOTALL)
 _OUTCOMES = ("wrong", "crash", "hang", "silent", "undelivered")
 _STALLS_START = "<!-- stalls: conformance/run.py --stalls rewrites this section -->"
 _STALLS_END = "<!-- /stalls -->"
 _STALL_FAULTS = ("stall_keepalive", "stall_silent", "linger", "drip")
+_MCP_START = "<!-- mcp: conformance/run.py --mcp rewrites this section -->"
+_MCP_END = "<!-- /mcp -->"
 
 
 def verdicts_of(report: Mapping[str, Any]) -> dict[str, str]:
@@ -30,10 +32,11 @@ def _verdicts(report: Mapping[str, Any]) -> dict[str, str]:
 
 def published(page: str, name: str) -> dict[str, str]:
     """The verdicts of row ``name`` as the page publishes them ({} when it has none)."""
-    found = _DATA.search(page)
-    if found is None:
-        return {}
-    return dict(json.loads(found["data"]).get(name, {}))
+    for found in _DATA.finditer(page):  # the LLM clients', then the MCP section's
+        row = json.loads(found["data"]).get(name)
+        if row is not None:
+            return dict(row)
+    return {}
 
 
 def _local(text: str, here: Path) -> str:
@@ -65,6 +68,30 @@ def _stall_cell(case: Mapping[str, Any] | None, crashes_on_comments: bool = Fals
     if outcome == "info" or (outcome == "hang" and case["fault"] == "drip"):
         return "no deadline"
     return f"**{outcome}**"
+
+
+def _stall_rows(
+    rows: Sequence[Any],
+    stalls: Mapping[str, Mapping[str, Any]],
+    fixed: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+    verdicts: Mapping[str, Mapping[str, str]] | None,
+) -> list[str]:
+    """The stalls table's rows: each client as it comes, then with its setting."""
+    out: list[str] = []
+    for c in rows:
+        for label, report in (("as it comes", stalls.get(c.name)), (c.fix, fixed.get(c.name))):
+            if report is None:
+                continue
+            cases = {str(k["fault"]): k for k in report["cases"] if k["group"] == "stalls"}
+            keepalive = (verdicts or {}).get(c.name, {}).get("keepalive", "pass")
+            crashes = keepalive != "pass"
+            cells = " | ".join(_stall_cell(cases.get(f), crashes) for f in _STALL_FAULTS)
+            first = label == "as it comes"
+            name = f"[{c.title}](#{c.name}) ({c.runtime})" if first else ""
+            version = versions.get(c.name, "?") if first else ""
+            out.append(f"| {name} | {version} | {label or 'no setting'} | {cells} |")
+    return out
 
 
 def stalls_section(
@@ -103,18 +130,7 @@ def stalls_section(
         "| client | version | run | `stall_keepalive` | `stall_silent` | `linger` | `drip` |",
         "|---|---|---|---|---|---|---|",
     ]
-    for c in rows:
-        for label, report in (("as it comes", stalls.get(c.name)), (c.fix, fixed.get(c.name))):
-            if report is None:
-                continue
-            cases = {str(k["fault"]): k for k in report["cases"] if k["group"] == "stalls"}
-            keepalive = (verdicts or {}).get(c.name, {}).get("keepalive", "pass")
-            crashes = keepalive != "pass"
-            cells = " | ".join(_stall_cell(cases.get(f), crashes) for f in _STALL_FAULTS)
-            first = label == "as it comes"
-            name = f"[{c.title}](#{c.name}) ({c.runtime})" if first else ""
-            version = versions.get(c.name, "?") if first else ""
-            out.append(f"| {name} | {version} | {label or 'no setting'} | {cells} |")
+    out += _stall_rows(rows, stalls, fixed, versions, verdicts)
     notes = [c for c in rows if (bugs / f"{c.name}-stalls.md").is_file()]
     if notes:
         out += [
@@ -165,6 +181,178 @@ def update_stalls(page: str, section: str) -> str:
     return page[:at] + section + "\n\n" + page[at:]
 
 
+def _failures(
+    rows: Sequence[Any],
+    reports: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+    bugs: Path,
+    here: Path,
+) -> list[str]:
+    """Each row's failed groups, one line each with its diagnosis and reproduce line."""
+    out: list[str] = []
+    for i, c in enumerate(rows, 1):
+        report = reports[c.name]
+        out += [f"### {c.name}", ""]
+        where = f"`{c.script}` in {c.runtime}" if c.browser else f"`{' '.join(c.run)}`"
+        out.append(
+            f"{i}. {c.title} {versions.get(c.name, '?')} ({c.runtime}), {where}, dialect `{c.dialect}`."
+        )
+        bug = bugs / f"{getattr(c, 'note', '') or c.name}.md"
+        if bug.is_file():
+            out.append(
+                f"For upstream (a report ready to file, or why there is none): [bugs/{bug.name}](bugs/{bug.name})."
+            )
+        out.append("")
+        failed: dict[str, dict[str, Any]] = {}
+        skipped = [
+            f"`{case['group']}:{case['strategy']}` ({case.get('requires', '?')})"
+            for case in report["cases"]
+            if case["outcome"] == "not_applicable"
+        ]
+        for case in report["cases"]:
+            if case["outcome"] not in ("pass", "not_applicable"):
+                key = (
+                    case["group"]
+                    if case["group"] not in ("shapes", "tokens")
+                    else f"{case['group']}:{case['strategy']}"
+                )
+                failed.setdefault(key, case)
+        if skipped:
+            out += [
+                "Not applicable to its request (providers send these only when a request "
+                f"asks for what is in brackets): {', '.join(skipped)}.",
+                "",
+            ]
+        if not failed:
+            out += ["Every group passed.", ""]
+            continue
+        for group, case in failed.items():
+            d = case.get("diagnosis") or {}
+            reason = str(d.get("reason", "")).replace("\n", " ")
+            if len(reason) > 400:
+                reason = reason[:400] + "..."
+            site = d.get("crash_site")
+            at = (
+                f" (inside {site['package']} {site['version'] or ''}, {site['file']}:{site['line']})"
+                if site
+                else ""
+            )
+            out.append(f"- `{group}`: **{case['outcome']}**, {d.get('family', '?')}{at}: {reason}")
+            out.append(f"  - reproduce: `{_local(str(case.get('reproduce', '')), here)}`")
+        out.append("")
+    return out
+
+
+def _negotiated(report: Mapping[str, Any]) -> str:
+    """The revisions the client's tool calls came in, as the mock's MCP server saw them."""
+    seen = sorted({str(c["mcp"]["revision"]) for c in report["cases"] if c.get("mcp")})
+    return ", ".join(seen) or "no tool call"
+
+
+def mcp_section(
+    clients: Sequence[Any],
+    reports: Mapping[str, Mapping[str, Any]],
+    stalls: Mapping[str, Mapping[str, Any]],
+    fixed: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+    bugs: Path,
+    patience: float,
+    seconds: float,
+) -> str:
+    """The MCP clients' section: a row per client and revision, every group, the time
+    boundary, each row's failures, the rows that cannot run yet, and the verdicts as data."""
+    here = bugs.parent.parent / "conformance"
+    rows = [c for c in clients if c.name in reports]
+    table = {c.name: _verdicts(reports[c.name]) for c in rows}
+    groups: list[str] = []
+    for c in rows:
+        groups += [g for g in table[c.name] if g not in groups]
+    out = [
+        _MCP_START,
+        "## MCP clients: the official SDKs over Streamable HTTP",
+        "",
+        "Which official MCP SDK survives what the streams of a tool call meet on the way "
+        "(reads cut anywhere, line endings, comments, broken streams, stalls), at which "
+        "version and in which protocol revision. Each row is a client of the official "
+        "Python or TypeScript SDK, as a user writes it (default options, a progress "
+        "callback), under [`sse-proxy test-client --dialect mcp`](test-client.md): it "
+        "connects to the mock's MCP server through the proxy, calls the tool "
+        "`SSE_PROXY_MCP_TOOL` with `SSE_PROXY_MCP_ARGS` and prints the result's text; every "
+        "group runs on the tool call's SSE stream (one seed each). A client speaks "
+        "2025-11-25 by default (the server primes each stream, sends `retry` and an id on "
+        "every event); 2026-07-28 is the stateless revision a client opts into (no "
+        "session, no ids, no resumption). Regenerate this section alone with "
+        "`.venv/bin/python conformance/run.py --mcp` (about 10 minutes on two cores), which installs "
+        "the pinned SDKs: `mcp` 2.x into `conformance/.venv-mcp` "
+        "(`conformance/requirements-mcp.txt`), 1.x into `conformance/.venv-mcp1` "
+        "(`requirements-mcp1.txt`: one environment cannot hold both), the npm packages "
+        "from `conformance/package-lock.json`. Cells read as in the tables above.",
+        "",
+        "| # | client | runtime | version | revision (negotiated) | groups passed | failures (diagnosis) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, c in enumerate(rows, 1):
+        verdict = table[c.name]
+        passed = sum(v == "pass" for v in verdict.values())
+        causes = sorted(reports[c.name].get("root_causes", {}))
+        out.append(
+            f"| {i} | [{c.title}](#{c.name}) | {c.runtime} | {versions.get(c.name, '?')} | "
+            f"{_negotiated(reports[c.name])} | {passed} of {len(verdict)} | "
+            f"{', '.join(causes) or 'none'} |"
+        )
+    pending = [c for c in clients if c.pending]
+    if pending:
+        out += [
+            "",
+            "Not run yet: "
+            + "; ".join(f"{c.title} in {c.revision} (`{c.name}`): {c.pending}" for c in pending)
+            + ".",
+        ]
+    out += [
+        "",
+        "| group | " + " | ".join(str(i) for i in range(1, len(rows) + 1)) + " |",
+        "|---|" + "---|" * len(rows),
+    ]
+    for group in groups:
+        cells = " | ".join(_cell(table[c.name].get(group)) for c in rows)
+        out.append(f"| `{group}` | {cells} |")
+    timed = [c for c in rows if c.name in stalls]
+    if timed:
+        out += [
+            "",
+            f"The time boundary (`--only stalls --patience {patience:g}`, as in "
+            "[its section](#the-time-boundary-stalls)), as the client comes and with its "
+            f"own timeout at {seconds:g} s (`CONFORMANCE_TIMEOUT`; the setting is named):",
+            "",
+            "| client | version | run | `stall_keepalive` | `stall_silent` | `linger` | `drip` |",
+            "|---|---|---|---|---|---|---|",
+            *_stall_rows(timed, stalls, fixed, versions, table),
+        ]
+    stems = {getattr(c, "note", "") or c.name for c in clients}
+    notes = sorted(n for n in stems if (bugs / f"{n}.md").is_file())
+    if notes:
+        out += [
+            "",
+            "Bug notes, with the report for upstream: "
+            + ", ".join(f"[{n}](bugs/{n}.md)" for n in notes)
+            + ".",
+        ]
+    out += ["", *_failures(rows, reports, versions, bugs, here)]
+    data = json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False)
+    out += ["The MCP rows' verdicts, as `--check` reads them:", "", "```json mcp-verdicts"]
+    out += [data, "```", "", _MCP_END]
+    return "\n".join(out)
+
+
+def update_mcp(page: str, section: str) -> str:
+    """``page`` with its MCP section replaced (or put before the verdicts as data)."""
+    start, end = page.find(_MCP_START), page.find(_MCP_END)
+    if start >= 0 and end > start:
+        return page[:start] + section + page[end + len(_MCP_END) :]
+    at = page.index("## The verdicts as data")
+    return page[:at] + section + "\n\n" + page[at:]
+
+
 def write_page(
     page: Path,
     clients: Sequence[Any],
@@ -173,6 +361,7 @@ def write_page(
     date: str,
     bugs: Path,
     stalls: str = "",
+    mcp: str = "",
 ) -> None:
     from sse_proxy import __version__
 
@@ -253,56 +442,9 @@ def write_page(
     if stalls:
         out += ["", stalls]
     out += ["", "## Each client's failures", ""]
-    for i, c in enumerate(rows, 1):
-        report = reports[c.name]
-        out += [f"### {c.name}", ""]
-        where = f"`{c.script}` in {c.runtime}" if c.browser else f"`{' '.join(c.run)}`"
-        out.append(
-            f"{i}. {c.title} {versions.get(c.name, '?')} ({c.runtime}), {where}, dialect `{c.dialect}`."
-        )
-        bug = bugs / f"{c.name}.md"
-        if bug.is_file():
-            out.append(
-                f"For upstream (a report ready to file, or why there is none): [bugs/{bug.name}](bugs/{bug.name})."
-            )
-        out.append("")
-        failed: dict[str, dict[str, Any]] = {}
-        skipped = [
-            f"`{case['group']}:{case['strategy']}` ({case.get('requires', '?')})"
-            for case in report["cases"]
-            if case["outcome"] == "not_applicable"
-        ]
-        for case in report["cases"]:
-            if case["outcome"] not in ("pass", "not_applicable"):
-                key = (
-                    case["group"]
-                    if case["group"] not in ("shapes", "tokens")
-                    else f"{case['group']}:{case['strategy']}"
-                )
-                failed.setdefault(key, case)
-        if skipped:
-            out += [
-                "Not applicable to its request (providers send these only when a request "
-                f"asks for what is in brackets): {', '.join(skipped)}.",
-                "",
-            ]
-        if not failed:
-            out += ["Every group passed.", ""]
-            continue
-        for group, case in failed.items():
-            d = case.get("diagnosis") or {}
-            reason = str(d.get("reason", "")).replace("\n", " ")
-            if len(reason) > 400:
-                reason = reason[:400] + "..."
-            site = d.get("crash_site")
-            at = (
-                f" (inside {site['package']} {site['version'] or ''}, {site['file']}:{site['line']})"
-                if site
-                else ""
-            )
-            out.append(f"- `{group}`: **{case['outcome']}**, {d.get('family', '?')}{at}: {reason}")
-            out.append(f"  - reproduce: `{_local(str(case.get('reproduce', '')), here)}`")
-        out.append("")
+    out += _failures(rows, reports, versions, bugs, here)
+    if mcp:
+        out += [mcp, ""]
     data = json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False)
     out += [
         "## The verdicts as data",

@@ -4,13 +4,17 @@
     python3 conformance/run.py --only openai-python,browser-fetch-chromium   # some rows
     python3 conformance/run.py --check NAME ...   # run NAME and compare with the page
     python3 conformance/run.py --stalls     # only the time boundary: rewrite its section
+    python3 conformance/run.py --mcp        # only the MCP clients: rewrite their section
 
-The Python clients go into conformance/.venv (requirements.txt), the Node ones into
-conformance/node_modules (package.json and its lock file, `npm ci`); both git-ignored, never
-the project's own environment. Each client runs under `sse-proxy test-client` (every group,
-one seed) and its JSON report lands in conformance/out/; the page is made from the reports.
-The ``stalls`` group runs apart, twice per client (``--patience 6``): as the client comes,
-and with its own timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
+The Python clients go into conformance/.venv (requirements.txt; the MCP SDK's two lines into
+.venv-mcp and .venv-mcp1, as one environment cannot hold two versions of a package), the
+Node ones into conformance/node_modules (package.json and its lock file, `npm ci`); all
+git-ignored, never the project's own environment. Each client runs under `sse-proxy
+test-client` (every group, one seed) and its JSON report lands in conformance/out/; the
+page is made from the reports. The MCP clients (``--dialect mcp``, a row per revision the
+client speaks) have a section of their own, their stalls runs in it. The ``stalls`` group
+runs apart, twice per client (``--patience 6``): as the client comes, and with its own
+timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
 ``fixed_script``), so the page says what each does by default and what its setting fixes.
 """
 
@@ -33,6 +37,12 @@ OUT = HERE / "out"
 PAGE = ROOT / "docs" / "conformance.md"
 BUGS = ROOT / "docs" / "bugs"
 VENV = HERE / ".venv"
+VENVS: dict[str, str] = {
+    ".venv": "requirements.txt",
+    ".venv-mcp": "requirements-mcp.txt",
+    ".venv-mcp1": "requirements-mcp1.txt",
+}
+"""Each Python venv in conformance/ and the pinned requirements it is made from."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,17 @@ class Client:
     ``CONFORMANCE_TIMEOUT``, or the ``fixed_script``'s); "" when it has none."""
     fixed_script: str | None = None
     """A browser client's script with that setting (a page has no environment)."""
+    venv: str = ".venv"
+    """A Python client's venv in conformance/ (:data:`VENVS`)."""
+    revision: str | None = None
+    """An MCP client's protocol revision (the row's; the script is told it)."""
+    pending: str = ""
+    """Why the row cannot run yet ("": it runs); the page says so instead of a verdict."""
+    note: str = ""
+    """The stem of its bug note in docs/bugs/ when rows share one ("": the row's name)."""
+
+    def python(self) -> Path:
+        return HERE / self.venv / "bin" / "python"
 
 
 def _py(script: str) -> tuple[str, ...]:
@@ -239,26 +260,106 @@ CLIENTS: tuple[Client, ...] = (
         )
     ),
 )
-BY_NAME = {c.name: c for c in CLIENTS}
+MCP_CLIENTS: tuple[Client, ...] = (
+    Client(
+        "mcp-python-2025-11-25",
+        "mcp (Client)",
+        "Python",
+        "mcp",
+        "mcp",
+        _py("mcp_python.py"),
+        fix="call_tool(read_timeout_seconds=1.5)",
+        venv=".venv-mcp",
+        note="mcp-python",
+        revision="2025-11-25",
+    ),
+    Client(
+        "mcp-python-2026-07-28",
+        "mcp (Client, mode pinned)",
+        "Python",
+        "mcp",
+        "mcp",
+        (*_py("mcp_python.py"), "2026-07-28"),
+        fix="call_tool(read_timeout_seconds=1.5)",
+        venv=".venv-mcp",
+        note="mcp-python",
+        revision="2026-07-28",
+    ),
+    Client(
+        "mcp1-python-2025-11-25",
+        "mcp 1.x (ClientSession)",
+        "Python",
+        "mcp",
+        "mcp",
+        _py("mcp1_python.py"),
+        fix="call_tool(read_timeout_seconds=timedelta(seconds=1.5))",
+        venv=".venv-mcp1",
+        note="mcp1-python",
+        revision="2025-11-25",
+    ),
+    Client(
+        "mcp-sdk-node-2025-11-25",
+        "@modelcontextprotocol/sdk",
+        "Node",
+        "@modelcontextprotocol/sdk",
+        "mcp",
+        _node("mcp_sdk_node.mjs"),
+        fix="callTool(..., {timeout: 1500})",
+        note="mcp-sdk-node",
+        revision="2025-11-25",
+    ),
+    Client(
+        "mcp-client-node-2025-11-25",
+        "@modelcontextprotocol/client",
+        "Node",
+        "@modelcontextprotocol/client",
+        "mcp",
+        _node("mcp_client_node.mjs"),
+        fix="callTool(..., {timeout: 1500})",
+        note="mcp-client-node",
+        revision="2025-11-25",
+    ),
+    Client(
+        "mcp-client-node-2026-07-28",
+        "@modelcontextprotocol/client (versionNegotiation pinned)",
+        "Node",
+        "@modelcontextprotocol/client",
+        "mcp",
+        (*_node("mcp_client_node.mjs"), "2026-07-28"),
+        fix="callTool(..., {timeout: 1500})",
+        note="mcp-client-node",
+        revision="2026-07-28",
+        pending="pinned to 2026-07-28, the client asks `server/discover` for the revision "
+        "at connect and stops when it is not offered (no fallback in pin mode); the mock's "
+        "MCP server answers `server/discover` with a 400 (a handshake-era server), so "
+        "every case would fail at connect, before the tool call",
+    ),
+)
+"""The MCP section's rows: the official SDKs, one row per revision each speaks."""
+BY_NAME = {c.name: c for c in (*CLIENTS, *MCP_CLIENTS)}
 PATIENCE = 6
 """``--patience`` of the stalls runs: short, so that the matrix finishes."""
 FIX_SECONDS = 1.5
 """The clients' own timeout setting in the fixed stalls run (``CONFORMANCE_TIMEOUT``)."""
 
 
-def install() -> None:
-    """The pinned clients, where they are missing: a venv and npm ci, in this folder."""
-    python = VENV / "bin" / "python"
-    marker = VENV / ".installed"
-    wanted = (HERE / "requirements.txt").read_text()
-    if not marker.is_file() or marker.read_text() != wanted:
-        if not python.is_file():
-            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "-r", str(HERE / "requirements.txt")],
-            check=True,
-        )
-        marker.write_text(wanted)
+def install(rows: Sequence[Client] = (*CLIENTS, *MCP_CLIENTS)) -> None:
+    """The pinned clients of ``rows``, where they are missing: their venvs and npm ci, in
+    this folder."""
+    for venv in sorted({c.venv for c in rows if c.runtime == "Python"}):
+        python = HERE / venv / "bin" / "python"
+        marker = HERE / venv / ".installed"
+        wanted = (HERE / VENVS[venv]).read_text()
+        if not marker.is_file() or marker.read_text() != wanted:
+            if not python.is_file():
+                subprocess.run([sys.executable, "-m", "venv", str(HERE / venv)], check=True)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "-r", str(HERE / VENVS[venv])],
+                check=True,
+            )
+            marker.write_text(wanted)
+    if not any(c.runtime == "Node" for c in rows):
+        return
     lock = HERE / "package-lock.json"
     stamp = HERE / "node_modules" / ".sse-proxy-lock"  # as scripts/js-deps.sh leaves it
     if not stamp.is_file() or stamp.read_text() != lock.read_text():
@@ -278,7 +379,7 @@ def version_of(client: Client) -> str:
     if client.runtime == "Python":
         got = subprocess.run(
             [
-                str(VENV / "bin" / "python"),
+                str(client.python()),
                 "-c",
                 f"import importlib.metadata as m; print(m.version({client.package!r}))",
             ],
@@ -298,10 +399,15 @@ def command_of(client: Client, report: Path) -> list[str]:
     if client.browser is not None:
         assert client.script is not None
         return [*cmd, "--browser", client.browser, "--script", client.script]
+    return [*cmd, "--", *words_of(client)]
+
+
+def words_of(client: Client) -> list[str]:
+    """The client's command, its venv's python for a Python one."""
     words = list(client.run)
     if words[0] == "python":
-        words[0] = str(VENV / "bin" / "python")
-    return [*cmd, "--", *words]
+        words[0] = str(client.python())
+    return words
 
 
 def stalls_command_of(client: Client, report: Path, fixed: bool) -> list[str]:
@@ -314,10 +420,7 @@ def stalls_command_of(client: Client, report: Path, fixed: bool) -> list[str]:
         script = client.fixed_script if fixed else client.script
         assert script is not None
         return [*cmd, "--browser", client.browser, "--script", script]
-    words = list(client.run)
-    if words[0] == "python":
-        words[0] = str(VENV / "bin" / "python")
-    return [*cmd, "--", *words]
+    return [*cmd, "--", *words_of(client)]
 
 
 def run_stalls(client: Client, fixed: bool) -> dict[str, Any]:
@@ -338,7 +441,8 @@ def run_client(
     OUT.mkdir(exist_ok=True)
     report = OUT / (name or f"{client.name}.json")
     report.unlink(missing_ok=True)
-    env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    bin_ = client.python().parent
+    env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.update(extra or {})
     ran = subprocess.run(
         command or command_of(client, report),
@@ -373,18 +477,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run only the stalls group (twice a client) and rewrite the page's section",
     )
     parser.add_argument(
+        "--mcp",
+        action="store_true",
+        help="run only the MCP clients (every group, stalls twice) and rewrite their section",
+    )
+    parser.add_argument(
         "--check",
         nargs="*",
         metavar="NAME",
         help="run these rows and exit 1 when a verdict differs from the published page",
     )
     args = parser.parse_args(argv)
-    if not args.no_install:
-        install()
+    if args.check is not None:
+        names = args.check or [c.name for c in BY_NAME.values() if not c.pending]
+    elif args.only:
+        names = args.only.split(",")
+    else:
+        rows = MCP_CLIENTS if args.mcp else CLIENTS if args.stalls else BY_NAME.values()
+        names = [c.name for c in rows if not c.pending]
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        parser.error(f"no such row: {', '.join(unknown)} (rows: {', '.join(BY_NAME)})")
+    if not args.no_install and not args.page:
+        install([BY_NAME[n] for n in names])
     if args.check is not None:
         from conformance.page import published
 
-        names = args.check or list(BY_NAME)
         changed = []
         for name in names:
             got = verdicts(run_client(BY_NAME[name]))
@@ -393,32 +511,46 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changed.append(f"{name}: published {want}, now {got}")
         print("\n".join(changed) or "every verdict as published")
         return 1 if changed else 0
-    names = args.only.split(",") if args.only else list(BY_NAME)
     for name in [] if args.page else names:
         print(f"conformance: {name}", file=sys.stderr, flush=True)
         if not args.stalls:
             run_client(BY_NAME[name])
         for fixed in (False, True):
             run_stalls(BY_NAME[name], fixed)
-    from conformance.page import published, stalls_section, update_stalls, verdicts_of, write_page
+    from conformance.page import (
+        mcp_section,
+        published,
+        stalls_section,
+        update_mcp,
+        update_stalls,
+        verdicts_of,
+        write_page,
+    )
 
     def load(suffix: str) -> dict[str, Any]:
-        files = {c.name: OUT / f"{c.name}{suffix}.json" for c in CLIENTS}
+        files = {c.name: OUT / f"{c.name}{suffix}.json" for c in BY_NAME.values()}
         return {n: json.loads(f.read_text()) for n, f in files.items() if f.is_file()}
 
     reports, stalls, fixed = load(""), load(".stalls"), load(".stalls-fixed")
     shown = {*reports, *stalls}
-    versions = {c.name: version_of(c) for c in CLIENTS if c.name in shown}
+    versions = {c.name: version_of(c) for c in BY_NAME.values() if c.name in shown}
+    mcp = mcp_section(MCP_CLIENTS, reports, stalls, fixed, versions, BUGS, PATIENCE, FIX_SECONDS)
+    mcp_names = {c.name for c in MCP_CLIENTS}
+    if args.mcp or (args.only and set(names) <= mcp_names):  # (only their section changed)
+        PAGE.write_text(update_mcp(PAGE.read_text("utf-8"), mcp), encoding="utf-8")
+        print(f"wrote the MCP section of {PAGE.relative_to(ROOT)}", file=sys.stderr)
+        return 0
+    llm = {n: r for n, r in stalls.items() if n not in mcp_names}
     if args.stalls:  # the other groups as published
-        groups = {n: published(PAGE.read_text("utf-8"), n) for n in stalls}
+        groups = {n: published(PAGE.read_text("utf-8"), n) for n in llm}
     else:
         groups = {n: verdicts_of(r) for n, r in reports.items()}
-    section = stalls_section(CLIENTS, stalls, fixed, versions, BUGS, PATIENCE, FIX_SECONDS, groups)
+    section = stalls_section(CLIENTS, llm, fixed, versions, BUGS, PATIENCE, FIX_SECONDS, groups)
     if args.stalls:
         PAGE.write_text(update_stalls(PAGE.read_text("utf-8"), section), encoding="utf-8")
     else:
         write_page(
-            PAGE, CLIENTS, reports, versions, datetime.date.today().isoformat(), BUGS, section
+            PAGE, CLIENTS, reports, versions, datetime.date.today().isoformat(), BUGS, section, mcp
         )
     print(f"wrote {PAGE.relative_to(ROOT)}", file=sys.stderr)
     return 0

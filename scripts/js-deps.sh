@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The JavaScript dependencies, each folder pinned by its package.json and package-lock.json
 # and installed from npm into it when missing: docs/javascript (the recipes: vitest),
-# conformance (the Node clients of the conformance matrix, two of which the CI subset in
-# tests/tools/test_conformance_subset.py runs) and tests/tools/clients (eventsource-parser
-# 3, a test subject of tests/tools/test_e2e_clients.py). Node itself comes from the machine
-# (scripts/system-deps.sh installs it when missing).
+# conformance (the Node clients of the conformance matrix, the MCP SDKs among them; two of
+# them the CI subset in tests/tools/test_conformance_subset.py runs) and tests/tools/clients
+# (eventsource-parser 3, a test subject of tests/tools/test_e2e_clients.py). Node itself
+# comes from the machine (scripts/system-deps.sh installs it when missing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 command -v npm >/dev/null 2>&1 || { echo "js-deps: npm is missing" >&2; exit 1; }

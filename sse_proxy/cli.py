@@ -165,6 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument(
         "--tools", action="store_true", help="every stream ends with the fixture's three tool calls"
     )
+    mock.add_argument(
+        "--mcp",
+        default=None,
+        metavar="OPTIONS",
+        help="the MCP server's tool-call streams, as name=value pairs: priming=on|off, "
+        "ids=on|off, retry=MS|off (default: all three for a client of 2025-11-25, none for "
+        "2026-07-28 or older ones); per request: header X-Mock-Mcp or ?mcp=...",
+    )
     for setting in TIME_SETTINGS.values():  # the faults in time's durations
         mock.add_argument(
             "--" + setting.name.replace("_", "-"),
@@ -378,6 +386,7 @@ def _run(args: argparse.Namespace) -> int:
             first_text=args.first_text,
             tools=args.tools,
             timing={n: v for n in TIME_SETTINGS if (v := getattr(args, n)) is not None},
+            mcp=args.mcp,
         )
     if args.command == "replay":
         from sse_proxy.tools.replay import run_replay

@@ -19,6 +19,7 @@ __all__ = [
     "DIALECT_PATHS",
     "MOCK_DELAY_HEADER",
     "MOCK_FAULT_HEADER",
+    "MOCK_MCP_HEADER",
     "MOCK_SEED_HEADER",
     "MOCK_TIME_HEADERS",
     "MODES",
@@ -38,6 +39,8 @@ STREAM_ID_HEADER: Final[str] = "X-SSE-Proxy-Stream-Id"
 MOCK_FAULT_HEADER: Final[str] = "X-Mock-Fault"
 MOCK_SEED_HEADER: Final[str] = "X-Mock-Seed"
 MOCK_DELAY_HEADER: Final[str] = "X-Mock-Delay"
+MOCK_MCP_HEADER: Final[str] = "X-Mock-Mcp"
+"""The mock MCP server's stream options of one request (``priming=off,retry=200``)."""
 MOCK_TIME_HEADERS: Final[dict[str, str]] = {
     "stall": "X-Mock-Stall",
     "keepalive_every": "X-Mock-Keepalive-Every",

@@ -12,7 +12,10 @@ A timeline is pure: complete frames in, the frames out with the :class:`Pause` t
 makes before each, and at the end the pause before the body ends. Where a fault begins is
 a rule of the bytes, the same in both shells: after the :data:`TEXT_BEFORE`-th event that
 carries text, or just before the terminal marker's frame if that comes first, so a client
-always has some text and never the end. ``linger`` begins after the last frame.
+always has some text and never the end. A JSON-RPC stream (MCP's tool call) carries its text
+whole in its response, the end: there the notifications before it (progress, log messages)
+count instead, and the fault begins after the :data:`NOTES_BEFORE`-th, among them.
+``linger`` begins after the last frame.
 
 Durations are :class:`TimeSettings`, checked here once for every tool (a negative, NaN,
 infinite or absurd one is refused with a one-line ``ValueError``). A fault that acts on
@@ -22,6 +25,7 @@ shells perform.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -35,6 +39,7 @@ __all__ = [
     "COMMENT_KEEPALIVE",
     "DAY",
     "DEFAULT_TIMING",
+    "NOTES_BEFORE",
     "SETTINGS",
     "TEXT_BEFORE",
     "TIME_FAULTS",
@@ -61,10 +66,24 @@ TIME_FAULTS: Final[Mapping[str, str]] = MappingProxyType(
 
 TEXT_BEFORE: Final = 8
 """Events carrying text that go out before a stall or a drip begins."""
+NOTES_BEFORE: Final = 2
+"""In a JSON-RPC stream: notifications that go out before a stall or a drip begins (a long
+tool call's progress: some, then the fault, then the rest and the response)."""
 DAY: Final = 86_400.0
 """No duration is longer (a longer one is a typo, not a test)."""
 COMMENT_KEEPALIVE: Final = b": keep-alive\n\n"
 _DRIP_TICK: Final = 0.05  # at most 20 writes a second, however fast the drip
+
+
+def _notification(data: str) -> bool:
+    """Whether ``data`` is a JSON-RPC notification (its frame's ids are not looked at)."""
+    if not data.startswith("{"):
+        return False
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return type(obj) is dict and type(obj.get("method")) is str and "id" not in obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +208,13 @@ class Pause:
 @dataclass(frozen=True, slots=True)
 class StreamKind:
     """What a timeline needs to know of a stream's dialect (the shell knows the dialects):
-    its name, the bytes found in its terminal frame, its own ping event (None: comments)."""
+    its name, the bytes found in its terminal frame, its own ping event (None: comments),
+    and whether it is JSON-RPC (its notifications stand for text)."""
 
     dialect: str
     terminal: bytes | None = None
     ping: bytes | None = None
+    rpc: bool = False
 
     @property
     def keepalive(self) -> bytes:
@@ -246,7 +267,8 @@ class Timeline:
                 self._armed = True  # the end comes after the stall, never before it
             elif self._carries_text(frame):
                 self._texts += 1
-                if self._texts >= TEXT_BEFORE:
+                kind = self._known()
+                if self._texts >= (NOTES_BEFORE if kind is not None and kind.rpc else TEXT_BEFORE):
                     self._armed = True
                 return [(frame, None)]
             else:
@@ -291,5 +313,8 @@ class Timeline:
         kind = self._known()
         if kind is None:
             return False
-        slot = slot_of(parse_frame(frame), kind.dialect)
+        event = parse_frame(frame)
+        if kind.rpc:  # a notification: an object with a method and no id
+            return _notification(event.data)
+        slot = slot_of(event, kind.dialect)
         return slot is not None and bool(slot.text)

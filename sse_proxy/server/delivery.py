@@ -79,7 +79,7 @@ def stream_kind(dialect: str) -> StreamKind | None:
     described = DIALECTS.get(dialect)
     if described is None:
         return None
-    return StreamKind(dialect, described.terminal_frame, described.ping_frame)
+    return StreamKind(dialect, described.terminal_frame, described.ping_frame, described.rpc)
 
 
 async def hold(pause: Pause, write: Callable[[bytes], Awaitable[None]]) -> int:

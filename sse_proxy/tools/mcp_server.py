@@ -17,35 +17,61 @@ what a real server does:
 * ``server/discover`` gets a 4xx JSON-RPC error whatever the revision: this is a server
   of the handshake era that also answers stateless requests, so a client that probes (the
   Python SDK's ``Client`` does) falls back to ``initialize``, and one pinned to 2026-07-28
-  is answered the stateless way.
+  is answered the stateless way; its ``subscriptions/listen`` gets the acknowledgement,
+  then keep-alive comments until the client closes it (nothing ever changes here).
 
 The stream itself comes from the fixtures, built for the request (its id, its progress
-token), with the mock's fault when it has one; a test harness can put its own in
-(``stream_for``: the test-client's cuts and broken streams), and reads what was called
-(:attr:`McpServer.calls`).
+token) with the SSE fields the revision has (:class:`~sse_proxy.tools.fixtures.mcp.
+McpOptions`: a priming event, ``retry``, an id on every event naming the stream, from
+2025-11-25), with the mock's fault when it has one: a fault in the bytes, or one in time
+(a stall among the progress notifications, a linger after the response, a drip) that the
+shell performs (``serve_sse``). A test harness can put its own stream in (``stream_for``:
+the test-client's cuts and broken streams), and reads what was called
+(:attr:`McpServer.calls`) and which calls the client walked away from before their
+response went out (:attr:`McpServer.cancelled`: in 2026-07-28 closing the stream is how a
+client cancels).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from aiohttp import web
 
+from sse_proxy.rechunk.timefaults import COMMENT_KEEPALIVE
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures import mcp
 
-__all__ = ["MAX_SESSIONS", "SUPPORTED", "McpServer", "ServeSse", "StreamFor"]
+__all__ = [
+    "BODY_SENT",
+    "MAX_SESSIONS",
+    "SUPPORTED",
+    "McpServer",
+    "OptionsOf",
+    "ServeSse",
+    "StreamFor",
+]
 
 StreamFor = Callable[[mcp.McpCall], tuple[bytes, bool]]
 """What answers a ``tools/call``: the stream's bytes, and whether the connection is then
 reset instead of ended."""
-ServeSse = Callable[[web.Request, bytes, bool], Awaitable[web.StreamResponse]]
+ServeSse = Callable[[web.Request, bytes, bool, str | None], Awaitable[web.StreamResponse]]
 """Writes bytes as an SSE response (the mock's: seeded pieces, its delay, its lockstep),
-then ends it, or resets the connection."""
+then ends it, or resets the connection; or, given a fault in time's name, performs it
+frame by frame. It sets ``request[BODY_SENT]`` once the last byte of the body is written."""
+OptionsOf = Callable[[web.Request], mcp.McpOptions]
+"""The stream options of a request (the app's, with the request's own)."""
+BODY_SENT: Final = web.RequestKey("sse_proxy_mcp_body_sent", bool)
+"""The request key the shell sets when the whole body went out (a client that closes
+before then cancels the call, in 2026-07-28)."""
+LISTEN_KEEPALIVE: Final = 15.0
+"""Seconds between the keep-alive comments of a ``subscriptions/listen`` stream."""
 
 SUPPORTED: Final[tuple[str, ...]] = (*mcp.LEGACY_REVISIONS, *mcp.MODERN_REVISIONS)
 MAX_SESSIONS: Final = 4096
@@ -54,6 +80,7 @@ _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 _META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 _META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 _META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+_META_SUBSCRIPTION: Final = "io.modelcontextprotocol/subscriptionId"
 _PARSE_ERROR, _INVALID_REQUEST, _NO_METHOD, _INVALID_PARAMS = -32700, -32600, -32601, -32602
 _SESSION_NOT_FOUND, _HEADER_MISMATCH, _UNSUPPORTED_VERSION = -32001, -32020, -32022
 _CAPABILITIES: Final[dict[str, Any]] = {"tools": {"listChanged": False}, "logging": {}}
@@ -81,6 +108,16 @@ def _token(value: object) -> int | str | None:
     return value if type(value) in (int, str) else None  # type: ignore[return-value]
 
 
+def _no_options(_request: web.Request) -> mcp.McpOptions:
+    return mcp.DEFAULT_OPTIONS
+
+
+@dataclass(slots=True)
+class _Session:
+    revision: str
+    streams: int = 0
+
+
 class McpServer:
     """The ``/mcp`` endpoint of one mock app (see the module docstring)."""
 
@@ -89,14 +126,24 @@ class McpServer:
         serve_sse: ServeSse,
         fault_of: Callable[[web.Request], str | None],
         stream_for: StreamFor | None = None,
+        options_of: OptionsOf = _no_options,
     ) -> None:
         self.serve_sse = serve_sse
         self.fault_of = fault_of
         self.stream_for = stream_for
-        self.sessions: OrderedDict[str, str] = OrderedDict()
-        """Session id -> the revision it negotiated."""
+        self.options_of = options_of
+        self.sessions: OrderedDict[str, _Session] = OrderedDict()
+        """Session id -> the revision it negotiated and the streams it had."""
+        self.streams = 0
+        """Streams of requests without a session (their names are the server's)."""
         self.calls: list[mcp.McpCall] = []
         """The tool calls answered, in order (a harness reads whether progress was asked)."""
+        self.cancelled: list[mcp.McpCall] = []
+        """The tool calls whose client closed the stream before the whole response went
+        out: in 2026-07-28 that cancels the call (the server stops, and sends nothing more
+        for it); earlier, a disconnection is no cancellation (listed all the same)."""
+        self.cancelled_ids: list[object] = []
+        """Request ids named by ``notifications/cancelled`` (the earlier revisions' way)."""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method == "POST":
@@ -132,6 +179,10 @@ class McpServer:
             return _error(None, _INVALID_REQUEST, "Invalid Request: not JSON-RPC 2.0", 400)
         method = msg.get("method")
         if type(method) is not str or "id" not in msg:
+            if method == "notifications/cancelled":
+                params = msg.get("params")
+                if type(params) is dict and "requestId" in params:
+                    self.cancelled_ids.append(params["requestId"])
             return web.Response(status=202)  # a notification or a response: accepted
         rid = msg["id"]
         params = msg.get("params")
@@ -156,17 +207,18 @@ class McpServer:
             return self._initialize(msg, rid)
         session = request.headers.get("Mcp-Session-Id")
         negotiated = version
+        known = None
         if session is not None:
             known = self.sessions.get(session)
             if known is None:
                 return _error(rid, _SESSION_NOT_FOUND, "Session not found", 404)
-            negotiated = version or known
+            negotiated = version or known.revision
         if method in ("ping", "logging/setLevel"):
             return _result(rid, {})
         if method == "tools/list":
             return _result(rid, {"tools": [mcp.TOOL_DEFINITION]})
         if method == "tools/call":
-            return await self._call(request, msg, rid, negotiated, logs=True)
+            return await self._call(request, msg, rid, negotiated, logs=True, session=known)
         return _error(rid, _NO_METHOD, f"Method not found: {method[:100]}")
 
     def _initialize(self, msg: dict[str, Any], rid: object) -> web.Response:
@@ -174,7 +226,7 @@ class McpServer:
         asked = params.get("protocolVersion") if type(params) is dict else None
         version = asked if asked in mcp.LEGACY_REVISIONS else mcp.LATEST_LEGACY
         session = secrets.token_hex(16)
-        self.sessions[session] = str(version)
+        self.sessions[session] = _Session(str(version))
         while len(self.sessions) > MAX_SESSIONS:
             self.sessions.popitem(last=False)
         result = {
@@ -231,7 +283,37 @@ class McpServer:
             return _result(rid, result)
         if method == "tools/call":
             return await self._call(request, msg, rid, version, logs=_META_LOG_LEVEL in meta)
+        if method == "subscriptions/listen":
+            return await self._listen(request, rid)
         return _error(rid, _NO_METHOD, f"Method not found: {method[:100]}", 404)
+
+    async def _listen(self, request: web.Request, rid: object) -> web.StreamResponse:
+        """``subscriptions/listen``: the acknowledgement, then keep-alive comments (nothing
+        this server offers ever changes) until the client closes the stream."""
+        if type(rid) not in (int, str):
+            return _error(None, _INVALID_REQUEST, "Invalid Request: id must be a string or number")
+        ack = {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {_META_SUBSCRIPTION: rid}},
+        }
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await resp.prepare(request)
+        frame = "event: message\ndata: " + json.dumps(ack, separators=(",", ":")) + "\n\n"
+        try:
+            await resp.write(frame.encode())
+            while True:
+                await asyncio.sleep(LISTEN_KEEPALIVE)
+                await resp.write(COMMENT_KEEPALIVE)
+        except ConnectionError:
+            pass  # the client closed it: that ends the subscription
+        return resp
 
     # -- the tool --------------------------------------------------------------------------
 
@@ -243,6 +325,7 @@ class McpServer:
         revision: str | None,
         *,
         logs: bool,
+        session: _Session | None = None,
     ) -> web.StreamResponse:
         params = msg.get("params")
         params = params if type(params) is dict else {}
@@ -271,7 +354,11 @@ class McpServer:
             revision=revision,
             logs=logs,
         )
+        fields = self.options_of(request).fields(revision, self._stream_name(session))
+        if fields != mcp.NO_FIELDS:
+            call = replace(call, sse=fields)
         self.calls.append(call)
+        timed = None
         if self.stream_for is not None:
             body, reset = self.stream_for(call)
         else:
@@ -281,4 +368,18 @@ class McpServer:
             else:
                 body = fixtures.faulty_stream(fault, "mcp", request=call)
                 reset = fixtures.KINDS[fault].reset
-        return await self.serve_sse(request, body, reset)
+                timed = fault if fixtures.KINDS[fault].timed else None
+        try:
+            return await self.serve_sse(request, body, reset, timed)
+        finally:
+            if not request.get(BODY_SENT):
+                self.cancelled.append(call)
+
+    def _stream_name(self, session: _Session | None) -> str:
+        """A new stream's name: its number in the session (or the server's, without one),
+        so that event ids, which carry it, are unique in the session."""
+        if session is not None:
+            session.streams += 1
+            return f"s{session.streams}"
+        self.streams += 1
+        return f"r{self.streams}"

@@ -33,6 +33,7 @@ from sse_proxy.names import (
     DIALECT_PATHS,
     MOCK_DELAY_HEADER,
     MOCK_FAULT_HEADER,
+    MOCK_MCP_HEADER,
     MOCK_SEED_HEADER,
     MOCK_TIME_HEADERS,
 )
@@ -41,7 +42,9 @@ from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, Timeline, TimeSettings
 from sse_proxy.server.delivery import hold, stream_kind
 from sse_proxy.server.peer import unsent
 from sse_proxy.tools import fixtures
-from sse_proxy.tools.mcp_server import McpServer, StreamFor
+from sse_proxy.tools.fixtures.mcp import DEFAULT_OPTIONS as DEFAULT_MCP
+from sse_proxy.tools.fixtures.mcp import McpOptions
+from sse_proxy.tools.mcp_server import BODY_SENT, McpServer, StreamFor
 
 if sys.platform != "win32":
     pass
@@ -93,6 +96,7 @@ class _Settings:
     tools: bool = False
     lockstep: Lockstep | None = None
     timing: TimeSettings = DEFAULT_TIMING
+    mcp: McpOptions = DEFAULT_MCP
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -171,6 +175,26 @@ def _request_timing(request: web.Request) -> TimeSettings:
         raise _bad_request(str(exc)) from None
 
 
+def _request_mcp(request: web.Request) -> McpOptions:
+    """The MCP stream options: the app's, with the request's (``X-Mock-Mcp: retry=200`` or
+    ``?mcp=...``); a bad one is a one-line 400."""
+    raw = request.headers.get(MOCK_MCP_HEADER, request.query.get("mcp"))
+    if raw is None:
+        return _settings(request).mcp
+    try:
+        return _settings(request).mcp.changed(McpOptions.parse(raw))
+    except ValueError as exc:
+        raise _bad_request(str(exc)) from None
+
+
+def mcp_options_of(text: str | None) -> McpOptions:
+    """MCP stream options given as text (a flag), checked; :class:`UsageError` if bad."""
+    try:
+        return McpOptions.parse(text or "")
+    except ValueError as exc:
+        raise UsageError(f"--mcp: {exc}") from None
+
+
 def timing_of(values: dict[str, str] | None) -> TimeSettings:
     """Durations given as text (flags), checked; :class:`UsageError` for a bad one."""
     try:
@@ -247,6 +271,7 @@ async def _serve_sse(
     resp = await _start_sse(request)
     if not await _write_pieces(resp, pieces, delay, _settings(request).lockstep):
         return resp
+    request[BODY_SENT] = True
     if reset:
         await _reset(request)
         return resp
@@ -276,7 +301,11 @@ async def _reset(request: web.Request) -> None:
     transport.abort()
 
 
-async def _serve_mcp_sse(request: web.Request, body: bytes, reset: bool) -> web.StreamResponse:
+async def _serve_mcp_sse(
+    request: web.Request, body: bytes, reset: bool, timed: str | None
+) -> web.StreamResponse:
+    if timed is not None:
+        return await _serve_timed(request, body, "mcp", timed)
     return await _serve_sse(request, body, reset=reset)
 
 
@@ -293,6 +322,7 @@ async def _serve_timed(
                 if pause is not None:
                     await hold(pause, resp.write)
                 await resp.write(piece)
+        request[BODY_SENT] = True
         end = timeline.end()
         if end is not None:
             await hold(end, resp.write)
@@ -610,6 +640,7 @@ def make_mock_app(
     lockstep: Lockstep | None = None,
     mcp_stream: StreamFor | None = None,
     timing: TimeSettings = DEFAULT_TIMING,
+    mcp: McpOptions | None = None,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
@@ -621,7 +652,8 @@ def make_mock_app(
     keys then fails unless the key really arrived. A ``lockstep`` paces the streams to an
     in-process proxy's reads (:mod:`sse_proxy.tools.lockstep`). ``mcp_stream`` answers
     the MCP server's tool calls instead of the fixture (:data:`StreamFor`). ``timing``: the
-    faults in time's durations, unless a request names its own. Raises
+    faults in time's durations, unless a request names its own; ``mcp``: the MCP streams'
+    options (priming, ids, ``retry``), unless a request names its own. Raises
     :class:`~sse_proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
@@ -636,6 +668,7 @@ def make_mock_app(
         tools=tools,
         lockstep=lockstep,
         timing=timing,
+        mcp=mcp or DEFAULT_MCP,
     )
     # (every dialect of the registry has its endpoint here: tests/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
@@ -648,7 +681,9 @@ def make_mock_app(
     )
     app.router.add_get(DIALECT_PATHS["text"], _text)
     app.router.add_post(DIALECT_PATHS["text"], _text)
-    app[MCP_SERVER] = mcp_server = McpServer(_serve_mcp_sse, _request_fault, mcp_stream)
+    app[MCP_SERVER] = mcp_server = McpServer(
+        _serve_mcp_sse, _request_fault, mcp_stream, _request_mcp
+    )
     app.router.add_route("*", DIALECT_PATHS["mcp"], mcp_server.handle)
     app.router.add_get("/healthz", _healthz)
     app.router.add_route("*", "/echo", _echo)
@@ -675,6 +710,7 @@ async def start_mock_upstream(
     lockstep: Lockstep | None = None,
     mcp_stream: StreamFor | None = None,
     timing: TimeSettings = DEFAULT_TIMING,
+    mcp: McpOptions | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
@@ -691,6 +727,7 @@ async def start_mock_upstream(
         lockstep=lockstep,
         mcp_stream=mcp_stream,
         timing=timing,
+        mcp=mcp,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
     await runner.setup()
@@ -714,6 +751,7 @@ async def mock_upstream(
     chunk_delay: float = 0.0,
     api_key: str | None = None,
     timing: TimeSettings = DEFAULT_TIMING,
+    mcp: McpOptions | None = None,
 ) -> AsyncIterator[str]:
     """``async with mock_upstream() as base_url:`` -- started, and cleaned up afterwards."""
     runner, url = await start_mock_upstream(
@@ -724,6 +762,7 @@ async def mock_upstream(
         chunk_delay=chunk_delay,
         api_key=api_key,
         timing=timing,
+        mcp=mcp,
     )
     try:
         yield url
@@ -740,6 +779,7 @@ async def _serve_forever(
     first_text: bool,
     tools: bool = False,
     timing: TimeSettings = DEFAULT_TIMING,
+    mcp: McpOptions | None = None,
 ) -> int:
     try:
         runner, url = await start_mock_upstream(
@@ -751,6 +791,7 @@ async def _serve_forever(
             first_text=first_text,
             tools=tools,
             timing=timing,
+            mcp=mcp,
         )
     except (OSError, OverflowError, UnicodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -785,12 +826,14 @@ def run_mock_upstream(
     first_text: bool = False,
     tools: bool = False,
     timing: dict[str, str] | None = None,
+    mcp: str | None = None,
 ) -> int:
     """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
 
     Prints one line with the base URL and endpoints; returns the exit code (0). An unknown
-    fault, a bad duration (``timing``: setting name -> text, as flags give it) or an
-    unusable address raises :class:`~sse_proxy.errors.UsageError`.
+    fault, a bad duration (``timing``: setting name -> text, as flags give it), bad MCP
+    stream options (``mcp``: ``priming=off,retry=200``) or an unusable address raises
+    :class:`~sse_proxy.errors.UsageError`.
     """
     fault = _check_fault(fault)
     if chunk_delay < 0:
@@ -798,9 +841,12 @@ def run_mock_upstream(
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {port}")
     durations = timing_of(timing)
+    options = mcp_options_of(mcp)
     try:
         return asyncio.run(
-            _serve_forever(host, port, fault, seed, chunk_delay, first_text, tools, durations)
+            _serve_forever(
+                host, port, fault, seed, chunk_delay, first_text, tools, durations, options
+            )
         )
     except KeyboardInterrupt:  # platforms without loop signal handlers
         return 0

@@ -68,6 +68,9 @@ async def test_serve_logs_one_summary_per_tool_call() -> None:
         assert found["protocol_version"] == mcp.LATEST_LEGACY
         assert (found["outcome"], found["error_code"]) == ("result", None)
         assert (found["progress"], found["logs"], found["responses"]) == (progress, 4, 1)
+        # 2025-11-25: a priming event, retry, an id on each of the call's events
+        events = 1 + 4 + progress + 1
+        assert (found["primed"], found["retry_ms"], found["event_ids"]) == (True, 500, events)
         assert found["result_ms"] is not None
         if progress:
             assert 0 < found["first_progress_ms"] <= found["result_ms"]
@@ -107,6 +110,50 @@ async def test_a_broken_tool_call_is_logged_broken(
     assert summary["mcp"]["outcome"] == outcome
     assert summary["mcp"]["progress"] == 4
     assert summary["text"] == ""  # --log-text: the text it carried (none: it lost the result)
+
+
+async def _raw_call(url: str, version: str, options: str) -> None:
+    """A handshake in ``version``, then one tool call whose stream has ``options``."""
+    import aiohttp
+
+    accept = {"Accept": "application/json, text/event-stream"}
+    init = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}}
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, json=body, headers=accept) as resp:
+            session = resp.headers["Mcp-Session-Id"]
+        headers = {
+            **accept,
+            "Mcp-Session-Id": session,
+            "MCP-Protocol-Version": version,
+            "X-Mock-Mcp": options,
+        }
+        call = {"name": mcp.TOOL, "arguments": {}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        async with http.post(url, json=body, headers=headers) as resp:
+            await resp.read()
+
+
+@pytest.mark.asyncio
+async def test_a_priming_event_alerts_only_to_a_client_older_than_priming() -> None:
+    """2025-11-25 primes: nothing to say; 2025-06-18 clients parse the empty data as JSON."""
+    cases = [("2025-11-25", ""), ("2025-06-18", "priming=on"), ("2025-06-18", "")]
+    async with mock_upstream() as upstream:
+        with ServeProcess("--upstream", upstream, "--port", "0", "--log-format", "json") as serve:
+            (started,) = await asyncio.to_thread(serve.wait_for, "proxy.started")
+            for version, options in cases:
+                await _raw_call(started["listen"] + "/mcp", version, options)
+            summaries = await asyncio.to_thread(serve.wait_for, "stream.summary", len(cases))
+            log = serve.stop()
+    got = [(s["mcp"]["primed"], s["alerts"], s["mcp"]["protocol_version"]) for s in summaries]
+    assert got == [
+        (True, {}, "2025-11-25"),
+        (True, {"mcp.unexpected_message": 1}, "2025-06-18"),
+        (False, {}, "2025-06-18"),
+    ]
+    lines = [json.loads(x) for x in log.splitlines() if x.strip()]
+    (alert,) = [e for e in lines if e.get("event") == "mcp.unexpected_message"]
+    assert (alert["reason"], alert["event_index"]) == ("priming_unsupported", 0)
 
 
 def test_an_mcp_summary_on_a_terminal_names_the_tool_and_its_progress() -> None:

@@ -53,8 +53,9 @@ async def post(url: str, body: object, **headers: str) -> tuple[int, dict[str, s
 
 
 def messages(body: bytes) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body, read with the suite's own parser."""
-    return [json.loads(e.data) for e in parse(body).events]
+    """The JSON-RPC messages of an SSE body, read with the suite's own parser (a priming
+    event, empty data, is none)."""
+    return [json.loads(e.data) for e in parse(body).events if e.data]
 
 
 async def session(url: str, version: str = "2025-11-25") -> str:
@@ -80,8 +81,12 @@ async def test_the_handshake_then_a_tool_call_that_streams_the_fixture(url: str)
     headers = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
     status, got, body = await post(url, call(3, "tok", progress=2), **headers)
     assert (status, got["Content-Type"].split(";")[0]) == (200, "text/event-stream")
-    want = mcp.McpCall(id=3, progress_token="tok", progress=2, revision="2025-11-25")
+    fields = mcp.StreamFields("s1", priming=True, ids=True, retry=mcp.DEFAULT_RETRY_MS)
+    want = mcp.McpCall(id=3, progress_token="tok", progress=2, revision="2025-11-25", sse=fields)
     assert body == fixtures.clean_stream("mcp", request=want)
+    events = parse(body).events  # 2025-11-25: priming (id, retry, empty data), ids on all
+    assert (events[0].id, events[0].retry, events[0].data) == ("s1-0", 500, "")
+    assert [e.id for e in events] == [f"s1-{n}" for n in range(len(events))]
     sent = messages(body)
     assert [m.get("method") for m in sent].count("notifications/progress") == 2
     assert all(
@@ -95,6 +100,75 @@ async def test_the_handshake_then_a_tool_call_that_streams_the_fixture(url: str)
         "".join(c["text"] for c in response["result"]["content"] if c["type"] == "text")
         == fixtures.MESSAGE
     )
+
+
+@pytest.mark.asyncio
+async def test_the_sse_fields_are_the_revisions_and_the_options_change_them(url: str) -> None:
+    """Event ids are unique in a session and name their stream; each field can be turned
+    off or on, per request, whatever the revision; a bad option is a one-line 400."""
+
+    async def events(version: str, sid: str | None, options: str = "") -> list[Any]:
+        headers = {"MCP-Protocol-Version": version, "X-Mock-Mcp": options}
+        if sid is not None:
+            headers["Mcp-Session-Id"] = sid
+        body = call(1, "t", progress=1)
+        if version == "2026-07-28":
+            body["params"]["_meta"].update(MODERN_META)
+            headers.update({"Mcp-Method": "tools/call", "Mcp-Name": mcp.TOOL})
+        status, _, raw = await post(url, body, **headers)
+        assert status == 200, raw
+        return parse(raw).events
+
+    sid = await session(url)
+    first, second = await events("2025-11-25", sid), await events("2025-11-25", sid)
+    assert [e.id for e in first][:2] + [e.id for e in second][:2] == [
+        "s1-0",
+        "s1-1",
+        "s2-0",
+        "s2-1",
+    ]
+    quiet = await events("2025-11-25", sid, "priming=off, retry=200")
+    assert (quiet[0].id, quiet[0].retry, bool(quiet[0].data)) == ("s3-1", 200, True)
+    bare = await events("2025-11-25", sid, "ids=off,retry=off")
+    assert (bare[0].data, bare[0].retry) == ("", None)  # the priming event alone has an id
+    assert {e.id for e in bare} == {"s4-0"}
+    old = await session(url, "2025-06-18")
+    assert {e.id for e in await events("2025-06-18", old)} == {None}
+    assert (await events("2025-06-18", old, "priming=on"))[0].data == ""  # the bug, on demand
+    modern = await events("2026-07-28", None)
+    assert ({e.id for e in modern}, {e.retry for e in modern}) == ({None}, {None})
+    assert (await events("2026-07-28", None, "ids=on"))[0].id == "r2-1"  # its second stream
+    status, _, raw = await post(url, call(1), **{"X-Mock-Mcp": "priming=maybe"})
+    assert (status, json.loads(raw)["error"]["message"]) == (
+        400,
+        "priming must be on or off, not 'maybe'",
+    )
+
+
+@pytest.mark.asyncio
+async def test_subscriptions_listen_is_acknowledged_and_cancellations_recorded() -> None:
+    runner, base = await start_mock_upstream()
+    try:
+        headers = {
+            **ACCEPT,
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "subscriptions/listen",
+        }
+        listen = rpc("subscriptions/listen", "L1", _meta=MODERN_META)
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(base + "/mcp", json=listen, headers=headers) as resp,
+        ):
+            assert resp.headers["Content-Type"] == "text/event-stream"
+            first = await resp.content.readuntil(b"\n\n")
+        ack = json.loads(parse(first).events[0].data)
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+        assert (await post(base + "/mcp", note))[0] == 202
+        assert runner.app[MCP_SERVER].cancelled_ids == [7]
+    finally:
+        await runner.cleanup()
 
 
 @pytest.mark.asyncio

@@ -69,7 +69,7 @@ def _marker(dialect: str) -> bytes:
 
 
 # MCP's text comes whole in its response: its faults in time fall among the progress
-# notifications, tested with the MCP server (tests/tools/test_mcp_*).
+# notifications, tested with the MCP server (tests/tools/test_mcp_time_faults.py).
 _STREAMED_TEXT = tuple(d for d in TEXT_DIALECTS if d != "mcp")
 
 

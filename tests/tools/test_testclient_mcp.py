@@ -60,9 +60,13 @@ def test_a_correct_client_passes_every_byte_rewrite_cut_and_fault_group(tmp_path
     cases = report["cases"]
     assert len(cases) == len(GROUPS) + 4 + 2
     assert {c["outcome"] for c in cases} == {"pass"}
-    assert all(c["mcp"] == {"calls": 1, "progress_asked": True, "progress_sent": 4} for c in cases)
+    want = {"calls": 1, "progress_asked": True, "progress_sent": 4, "revision": "2025-11-25"}
+    assert all(c["mcp"] == {**want, "primed": c["group"] != "faults"} for c in cases)
     assert report["delivery"]["read_apart"] == report["delivery"]["cuts"] > 300
-    assert "mcp: the tool was called in 13 of 13 cases; progress was asked for in 13" in text
+    assert (
+        "mcp: the tool was called in 13 of 13 cases (revision 2025-11-25); progress was "
+        "asked for in 13"
+    ) in text
     assert not {"shapes", "tokens"} & set(report["summary"])
 
 
@@ -91,12 +95,63 @@ def test_each_buggy_client_is_caught_and_named(
     assert f"== {family}" in text
 
 
+@pytest.mark.parametrize("runtime", ["python", "node"])
+def test_a_client_that_parses_the_priming_events_empty_data_is_named(
+    tmp_path: Path, runtime: str
+) -> None:
+    """JSON.parse("") on the event 2025-11-25 servers open a stream with: a crash, named."""
+    command = (
+        (*RAW, "--bug", "parse-empty")
+        if runtime == "python"
+        else ("node", str(Path(__file__).parent / "clients" / "mcp_parse_all.mjs"))
+    )
+    code, report, text = _run(tmp_path, command, only=("baseline",), seeds=1)
+    assert code == 1, text
+    (case,) = report["cases"]
+    diagnosis = case["diagnosis"]
+    assert (case["outcome"], diagnosis["family"]) == ("crash", "mcp (priming event)")
+    assert "id: s1-0\\nretry: 500\\ndata:\\n\\n" in diagnosis["reason"]
+    for issue in ("typescript-sdk#1233", "python-sdk#1719", "go-sdk#686"):
+        assert issue in diagnosis["reason"]
+    assert "empty" in diagnosis["hint"]
+    assert case["mcp"]["primed"] is True
+    assert "mcp (priming event)" in text
+
+
+@pytest.mark.parametrize(
+    ("bug", "outcome", "calls"),
+    [(None, "pass", 2), ("reissue-same-id", "wrong", 2)],
+)
+def test_a_modern_client_that_re_issues_a_broken_call_needs_a_new_id(
+    tmp_path: Path, bug: str | None, outcome: str, calls: int
+) -> None:
+    """2026-07-28: a broken stream loses the call; calling again is right under a new id."""
+    command = (*RAW, "--revision", "2026-07-28", "--reissue", *(("--bug", bug) if bug else ()))
+    code, report, text = _run(
+        tmp_path, command, only=("faults:reset", "faults:unterminated"), seeds=1
+    )
+    assert code == (0 if outcome == "pass" else 1), text
+    for case in report["cases"]:
+        assert (case["outcome"], case["mcp"]["calls"]) == (outcome, calls), text
+        assert case["mcp"]["revision"] == "2026-07-28"
+        assert case["mcp"]["primed"] is False
+        if bug:
+            assert case["diagnosis"]["family"] == "mcp (re-issued under the same id)"
+    assert "more than once in 2 (re-issued after a broken stream)" in text
+
+
 def test_a_client_that_never_calls_the_tool_is_told_so(tmp_path: Path) -> None:
     code, report, text = _run(tmp_path, ("sh", "-c", "echo hello"), only=("baseline",), seeds=1)
     assert code == 1, text
     (case,) = report["cases"]
     assert case["diagnosis"]["family"] == "mcp (no tool call)"
-    assert case["mcp"] == {"calls": 0, "progress_asked": False, "progress_sent": 0}
+    assert case["mcp"] == {
+        "calls": 0,
+        "progress_asked": False,
+        "progress_sent": 0,
+        "revision": None,
+        "primed": False,
+    }
     assert "SSE_PROXY_MCP_TOOL" in case["diagnosis"]["reason"]
 
 

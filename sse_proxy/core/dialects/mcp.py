@@ -171,12 +171,17 @@ class McpAccumulator(JsonAccumulator):
             self._invalid(McpInvalidMessage.NOT_OBJECT, index, offset)
 
     def _setup(self) -> bool:
-        """What the request decides, once: the progress tokens it sent, and whether the
-        stream's event ids are followed (a resumed stream's are, from its first event)."""
+        """What the first event decides, once: the progress tokens the request sent, and
+        whether the stream's event ids (and ``retry``) are followed: a resumed stream's
+        are, and those of a stream whose first event has an id (a server that gives ids
+        gives them from the start; a stream without is not asked about them per event)."""
         rpc = self.rpc_request
         if rpc is not None and rpc.expects_response:
             self._tokens = frozenset(c.progress_token[1] for c in rpc.calls if c.progress_token)
-        self._track_ids = rpc is not None and rpc.last_event_id is not None
+        last_id, retry = self.frame_info()
+        if retry is not None:
+            self.retry = retry
+        self._track_ids = last_id is not None or (rpc is not None and rpc.last_event_id is not None)
         return self._track_ids
 
     def _message(self, obj: dict[str, Any], data: str, index: int, offset: int) -> None:
@@ -317,7 +322,9 @@ class McpAccumulator(JsonAccumulator):
             self._unexpected(McpUnexpectedMessage.PRIMING_UNSUPPORTED, index, offset)
 
     def _note_id(self) -> None:
-        last_id = self.frame_info()[0]
+        last_id, retry = self.frame_info()
+        if retry is not None:
+            self.retry = retry
         ids = self.event_ids
         if last_id is None or (ids and ids[-1] == last_id):
             return

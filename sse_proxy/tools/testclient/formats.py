@@ -57,6 +57,8 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
             "progress_sent": sum(
                 c.progress for c in result.mcp_calls if c.progress_token is not None
             ),
+            "revision": result.mcp_calls[0].revision if result.mcp_calls else None,
+            "primed": bool(result.mcp_calls) and result.mcp_calls[0].sse.priming,
         }
     if result.not_applicable is not None:
         item["requires"] = result.not_applicable

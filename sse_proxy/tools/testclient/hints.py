@@ -173,6 +173,51 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         "deadline fires, before the terminal marker",
         None: "report a stall as a failure, never as the end of the answer",
     },
+    "mcp (priming event)": {
+        _JS: "skip an event whose data is empty before you parse it (if (!event.data) return;"
+        " it only carries an id to resume from), or use the official SDK's "
+        "StreamableHTTPClientTransport, which does",
+        _PY: "skip an event whose data is empty before you parse it (if not sse.data: "
+        "continue; it only carries an id to resume from), or use the official SDK's "
+        "streamable_http_client, which does",
+        None: "skip an event whose data is empty (a priming event: an id to resume from, "
+        "no message) before parsing it as JSON",
+    },
+    "mcp (re-issued under the same id)": {
+        None: "give a re-issued request a new JSON-RPC id (a counter per session): the id "
+        "of a request whose stream broke is spent",
+    },
+    "mcp (stall kept alive by comments)": {
+        _JS: "set the request's timeout (client.callTool(params, undefined, {timeout: ms})): "
+        "the SDK's is 60 s and comments never reset it; resetTimeoutOnProgress: true resets "
+        "it on progress notifications only",
+        _PY: "set a read timeout on the call (session.call_tool(..., "
+        "read_timeout_seconds=timedelta(seconds=...))): the SDK's httpx read timeout is "
+        "300 s and every comment resets it",
+        None: "time the tool call's messages, not its bytes: give up when no message came "
+        "for a while, whatever comments keep the stream busy",
+    },
+    "mcp (silent stall)": {
+        _JS: "set the request's timeout (client.callTool(params, undefined, {timeout: ms})); "
+        "the SDK's default is 60 s",
+        _PY: "set a read timeout on the call (session.call_tool(..., "
+        "read_timeout_seconds=timedelta(seconds=...))); the SDK's default is 300 s",
+        None: "give every tool call a deadline",
+    },
+    "mcp (lingers after the result)": {
+        None: "take the result when the JSON-RPC response arrives and stop reading the "
+        "stream; never wait for it to close",
+    },
+    "mcp (no whole-call deadline)": {
+        _JS: "bound the whole call: callTool(params, undefined, {timeout: ms, "
+        "maxTotalTimeout: ms})",
+        _PY: "bound the whole call: anyio.fail_after(seconds) around call_tool",
+        None: "put a deadline on the whole tool call",
+    },
+    "mcp (exit 0 without the result)": {
+        None: "a tool call without its JSON-RPC response failed: report it, never print "
+        "what came before as the result",
+    },
     "output flood": {
         _JS: "write only the streamed text with process.stdout.write; log with console.error",
         _PY: "write only the streamed text to sys.stdout; log to sys.stderr",

@@ -9,11 +9,19 @@ case has its own mock, whose MCP server answers the call with the stream the cas
 built for the request the client sent (its id, its progress token): the fixture (byte,
 rewrite and combination cases), the short fixture (``cut``) or a broken one (``faults``).
 
+The server gives each stream the SSE fields of the client's revision (2025-11-25: a
+priming event, ``retry``, an id on every event), except the ``faults`` group's broken
+streams: they carry no ids, so nothing can resume them (the ``resume`` group's drops do),
+and a correct client reports the failure, or calls the tool again under a new request id
+(what 2026-07-28 asks of a client that retries, the only way on after a broken stream
+there), which this server then answers in full.
+
 Verdicts: the result's text, exact (the same comparison as every dialect); the progress
 the client was sent (it is sent only to a request that carries a ``progressToken``, so a
 client that asks for none leaves progress handling untested, and the report says so); a
 result printed twice (a duplicate) or in part (the first text item only); no tool call at
-all (the handshake failed, or the wrong tool or arguments).
+all (the handshake failed, or the wrong tool or arguments); a crash on a priming event's
+empty data (parsed as JSON); a broken call re-issued under the id it already had.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from typing import TYPE_CHECKING, Final
 
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures import mcp
+from sse_proxy.tools.testclient.calls import json_crash
 from sse_proxy.tools.testclient.diagnose import Diagnosis
 from sse_proxy.tools.testclient.fixture import Fixture
+from sse_proxy.tools.testclient.plan import FAULTS
 
 if TYPE_CHECKING:
     from sse_proxy.tools.lockstep import Lockstep
@@ -34,13 +44,39 @@ if TYPE_CHECKING:
     from sse_proxy.tools.stack import Stoppable, UpstreamStarter
     from sse_proxy.tools.testclient.plan import Case
 
-__all__ = ["MCP_ENV", "McpSeen", "explain_mcp", "mcp_lines", "mcp_upstream", "sent_short"]
+__all__ = [
+    "MCP_ENV",
+    "PRIMING_FAMILY",
+    "REISSUE_SAME_ID",
+    "WRONG_FAMILIES",
+    "McpSeen",
+    "Reissue",
+    "call_fields",
+    "explain_mcp",
+    "judge_reissue",
+    "mcp_lines",
+    "mcp_upstream",
+    "sent_short",
+    "sent_stream",
+]
 
 MCP_ENV: Final[dict[str, str]] = {
     "SSE_PROXY_MCP_TOOL": mcp.TOOL,
     "SSE_PROXY_MCP_ARGS": json.dumps(mcp.TOOL_ARGS),
 }
 """What an MCP client under test is told to call (on top of ``SSE_PROXY_STREAM_URL``)."""
+
+PRIMING_FAMILY: Final = "mcp (priming event)"
+REISSUE_SAME_ID: Final = "mcp (re-issued under the same id)"
+WRONG_FAMILIES: Final = frozenset({REISSUE_SAME_ID})
+"""Families whose case is ``wrong`` even in the ``faults`` group (the client got the whole
+answer, by a wrong way)."""
+_UNRESUMABLE: Final = mcp.McpOptions(priming=False, ids=False, no_retry=True)
+_SOURCES: Final = (
+    "https://github.com/modelcontextprotocol/typescript-sdk/pull/1233",
+    "https://github.com/modelcontextprotocol/python-sdk/pull/1719",
+    "https://github.com/modelcontextprotocol/go-sdk/issues/686",
+)
 
 
 @dataclass
@@ -64,14 +100,32 @@ def _stream_for(fixture: Fixture, case: Case) -> StreamFor | None:
 
         return short
     kind = case.fault
-    if kind is not None:
+    if kind is not None and case.group == FAULTS:  # (a stall is the proxy's, on the clean one)
+        calls = 0
 
         def broken(call: mcp.McpCall) -> tuple[bytes, bool]:
+            nonlocal calls
+            calls += 1
+            if calls > 1:  # a client that re-issues the call gets its answer
+                return fixtures.clean_stream(dialect, request=call), False
             stream = fixture.fault(kind, request=call)
             return stream.body, stream.reset
 
         return broken
     return None
+
+
+def call_fields(calls: Sequence[mcp.McpCall] | None) -> mcp.StreamFields:
+    """The SSE fields the first tool call's stream was given (none without a call)."""
+    return calls[0].sse if calls else mcp.NO_FIELDS
+
+
+def sent_stream(fixture: Fixture, calls: Sequence[mcp.McpCall]) -> bytes:
+    """The clean stream the first tool call was answered with (the fixture's without
+    one): what a fault in time was performed on."""
+    if not calls:
+        return fixture.body
+    return fixtures.clean_stream(fixture.dialect, request=calls[0])
 
 
 def sent_short(fixture: Fixture, calls: Sequence[mcp.McpCall] | None) -> bytes:
@@ -89,15 +143,78 @@ def mcp_upstream(
     from sse_proxy.tools.mock_upstream import MCP_SERVER, start_mock_upstream
 
     stream_for = _stream_for(fixture, case)
+    broken = case.fault is not None and case.group == FAULTS
+    options = _UNRESUMABLE if broken else None  # (nothing to resume from: no ids)
 
     async def start() -> tuple[Stoppable, str]:
         runner, url = await start_mock_upstream(
-            seed=case.seed, lockstep=lockstep, mcp_stream=stream_for
+            seed=case.seed, lockstep=lockstep, mcp_stream=stream_for, mcp=options
         )
         seen.servers.append(runner.app[MCP_SERVER])
         return runner, url
 
     return start
+
+
+@dataclass(frozen=True, slots=True)
+class Reissue:
+    """A broken call the client made again: the verdict (None: a pass)."""
+
+    diagnosis: Diagnosis | None
+
+
+def judge_reissue(
+    calls: Sequence[mcp.McpCall] | None,
+    full: str,
+    output: str,
+    code: int | None,
+    hung: bool,
+) -> Reissue | None:
+    """The verdict on a ``faults`` case whose client called the tool again after the
+    broken stream (None: it did not, or this is no MCP case). A new request id and the
+    whole answer is a pass; the same id is a bug whatever it printed: a request id must
+    never be used twice, and in 2026-07-28 a broken stream's request is lost, so the
+    client "MUST re-issue it as a new request with a new request ID"."""
+    if not calls or len(calls) < 2 or hung:
+        return None
+    ids = [(type(c.id), c.id) for c in calls]
+    if len(set(ids)) < len(ids):
+        return Reissue(
+            Diagnosis(
+                REISSUE_SAME_ID,
+                f"the stream broke without the response, and the client called the tool "
+                f"again under the request id it already had ({calls[0].id!r}): a request id "
+                "is never used twice in a session, and after a broken stream (2026-07-28: "
+                "a lost request) a retry is a new request with a new id; a server may "
+                "reject it, or take it for the first",
+                "re-issue: a new JSON-RPC request with a new id",
+            )
+        )
+    if code == 0 and output == full:
+        return Reissue(None)
+    return None
+
+
+def _priming_crash(
+    diagnosis: Diagnosis, code: int | None, stderr: str, fields: mcp.StreamFields
+) -> Diagnosis | None:
+    """A crash on the priming event's empty data, or None."""
+    if code in (0, None) or not fields.priming or not json_crash(stderr):
+        return None
+    event = fields.event_id(0)
+    retry = "" if fields.retry is None else f"retry: {fields.retry}\\n"
+    return replace(
+        diagnosis,
+        family=PRIMING_FAMILY,
+        reason=f"the client crashed parsing a priming event's empty data as JSON: the stream "
+        f'opened with "id: {event}\\n{retry}data:\\n\\n" (an event id and empty data, '
+        "which a 2025-11-25 server sends first so that a client can resume), and "
+        'JSON.parse("") / json.loads("") throws; skip an event whose data is empty (it '
+        "carries an id, no message), as the official SDKs do since typescript-sdk#1233, "
+        "python-sdk#1719 and go-sdk#686",
+        rule="priming: an SSE stream of 2025-11-25 may open with an event id and empty data",
+        sources=_SOURCES,
+    )
 
 
 def explain_mcp(
@@ -106,9 +223,10 @@ def explain_mcp(
     output: str,
     code: int | None,
     calls: Sequence[mcp.McpCall],
+    stderr: str = "",
 ) -> Diagnosis:
-    """A failure said in MCP's terms where the output shows one: no tool call, the result
-    printed twice, or only its first text item."""
+    """A failure said in MCP's terms where the output shows one: no tool call, a crash on
+    the priming event, the result printed twice, or only its first text item."""
     if not calls:
         return replace(
             diagnosis,
@@ -117,6 +235,9 @@ def explain_mcp(
             f"that far (initialize failed?) or it called another tool than "
             f"SSE_PROXY_MCP_TOOL ({mcp.TOOL}) with other arguments than SSE_PROXY_MCP_ARGS",
         )
+    primed = _priming_crash(diagnosis, code, stderr, call_fields(calls))
+    if primed is not None:
+        return primed
     if code != 0 or not expected:
         return diagnosis
     twice = [expected + sep + expected for sep in ("", "\n", "\r\n")]
@@ -150,9 +271,12 @@ def mcp_lines(results: Sequence[object]) -> list[str]:
     asked = sum(1 for c in known if any(x.progress_token is not None for x in c))
     sent = sum(x.progress for c in known for x in c if x.progress_token is not None)
     more = sum(1 for c in known if len(c) > 1)
+    revisions = sorted({x.revision or "none" for c in known for x in c})
     line = f"mcp: the tool was called in {called} of {cases} cases"
+    if revisions:
+        line += f" (revision {', '.join(revisions)})"
     if more:
-        line += f" (more than once in {more})"
+        line += f", more than once in {more} (re-issued after a broken stream)"
     if asked:
         line += f"; progress was asked for in {asked} and sent ({sent} notifications in all)"
     elif called:

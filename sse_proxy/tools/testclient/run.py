@@ -46,10 +46,13 @@ from sse_proxy.tools.testclient.diagnose import (
 from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
 from sse_proxy.tools.testclient.mcp import (
     MCP_ENV,
+    WRONG_FAMILIES,
     McpSeen,
     explain_mcp,
+    judge_reissue,
     mcp_upstream,
     sent_short,
+    sent_stream,
 )
 from sse_proxy.tools.testclient.plan import BASELINE, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
@@ -59,6 +62,7 @@ from sse_proxy.tools.testclient.stalls import (
     Timing,
     diagnose_stall,
     keepalive_every,
+    notes_before,
     proxy_settings,
     text_before,
 )
@@ -363,14 +367,24 @@ class _Runner:
                 ended=ran.seconds,
                 patience=self.options.stall_patience,
             )
-            return self.judge_stall(case, ran, round(time.monotonic() - started, 3), timing)
+            calls = None if seen is None else seen.calls
+            duration = round(time.monotonic() - started, 3)
+            return self.judge_stall(case, ran, duration, timing, calls)
         calls = None if seen is None else seen.calls
         result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch, calls)
         result.sent = None if writes is None else writes.one_stream()
         return result
 
-    def judge_stall(self, case: Case, ran: Ran, duration: float, timing: Timing) -> CaseResult:
-        """The verdict on a ``stalls`` case: what the client did about the fault in time."""
+    def judge_stall(
+        self,
+        case: Case,
+        ran: Ran,
+        duration: float,
+        timing: Timing,
+        mcp_calls: tuple[McpCall, ...] | None = None,
+    ) -> CaseResult:
+        """The verdict on a ``stalls`` case: what the client did about the fault in time
+        (an MCP client's: about its tool call's stream, the one built for its request)."""
         assert case.fault is not None
         fixture = self.fixture
         output = normalize_output(ran.out)
@@ -383,6 +397,9 @@ class _Runner:
             outcome: str = "wrong"
             diagnosis: Diagnosis | None = flood_diagnosis(len(output.encode()), len(expected))
         else:
+            notes = None
+            if mcp_calls is not None:
+                notes = notes_before(sent_stream(fixture, mcp_calls), case.fault)
             outcome, diagnosis = diagnose_stall(
                 case.fault,
                 dialect=fixture.dialect,
@@ -394,7 +411,11 @@ class _Runner:
                 timing=timing,
                 every=keepalive_every(timing.patience),
                 strict_drip=self.options.patience is not None,
+                notes=notes,
             )
+            if diagnosis is not None and mcp_calls is not None:
+                stderr = ran.err.decode("utf-8", "replace")
+                diagnosis = explain_mcp(diagnosis, expected, output, ran.code, mcp_calls, stderr)
         return CaseResult(
             case=case,
             outcome=outcome,
@@ -406,6 +427,7 @@ class _Runner:
             diagnosis=diagnosis,
             flooded=ran.flooded,
             timing=timing,
+            mcp_calls=mcp_calls,
         )
 
     def judge_run(
@@ -466,15 +488,19 @@ class _Runner:
         elif flooded:
             diagnosis = flood_diagnosis(len(output.encode("utf-8")), len(expected))
         elif case.fault is not None and case.group != STALLS:
-            diagnosis = diagnose_fault(
-                case.fault,
-                self.fixture.expected,
-                expected,
-                output,
-                exit_code=code,
-                timed_out=hung,
-                timeout=self.options.timeout,
-            )
+            reissued = judge_reissue(mcp_calls, self.fixture.expected, output, code, hung)
+            if reissued is not None:  # MCP: the client called the tool again
+                diagnosis = reissued.diagnosis
+            else:
+                diagnosis = diagnose_fault(
+                    case.fault,
+                    self.fixture.expected,
+                    expected,
+                    output,
+                    exit_code=code,
+                    timed_out=hung,
+                    timeout=self.options.timeout,
+                )
         elif is_variant_group(case.group) and case.strategy is not None:
             diagnosis = diagnose_variant(
                 case.strategy,
@@ -506,12 +532,12 @@ class _Runner:
             if diagnosis is not None and self.fixture.tools:
                 diagnosis = explain_tool_failure(diagnosis, expected, output, code, stderr)
         if diagnosis is not None and mcp_calls is not None and not flooded:
-            diagnosis = explain_mcp(diagnosis, expected, output, code, mcp_calls)
+            diagnosis = explain_mcp(diagnosis, expected, output, code, mcp_calls, stderr)
         if diagnosis is None:
             outcome = "pass"
         elif hung:
             outcome = "hang"
-        elif flooded:
+        elif flooded or diagnosis.family in WRONG_FAMILIES:
             outcome = "wrong"
         elif case.fault is not None and case.group != STALLS:
             outcome = "silent"

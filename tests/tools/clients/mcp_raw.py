@@ -1,19 +1,27 @@
 """A raw MCP client on the standard library: the handshake, one tool call, its result.
 
-``python -m tests.tools.clients.mcp_raw [--bug NAME]``. Without ``--bug`` it is correct:
-``initialize``, ``notifications/initialized``, a ``tools/call`` of SSE_PROXY_MCP_TOOL with
-SSE_PROXY_MCP_ARGS and a progress token, the stream read with a stateful decoder and a
-WHATWG parser, the result's text items joined and printed, ``DELETE`` at the end; an error,
-a stream without the response or a reset exits 1. Stdlib only, so a case takes
-milliseconds, and each ``read1`` follows one proxy write. Each ``--bug`` is one mistake
-clients make:
+``python -m tests.tools.clients.mcp_raw [--revision R] [--deadline S] [--reissue] [--bug
+NAME]``. Without ``--bug`` it is correct: ``initialize``, ``notifications/initialized``
+(2025-11-25; with ``--revision 2026-07-28`` no handshake, the ``_meta`` envelope and its
+headers on the call instead), a ``tools/call`` of SSE_PROXY_MCP_TOOL with SSE_PROXY_MCP_ARGS
+and a progress token, the stream read with a stateful decoder and a WHATWG parser that
+skips events with empty data (a priming event), the result's text items joined and printed
+as soon as the response arrives, ``DELETE`` at the end; an error, a stream without the
+response or a reset exits 1, as does ``--deadline`` seconds without a message (comments
+are no message). ``--reissue``: a stream that broke without the response is called again
+once, under a new request id (what 2026-07-28 asks of a client that retries). Stdlib only,
+so a case takes milliseconds, and each ``read1`` follows one proxy write. Each ``--bug`` is
+one mistake clients make:
 
 * ``decode-each-read``: decodes every read on its own (a character cut across reads is
   lost to U+FFFD);
 * ``first-item``: prints the first text item of the result only;
 * ``twice``: prints the result twice (as a client that prints a replayed response again);
 * ``exit-zero``: takes a stream that ended without its response, or an error, for an
-  empty answer and exits 0.
+  empty answer and exits 0;
+* ``parse-empty``: ``json.loads`` every event's data, a priming event's empty data too;
+* ``waits-for-close``: reads the stream to its end before it takes the response;
+* ``reissue-same-id``: re-issues a broken call under the same request id.
 """
 
 from __future__ import annotations
@@ -24,33 +32,72 @@ import http.client
 import json
 import os
 import sys
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from tests.tools.clients._sse import LineParser, emit
 
-BUGS = ("decode-each-read", "first-item", "twice", "exit-zero")
-VERSION = "2025-11-25"
+BUGS = (
+    "decode-each-read",
+    "first-item",
+    "twice",
+    "exit-zero",
+    "parse-empty",
+    "waits-for-close",
+    "reissue-same-id",
+)
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+
+
+class Broken(Exception):
+    """The stream ended, or broke, without the response."""
 
 
 class Session:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, revision: str) -> None:
         parts = urlsplit(url)
         self.target = parts.path + (f"?{parts.query}" if parts.query else "")
         self.conn = http.client.HTTPConnection(
             parts.hostname or "127.0.0.1", parts.port, timeout=30
         )
+        self.revision = revision
         self.session: str | None = None
+
+    @property
+    def modern(self) -> bool:
+        return self.revision >= MODERN
 
     def post(self, message: dict[str, Any]) -> http.client.HTTPResponse:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
         }
-        if self.session is not None:
-            headers.update({"Mcp-Session-Id": self.session, "MCP-Protocol-Version": VERSION})
+        if self.modern:
+            headers.update({"MCP-Protocol-Version": self.revision, "Mcp-Method": message["method"]})
+            name = (message.get("params") or {}).get("name")
+            if name is not None:
+                headers["Mcp-Name"] = name
+        elif self.session is not None:
+            headers.update({"Mcp-Session-Id": self.session, "MCP-Protocol-Version": self.revision})
         self.conn.request("POST", self.target, body=json.dumps(message), headers=headers)
         return self.conn.getresponse()
+
+    def handshake(self) -> None:
+        if self.modern:
+            return
+        params = {
+            "protocolVersion": self.revision,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }
+        resp = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+        if resp.status != 200:
+            sys.exit(f"initialize: HTTP {resp.status}")
+        json.loads(resp.read())
+        self.session = resp.getheader("Mcp-Session-Id")
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}).read()
 
     def delete(self) -> None:
         """End the session, as far as the connection still lets it (best effort)."""
@@ -62,58 +109,86 @@ class Session:
                 pass
 
 
-def call(bug: str | None) -> dict[str, Any] | None:
-    """The response to the tool call (None: the stream ended without one)."""
-    s = Session(os.environ["SSE_PROXY_STREAM_URL"])
-    params = {
-        "protocolVersion": VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    }
-    resp = s.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
-    if resp.status != 200:
-        sys.exit(f"initialize: HTTP {resp.status}")
-    json.loads(resp.read())
-    s.session = resp.getheader("Mcp-Session-Id")
-    resp = s.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    resp.read()
+def call(s: Session, rid: int, bug: str | None, deadline: float) -> dict[str, Any]:
+    """The response to one tool call; :class:`Broken` when the stream has none."""
     args = json.loads(os.environ.get("SSE_PROXY_MCP_ARGS", "{}"))
     tool = os.environ["SSE_PROXY_MCP_TOOL"]
-    params = {"name": tool, "arguments": args, "_meta": {"progressToken": "raw-1"}}
-    resp = s.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    meta: dict[str, Any] = {"progressToken": f"raw-{rid}"}
+    if s.modern:
+        meta.update(
+            {
+                "io.modelcontextprotocol/protocolVersion": s.revision,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            }
+        )
+    params = {"name": tool, "arguments": args, "_meta": meta}
+    resp = s.post({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
     if resp.status != 200:
         sys.exit(f"tools/call: HTTP {resp.status}")
     if (resp.getheader("Content-Type") or "").startswith("application/json"):
-        answer = json.loads(resp.read())
-        s.delete()
-        return answer  # type: ignore[no-any-return]
+        return json.loads(resp.read())  # type: ignore[no-any-return]
     found: list[dict[str, Any]] = []
+    last = time.monotonic()
 
     def dispatch(event: str, data: str) -> None:
+        nonlocal last
+        if not data and bug != "parse-empty":
+            return  # a priming event: an id to resume from, no message
         message = json.loads(data)
-        if message.get("id") == 1 and ("result" in message or "error" in message):
+        last = time.monotonic()
+        if message.get("id") == rid and ("result" in message or "error" in message):
             found.append(message)
 
     parser = LineParser(dispatch)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    sock = s.conn.sock
     try:
-        while chunk := resp.read1(65536):
+        while not found or bug == "waits-for-close":
+            left = last + deadline - time.monotonic()
+            if left <= 0:
+                sys.exit(f"stalled: no message for {deadline:g} s")
+            if sock is not None:
+                sock.settimeout(left)
+            try:
+                chunk = resp.read1(65536)
+            except TimeoutError:
+                continue  # the deadline is checked above
+            if not chunk:
+                break
             if bug == "decode-each-read":
                 parser.feed(chunk.decode("utf-8", "replace"))
             else:
                 parser.feed(decoder.decode(chunk))
     except (http.client.IncompleteRead, ConnectionError) as exc:
-        if bug != "exit-zero":
-            sys.exit(f"the stream broke: {exc!r}")
-    s.delete()
-    return found[0] if found else None
+        raise Broken(repr(exc)) from None
+    if not found:
+        raise Broken("the stream ended without the response")
+    s.conn.close()  # the response is in: the rest of the stream is not waited for
+    return found[0]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bug", choices=BUGS)
-    bug = ap.parse_args().bug
-    answer = call(bug)
+    ap.add_argument("--revision", default=LEGACY)
+    ap.add_argument("--deadline", type=float, default=30.0)
+    ap.add_argument("--reissue", action="store_true")
+    opts = ap.parse_args()
+    bug = opts.bug
+    s = Session(os.environ["SSE_PROXY_STREAM_URL"], opts.revision)
+    s.handshake()
+    answer: dict[str, Any] | None = None
+    try:
+        answer = call(s, 1, bug, opts.deadline)
+    except Broken as exc:
+        print(f"the call broke: {exc}", file=sys.stderr)
+        if opts.reissue or bug == "reissue-same-id":
+            s.conn.close()
+            answer = call(s, 1 if bug == "reissue-same-id" else 2, bug, opts.deadline)
+        elif bug != "exit-zero":
+            return 1
+    s.delete()
     if answer is None or "error" in answer:
         if bug == "exit-zero":
             return 0
@@ -126,4 +201,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Broken as exc:
+        sys.exit(f"the call broke again: {exc}")
