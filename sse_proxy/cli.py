@@ -12,7 +12,7 @@ from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
 from sse_proxy.cli_tools import TOOL_COMMANDS, add_tools, run_tool
 from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
-from sse_proxy.names import MOCK_TIME_HEADERS, MODES
+from sse_proxy.names import MOCK_RESUME_HEADERS, MOCK_TIME_HEADERS, MODES
 from sse_proxy.rechunk.timefaults import DEFAULT_TIMING
 from sse_proxy.rechunk.timefaults import SETTINGS as TIME_SETTINGS
 from sse_proxy.settings import LOG_FORMATS
@@ -24,6 +24,7 @@ from sse_proxy.tools.fixtures.faults import (
     TIMED,
     names_help,
 )
+from sse_proxy.tools.fixtures.resume import DEFAULT_RESUME, RESUME_SETTINGS
 from sse_proxy.tools.testgateway.command import add_test_gateway
 
 __all__ = ["build_parser", "main"]
@@ -76,7 +77,9 @@ def _mock_description() -> str:
     older = ", ".join(f"{old} = {new}" for old, new in MOCK_LEGACY_NAMES.items())
     return (
         "The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini\n"
-        "and raw-text streaming endpoints, clean or with a fault that triggers an alert.\n\n"
+        "and raw-text streaming endpoints, clean or with a fault that triggers an alert.\n"
+        "Raw text resumes after Last-Event-ID; OpenAI Responses in background mode with\n"
+        "GET /v1/responses/{id}?stream=true&starting_after=N (the drops make clients resume).\n\n"
         f"fault kinds (--fault KIND, header X-Mock-Fault: KIND, or ?fault=KIND):\n{faults}"
         + (f"\n  (older names still taken: {older})" if older else "")
     )
@@ -172,6 +175,21 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{setting.help}, in {setting.unit} (default "
             f"{getattr(DEFAULT_TIMING, setting.name):g}); per request: header "
             f"{MOCK_TIME_HEADERS[setting.name]} or ?{setting.name}=N",
+        )
+    mock.add_argument(
+        "--resumable",
+        action="store_true",
+        help="every raw text stream is resumable (ids, retry, Last-Event-ID, 204 after the "
+        "end), not only those that resume or drop; per request: X-Mock-Resumable: 1 or "
+        "?resumable=1",
+    )
+    for setting in RESUME_SETTINGS.values():  # the resumable streams' own
+        mock.add_argument(
+            "--" + setting.name.replace("_", "-"),
+            metavar="SECONDS",
+            help=f"{setting.help}, in {setting.unit} (default "
+            f"{getattr(DEFAULT_RESUME, setting.name):g}); per request: header "
+            f"{MOCK_RESUME_HEADERS[setting.name]} or ?{setting.name}=N",
         )
 
     replay = sub.add_parser(
@@ -378,6 +396,8 @@ def _run(args: argparse.Namespace) -> int:
             first_text=args.first_text,
             tools=args.tools,
             timing={n: v for n in TIME_SETTINGS if (v := getattr(args, n)) is not None},
+            resume={n: v for n in RESUME_SETTINGS if (v := getattr(args, n)) is not None},
+            resumable=args.resumable,
         )
     if args.command == "replay":
         from sse_proxy.tools.replay import run_replay
