@@ -17,6 +17,7 @@ from sse_proxy.rechunk.timefaults import DEFAULT_TIMING
 from sse_proxy.rechunk.timefaults import SETTINGS as TIME_SETTINGS
 from sse_proxy.settings import LOG_FORMATS
 from sse_proxy.tools.fixtures.faults import (
+    DROPPED,
     ENDINGS,
     KINDS,
     MOCK_LEGACY_NAMES,
@@ -249,9 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument(
         "--only",
         metavar="GROUP[,..]",
-        help="strategies, combos, baseline, faults, faults:KIND, stalls, stalls:KIND, cut, "
-        f"cut:N, cut:A-B; fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}; "
-        f"stalls: {', '.join(TIMED)}",
+        help="strategies, combos, baseline, faults, faults:KIND, stalls, stalls:KIND, resume, "
+        f"resume:KIND (with --resume), cut, cut:N, cut:A-B; fault kinds: "
+        f"{names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}; stalls: {', '.join(TIMED)}; "
+        f"drops: {', '.join(DROPPED)}",
     )
     tc.add_argument("--skip", metavar="GROUP[,..]", help="groups not to run, e.g. dataless,faults")
     tc.add_argument(
@@ -273,7 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stalls: seconds from a stall's start in which CMD must report it (exit != 0), "
         "or exit with the whole answer after a linger; given, a drip without a whole-answer "
-        "deadline within it fails too (default 5, the drip then information only)",
+        "deadline within it fails too (default 5, the drip then information only); resume: "
+        "seconds from the case's last request (and the retry delay) in which CMD must go on",
+    )
+    tc.add_argument(
+        "--resume",
+        action="store_true",
+        help="CMD is written to resume a stream (its API lets it): run the resume group, drops "
+        "mid-stream it must resume (--dialect text: by Last-Event-ID, as EventSource does; "
+        "responses: background mode, GET /v1/responses/{id}?stream=true&starting_after=N)",
     )
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
@@ -469,6 +479,7 @@ def _test_client(args: argparse.Namespace) -> int:
         script=args.script,
         all_shapes=args.all_shapes,
         patience=args.patience,
+        resume=args.resume,
     )
     return run_test_client(options)
 
