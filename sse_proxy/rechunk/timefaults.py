@@ -26,8 +26,9 @@ reconnect one more): ``drop`` cuts attempt 0, ``drop_twice`` attempts 0 and 1, a
 :func:`resume_answer` says how a shell answers a reconnect instead of streaming (a 204, a
 cursor too old). The cut falls after the frame's first line, so an ``id:`` of the cut event
 has arrived and its event has not: a client that takes the id before the event is
-dispatched resumes past what it had. Some drops put a block in front of the cut (an invalid
-or large ``retry``, an ``id`` holding NULL, id-less events): blocks that dispatch nothing in
+dispatched resumes past what it had. The drops that test a block (an invalid or large
+``retry``, an ``id`` holding NULL, id-less events) write it and cut right after it, between
+events, so nothing after it hides what a client made of it. The blocks dispatch nothing in
 any dialect, except the id-less events (empty data), which only raw text takes as no text.
 """
 
@@ -92,14 +93,14 @@ DROPS: Final[Mapping[str, str]] = MappingProxyType(
         "cursor and gets the whole stream again",
         "drop_primed": "a priming event (an id, empty data) first, then the cut inside the "
         "first text event: the client resumes from the priming id",
-        "drop_retry_invalid": "as drop, with an invalid retry (retry: 10ms) just before the "
-        "cut, which a client ignores",
-        "drop_retry_large": "as drop, with retry set large (retry_large) just before the cut: "
+        "drop_retry_invalid": "an invalid retry (retry: 10ms), which a client ignores, then the "
+        "cut, between events",
+        "drop_retry_large": "retry set large (retry_large), then the cut, between events: "
         "the client waits that long before it reconnects",
-        "drop_id_nul": "as drop, with an id holding NULL just before the cut, which a client "
-        "ignores (it resumes from the id before)",
-        "drop_idless": "as drop, with id-less events (empty data) between the last id and "
-        "the cut: the last id carries over them",
+        "drop_id_nul": "an id holding NULL, which a client ignores (it resumes from the id "
+        "before), then the cut, between events",
+        "drop_idless": "id-less events (empty data) after the last id, then the cut, between "
+        "events: the last id carries over them",
         "drop_204": "as drop, and the reconnect is answered 204 No Content: the client must stop",
         "drop_too_old": "as drop, and the resume is refused as too old (the API's error): "
         "the client must report failure",
@@ -425,10 +426,12 @@ class Timeline:
             else:
                 return [(frame, None)]
         self.began = True
-        head, tail = _split(frame)
+        cut = Pause(0.0, began=True, action=DROP)
         block = drop_block(self._fault, self._settings)
-        out: list[tuple[bytes, Pause | None]] = [(block, None)] if block else []
-        return [*out, (head, None), (tail, Pause(0.0, began=True, action=DROP))]
+        if block:  # the block is the test: the cut follows it, between events
+            return [(block, None), (frame, cut)]
+        head, tail = _split(frame)
+        return [(head, None), (tail, cut)]
 
     def _stall(self) -> Pause:
         s = self._settings

@@ -72,6 +72,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
             "family": d.family,
             "reason": d.reason,
             "rule": d.rule,
+            "also": list(d.also),
             "hint": (
                 d.hint if d.chunk is not None else hint_for(d.family, runtime_of(options.subject))
             ),

@@ -256,7 +256,8 @@ def diagnose_resume(
             f"({', '.join(f'{g:.2f}' for g in gaps[:6])} s apart): a client reconnects once "
             "per drop, after the retry delay",
         )
-    # each drop and the request after it
+    # each drop and the request after it: what went wrong, worst first, the rest as "also"
+    found: list[tuple[str, str]] = []
     for n, i in enumerate(cuts):
         cut = requests[i]
         nxt = requests[i + 1] if i + 1 < len(requests) else None
@@ -279,7 +280,8 @@ def diagnose_resume(
                 )
             if n:
                 reason = reason.replace("no resume: ", f"no resume after drop {n + 1}: ", 1)
-            return verdict("no_resume", "no_resume", reason)
+            found.append(("no_resume", reason))
+            break
         want = cut.delivered
         given = nxt.cursor
         got = _cursor(given)
@@ -287,42 +289,52 @@ def diagnose_resume(
         if given is not None and (got is None or want is None or got > want):
             lost = text_through(dialect, got) if got is not None else ""
             missing = lost[len(text_through(dialect, want)) :] if want is not None else lost
-            return verdict(
-                "lost",
-                "lost",
-                f"lost: {cut_said}; the client resumed {_said(nxt)}, past event "
-                f"{want if want is not None else '(none)'}, the last it had whole (the cut "
-                "fell after the next event's id, before its data): "
-                + (f"{_show(missing)} is never shown" if missing else "an event is skipped"),
+            found.append(
+                (
+                    "lost",
+                    f"lost: {cut_said}; the client resumed {_said(nxt)}, past event "
+                    f"{want if want is not None else '(none)'}, the last it had whole (the cut "
+                    "fell after the next event's id, before its data): "
+                    + (f"{_show(missing)} is never shown" if missing else "an event is skipped"),
+                )
             )
         if want is not None and (got is None or got < want):
             extra, _gone = _spans(expected, output)
-            repeated = output != expected
-            if repeated:
-                return verdict(
-                    "duplicated",
-                    "duplicated",
-                    f"duplicated: {cut_said}; the client reconnected {_said(nxt)}, so the "
-                    "stream came again from "
-                    + ("its start" if got is None else f"after event {got}")
-                    + f", and it showed {_show(extra)} twice ({len(extra)} characters "
-                    "repeated)",
+            if extra:  # what it had came again, and it showed it again
+                found.append(
+                    (
+                        "duplicated",
+                        f"duplicated: {cut_said}; the client reconnected {_said(nxt)}, so the "
+                        "stream came again from "
+                        + ("its start" if got is None else f"after event {got}")
+                        + f", and it showed {_show(extra)} twice ({len(extra)} characters "
+                        "repeated)",
+                    )
                 )
         retry = cut.retry
         if retry is not None and delay < EARLY * retry:
-            return verdict(
-                "too_early",
-                "too_early",
-                f"too early: {cut_said}; the client reconnected {delay:.2f} s later, before "
-                f"the retry delay in force ({retry * 1000:.0f} ms"
-                + (
-                    ", the stream's last valid retry: the 'retry: 10ms' just before the cut "
-                    "is not all digits and is ignored"
-                    if kind == "drop_retry_invalid"
-                    else ""
+            found.append(
+                (
+                    "too_early",
+                    f"too early: {cut_said}; the client reconnected {delay:.2f} s later, "
+                    f"before the retry delay in force ({retry * 1000:.0f} ms"
+                    + (
+                        ", the stream's last valid retry: the 'retry: 10ms' just before the "
+                        "cut is not all digits and is ignored"
+                        if kind == "drop_retry_invalid"
+                        else ""
+                    )
+                    + ")",
                 )
-                + ")",
             )
+    if found:
+        order = ("no_resume", "lost", "duplicated", "too_early")
+        found.sort(key=lambda f: order.index(f[0]))
+        outcome, reason = found[0]
+        also = tuple(dict.fromkeys(o for o, _ in found[1:] if o != outcome))
+        if also:
+            reason += "; also " + ", ".join(o.replace("_", " ") for o in also)
+        return outcome, Diagnosis(FAMILIES[outcome], reason, rule, also=also), expected
     if kind == "drop_too_old":
         if hung:
             return verdict(
