@@ -68,8 +68,13 @@ def _marker(dialect: str) -> bytes:
     return marker if marker is not None else fixtures.clean_stream(dialect)[-40:]
 
 
+# MCP's text comes whole in its response: its faults in time fall among the progress
+# notifications, tested with the MCP server (tests/tools/test_mcp_*).
+_STREAMED_TEXT = tuple(d for d in TEXT_DIALECTS if d != "mcp")
+
+
 @pytest.mark.asyncio
-@pytest.mark.parametrize("dialect", TEXT_DIALECTS)
+@pytest.mark.parametrize("dialect", _STREAMED_TEXT)
 async def test_stalls_come_after_some_text_and_before_the_end(dialect: str) -> None:
     clean = fixtures.clean_stream(dialect)
     async with mock_upstream() as url:

@@ -2,7 +2,8 @@
 
 Reading ``choices`` whole, not by ``index``, is right for such a request: with ``n = 1`` a
 provider sends choice 0 only. The harness must not blame it for ``choices_n2`` (which
-needs ``n > 1``): the case is not applicable to its request, and it passes every group.
+needs ``n > 1``): the case is not applicable to its request, and it passes every group
+(stalls too: it gives up after 4 s without text, within the default patience of 5 s).
 """
 
 from __future__ import annotations
@@ -22,4 +23,4 @@ def every_choice_text(dialect: str, event: str, data: str) -> str:
 
 
 if __name__ == "__main__":
-    run(LineParser, report_faults=True, text_of=every_choice_text)
+    run(LineParser, report_faults=True, text_of=every_choice_text, stall_after=4.0)
