@@ -18,8 +18,9 @@ import pytest
 
 from tests.support.cli import CLI, ROOT, cli_env
 
-JS = ROOT / "docs" / "javascript"
-REFERENCE = JS / "sse-client.mjs"
+JS = ROOT / "docs" / "javascript"  # the recipes' pinned npm dependencies (vitest)
+RECIPES = ROOT / "sse_proxy" / "recipes" / "javascript"  # the files `js-helper` writes out
+REFERENCE = RECIPES / "sse-client.mjs"
 CORRECT_LINE = "pending += decoder.decode(chunk, { stream: true });"
 BUGGY_LINE = "pending += new TextDecoder().decode(chunk); // the bug: a decoder per read"
 
@@ -92,7 +93,7 @@ def test_a_fresh_text_decoder_per_read_fails_utf8_and_random_every_time(
 
 
 def _node_test(
-    client: Path, pattern: str, where: Path = JS, **env: str
+    client: Path, pattern: str, where: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["node", "--test", f"--test-name-pattern={pattern}", "chaos.node.test.mjs"],
@@ -106,14 +107,14 @@ def _node_test(
 
 
 def test_the_node_test_recipe_passes_a_correct_client_and_fails_a_buggy_one(
-    buggy_client: Path,
+    buggy_client: Path, fresh: Path
 ) -> None:
-    good = _node_test(REFERENCE, "^(utf8|random|cr|bom|utf8\\+crlf) seed=1$")
+    good = _node_test(REFERENCE, "^(utf8|random|cr|bom|utf8\\+crlf) seed=1$", fresh)
     assert good.returncode == 0, good.stdout + good.stderr
     assert re.search(r"^# pass 5$", good.stdout, re.M), good.stdout
     # utf8 and bytewise cut every character whatever the upstream's reads were (random's
     # cuts are drawn per upstream read: with a mock in a process of its own, those vary)
-    bad = _node_test(buggy_client, "^(utf8|bytewise|crlf) seed=1$")
+    bad = _node_test(buggy_client, "^(utf8|bytewise|crlf) seed=1$", fresh)
     assert bad.returncode != 0
     assert re.search(r"^# fail 2$", bad.stdout, re.M), bad.stdout  # crlf alone cuts nothing
     assert re.search(r"^# pass 1$", bad.stdout, re.M), bad.stdout
@@ -131,7 +132,7 @@ def _assert_diagnosed(out: str) -> None:
 
 
 def _vitest(
-    client: Path, pattern: str, where: Path = JS, **env: str
+    client: Path, pattern: str, where: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -151,14 +152,13 @@ def _vitest(
 
 
 def test_the_vitest_recipe_passes_a_correct_client_and_fails_a_buggy_one(
-    buggy_client: Path,
+    buggy_client: Path, fresh: Path
 ) -> None:
     """vitest from npm, pinned, into docs/javascript (scripts/js-deps.sh: CI runs it too)."""
-    subprocess.run(["bash", str(ROOT / "scripts" / "js-deps.sh")], check=True, timeout=600)
-    good = _vitest(REFERENCE, "^(utf8|random|cr) seed=1$")
+    good = _vitest(REFERENCE, "^(utf8|random|cr) seed=1$", fresh)
     assert good.returncode == 0, good.stdout + good.stderr
     assert re.search(r"Tests\s+3 passed", good.stdout), good.stdout
-    bad = _vitest(buggy_client, "^(utf8|bytewise) seed=1$")
+    bad = _vitest(buggy_client, "^(utf8|bytewise) seed=1$", fresh)
     assert bad.returncode != 0
     assert re.search(r"Tests\s+2 failed", bad.stdout), bad.stdout
     _assert_diagnosed(bad.stdout + bad.stderr)
@@ -180,16 +180,15 @@ def test_expected_text_prints_the_exact_text_and_nothing_else() -> None:
 
 
 def test_the_docs_page_shows_the_recipes_as_they_are_run() -> None:
-    """docs/javascript.md quotes the files the tests above run, byte for byte, and they
-    are the ones the package ships (`sse-proxy js-helper` writes them out)."""
+    """docs/javascript.md quotes the files the tests above run, byte for byte: the ones
+    the package ships (`sse-proxy js-helper` writes them out)."""
     from sse_proxy.cli_tools import JS_FILES, js_file
 
     page = (ROOT / "docs" / "javascript.md").read_text()
     blocks = re.findall(r"```js\n(.*?)```", page, re.S)
     for name in ("chaos.node.test.mjs", "chaos.vitest.test.mjs", "sse-client.mjs"):
-        assert (JS / name).read_text() in blocks, name
-    for name in JS_FILES:
-        assert js_file(name) == (JS / name).read_text(), name
+        assert js_file(name) in blocks, name
+    assert sorted(JS_FILES) == sorted(p.name for p in RECIPES.iterdir()), JS_FILES
     assert "sse-proxy js-helper > chaos-proxy.mjs" in page
     helper = js_file("chaos-proxy.mjs")
     from sse_proxy.rechunk.spec import REWRITES, STRATEGIES

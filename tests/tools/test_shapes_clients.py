@@ -323,11 +323,12 @@ def test_all_shapes_forces_them_and_every_report_says_so(tmp_path: Path) -> None
 
 
 def test_the_reference_node_client_reads_every_choice_and_passes(tmp_path: Path) -> None:
-    """docs/javascript/sse-client.mjs joins every choice's content: not applicable, not
-    wrong (the whole of its other groups: tests/tools/test_javascript.py)."""
+    """The reference fetch client (sse_proxy/recipes/javascript/sse-client.mjs) joins every
+    choice's content: not applicable, not wrong (the whole of its other groups:
+    tests/tools/test_javascript.py)."""
     run = run_test_client(
         tmp_path,
-        ["node", str(ROOT / "docs" / "javascript" / "sse-client.mjs")],
+        ["node", str(ROOT / "sse_proxy" / "recipes" / "javascript" / "sse-client.mjs")],
         *("--only", "baseline,shapes,tokens,faults", "--seeds", "1", "--jobs", "4"),
     )
     assert run.code == 0, run.stdout

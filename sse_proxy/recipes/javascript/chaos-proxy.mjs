@@ -35,7 +35,7 @@ function freePort() {
 }
 
 // The child listening on `port`, or a rejection with its own words if it exits first.
-function started(child, port, what, seconds = 20) {
+function started(child, port, what, seconds = 60) {
   let stderr = "";
   let gone = false;
   child.stderr.setEncoding("utf8");

@@ -218,6 +218,70 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         None: "a tool call without its JSON-RPC response failed: report it, never print "
         "what came before as the result",
     },
+    "connection boundary (duplicated)": {
+        _JS: "resume from the last event you received whole: EventSource does it by itself "
+        "(keep one EventSource; a new EventSource(url) forgets its lastEventId); with fetch, "
+        "keep the last id and send it as Last-Event-ID (Responses: the last sequence_number as "
+        "starting_after), or skip events whose number you already have",
+        _PY: "keep the last id (Responses: the last sequence_number) and reconnect with it: "
+        "headers={'Last-Event-ID': last_id}, or client.responses.retrieve(id, stream=True, "
+        "starting_after=seq); a restart without it replays the answer from the start",
+        None: "reconnect with the cursor of the last event received whole (Last-Event-ID, "
+        "starting_after), or skip what you already have",
+    },
+    "connection boundary (lost)": {
+        _JS: "take an event's id only when the event is dispatched (at its blank line), never "
+        "when its id: line is read: a block cut after its id: line never arrived "
+        "(eventsource does it right; @microsoft/fetch-event-source does not)",
+        _PY: "take an event's id only when the event is dispatched (at its blank line): a "
+        "block cut after its id: line never arrived",
+        None: "the cursor is the last event received whole: an id in a block cut before its "
+        "blank line does not count",
+    },
+    "connection boundary (no resume)": {
+        _JS: "after a drop, reconnect: EventSource does unless you close() it in onerror "
+        "(check es.readyState === EventSource.CONNECTING: it is retrying); "
+        "fetchEventSource: return from onerror (a delay in ms) instead of throwing; with the "
+        "openai SDK, catch the error and call client.responses.retrieve(id, {stream: true, "
+        "starting_after: seq})",
+        _PY: "catch the dropped connection (httpx.RemoteProtocolError, openai.APIConnectionError) "
+        "and resume: client.responses.retrieve(id, stream=True, starting_after=seq), or a new "
+        "request with Last-Event-ID; never take a cut stream for the whole answer",
+        None: "after a drop, resume from your cursor; a cut stream is not the answer",
+    },
+    "connection boundary (too early)": {
+        _JS: "wait the stream's retry: delay (the last all-digits one) before reconnecting; "
+        "fetchEventSource takes 'retry: 10ms' as 10: ignore a retry: that is not all digits",
+        _PY: "wait the stream's retry: delay (the last value made of digits only) before "
+        "reconnecting",
+        None: "wait the retry: delay in force before reconnecting; ignore a retry: that is not "
+        "all digits",
+    },
+    "connection boundary (storm)": {
+        _JS: "reconnect once per drop, after the retry delay, with a backoff and a limit; an "
+        "error that comes again (a bad header, a 4xx) is not cured by retrying",
+        _PY: "reconnect once per drop, after the retry delay, with a backoff and a limit",
+        None: "reconnect once per drop, after the retry delay, with a backoff",
+    },
+    "connection boundary (looped after 204)": {
+        _JS: "a 204 No Content means stop: EventSource does; fetchEventSource retries it "
+        "unless onopen throws on response.status === 204 (or onerror throws)",
+        _PY: "a 204 No Content (or any non-200 answer) to a reconnect ends the stream: stop",
+        None: "stop reconnecting at a 204 No Content",
+    },
+    "connection boundary (no end after resuming)": {
+        _JS: "end when the answer is whole: EventSource reconnects after every end, so close "
+        "it when its readyState is CLOSED in onerror (a 204 came) or at your own end marker",
+        _PY: "end at the terminal marker, or when a reconnect gets 204",
+        None: "end when the answer is whole (a terminal marker, a 204 on the reconnect)",
+    },
+    "connection boundary (refused resume taken for the end)": {
+        _JS: "a resume answered with an error (400: too old) is a failure: throw, never "
+        "return the part you had",
+        _PY: "a resume answered with an error (openai.BadRequestError: too old) is a failure: "
+        "raise it, never return the part you had",
+        None: "report a refused resume as a failure",
+    },
     "output flood": {
         _JS: "write only the streamed text with process.stdout.write; log with console.error",
         _PY: "write only the streamed text to sys.stdout; log to sys.stderr",

@@ -21,10 +21,12 @@ from sse_proxy.tools.testclient.plan import (
     CUT,
     CUT_BUDGET,
     FAULTS,
+    RESUME,
     STALLS,
     HarnessOptions,
     fault_description,
 )
+from sse_proxy.tools.testclient.resume import reconnects_line
 from sse_proxy.tools.testclient.run import NOT_APPLICABLE, CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
 from sse_proxy.tools.testclient.shapes import variant_lines, variant_summary
@@ -129,7 +131,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
         out.append(f"note: {fixture.note}")
     out.append("")
     groups = _rows(results)
-    chaos = {g: items for g, items in groups.items() if g not in (FAULTS, STALLS)}
+    chaos = {g: items for g, items in groups.items() if g not in (FAULTS, STALLS, RESUME)}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
         header = (
@@ -178,6 +180,9 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     stalls = groups.get(STALLS, [])
     if stalls:
         out += _stalls_table(options, stalls, width)
+    resumed = groups.get(RESUME, [])
+    if resumed:
+        out += _resume_table(resumed, width)
     total_failed = sum(1 for r in results if not r.passed)
     cuts, apart = delivery_total(results)
     got = ""
@@ -275,6 +280,34 @@ def _stalls_table(options: HarnessOptions, items: Sequence[CaseResult], width: i
             verdict = f"FAIL: {': '.join(said[:2] if said[0] == 'hang' else said[:1])}"
         out.append(
             f"{result.case.fault or '':<{width}}  {result.outcome:>8}  {after:>7}  {verdict}"
+        )
+    out.append("-" * (len(header) + 30))
+    return out
+
+
+def _resume_table(items: Sequence[CaseResult], width: int) -> list[str]:
+    """One row per drop: what the client did, its reconnects (the first's delay and cursor)."""
+    out = [
+        "",
+        "resume: the connection drops; a correct client resumes from its cursor, once per "
+        "drop, after the retry delay, and stops at a 204",
+    ]
+    header = f"{'drop':<{width}}  {'outcome':>10}  {'reconnects':<36}"
+    out += [header + "  verdict", "-" * (len(header) + 30)]
+    for result in items:
+        seen = result.resume
+        line = "-" if seen is None else reconnects_line(seen)
+        d = result.diagnosis
+        if result.passed:
+            verdict = "ok: resumed exactly" if d is None else "ok: replayed and skipped"
+            if result.case.fault == "drop_204":
+                verdict = "ok: stopped at the 204"
+            elif result.case.fault == "drop_too_old":
+                verdict = f"ok: reported the refused resume (exit {result.exit_code})"
+        else:
+            verdict = f"FAIL: {'?' if d is None else d.reason.split(': ')[0]}"
+        out.append(
+            f"{result.case.fault or '':<{width}}  {result.outcome:>10}  {line:<36}  {verdict}"
         )
     out.append("-" * (len(header) + 30))
     return out
