@@ -291,7 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="CMD is written to resume a stream (its API lets it): run the resume group, drops "
         "mid-stream it must resume (--dialect text: by Last-Event-ID, as EventSource does; "
-        "responses: background mode, GET /v1/responses/{id}?stream=true&starting_after=N)",
+        "responses: background mode, GET /v1/responses/{id}?stream=true&starting_after=N; "
+        "mcp: the tool call's stream, resumed by GET with Last-Event-ID in 2025-11-25, the "
+        "call re-issued under a new id in 2026-07-28)",
     )
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"

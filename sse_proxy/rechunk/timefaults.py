@@ -33,6 +33,12 @@ dispatched resumes past what it had. The drops that test a block (an invalid or 
 ``retry``, an ``id`` holding NULL, id-less events) write it and cut right after it, between
 events, so nothing after it hides what a client made of it. The blocks dispatch nothing in
 any dialect, except the id-less events (empty data), which only raw text takes as no text.
+
+In a JSON-RPC stream (MCP) the notifications stand for text here too: the first cut falls
+after :data:`NOTES_BEFORE` to twice as many of them, so the response and some notifications
+are left to resume; a later cut (``drop_twice``'s) falls inside the first event of the
+resumed stream, before any new id, so the client's next reconnect can only name the cursor
+it resumed with.
 """
 
 from __future__ import annotations
@@ -312,9 +318,14 @@ def drop_block(fault: str, settings: TimeSettings) -> bytes:
     return b""
 
 
-def _cut_after(seed: int, attempt: int) -> int:
-    """The text events before a cut: seeded, from :data:`TEXT_BEFORE` to three times it."""
-    return random.Random(seed * 1_000_003 + attempt).randint(TEXT_BEFORE, 3 * TEXT_BEFORE)
+def _cut_after(seed: int, attempt: int, rpc: bool = False) -> int:
+    """The text events before a cut: seeded, from :data:`TEXT_BEFORE` to three times it; in
+    a JSON-RPC stream from :data:`NOTES_BEFORE` notifications to twice as many on the first
+    attempt, none on a later one (0: the cut falls inside the first)."""
+    rng = random.Random(seed * 1_000_003 + attempt)
+    if rpc:
+        return 0 if attempt else rng.randint(NOTES_BEFORE, 2 * NOTES_BEFORE)
+    return rng.randint(TEXT_BEFORE, 3 * TEXT_BEFORE)
 
 
 def _split(frame: bytes) -> tuple[bytes, bytes]:
@@ -354,7 +365,18 @@ class Timeline:
     whose stream ended before anything followed the text).
     """
 
-    __slots__ = ("_armed", "_cut", "_fault", "_kind", "_settings", "_texts", "_upto", "began")
+    __slots__ = (
+        "_armed",
+        "_attempt",
+        "_cut",
+        "_fault",
+        "_kind",
+        "_seed",
+        "_settings",
+        "_texts",
+        "_upto",
+        "began",
+    )
 
     def __init__(
         self,
@@ -376,8 +398,10 @@ class Timeline:
         self._armed = False  # the text is out: the next frame begins the fault
         self.began = False
         self._cut = cuts(fault, attempt)
+        self._seed = seed
+        self._attempt = attempt
         start = fault in ("drop_start", "drop_primed")
-        self._upto = 0 if start or not self._cut else _cut_after(seed, attempt)
+        self._upto = 0 if start or not self._cut else -1  # -1: placed once the kind is known
 
     @property
     def fault(self) -> str:
@@ -436,6 +460,10 @@ class Timeline:
         """A drop's frame: through, or cut after its first line (the fault's block first)."""
         if self.began or not self._cut:
             return [(frame, None)]
+        if self._upto < 0:
+            kind = self._known()
+            rpc = kind is not None and kind.rpc
+            self._upto = _cut_after(self._seed, self._attempt, rpc)
         if not self._armed:
             if self._terminal(frame):
                 self._armed = True

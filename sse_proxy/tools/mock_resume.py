@@ -70,8 +70,10 @@ __all__ = [
     "cancel_response",
     "create_background",
     "get_response",
+    "log_served",
     "resumes",
     "serve_resumable_text",
+    "stream_events",
 ]
 
 CURSOR_LIMIT: Final = 64
@@ -96,7 +98,9 @@ class Served:
     place in the conversation (0: the first request); ``status``: the answer's; ``first``:
     the cursor of the first event it was sent; ``delivered``: of the last event it got whole
     (None: none); ``cut_at``: when a drop cut it; ``ended_at``: when it ended otherwise;
-    ``retry``: the reconnection time in force when it was cut (raw SSE; seconds).
+    ``retry``: the reconnection time in force when it was cut (raw SSE, MCP; seconds);
+    MCP: ``request_id`` the JSON-RPC id of a ``tools/call`` (None: a GET), ``stream`` the
+    name of the stream it was sent (its event ids' prefix).
     """
 
     at: float
@@ -114,6 +118,8 @@ class Served:
     ended_at: float | None = None
     retry: float | None = None
     response_id: str | None = None
+    request_id: int | str | None = None
+    stream: str | None = None
 
 
 SERVED: Final = web.AppKey("mock_served", list[Served])
@@ -169,7 +175,7 @@ def resumes(request: web.Request, fault: str | None) -> bool:
     return asked.strip().lower() not in ("", "0", "false", "no")
 
 
-def _log(request: web.Request, served: Served) -> Served:
+def log_served(request: web.Request, served: Served) -> Served:
     log = request.app[SERVED]
     if len(log) >= _LOG_LIMIT:
         del log[: _LOG_LIMIT // 10]
@@ -199,7 +205,7 @@ def _cursor(raw: str, name: str, last: int, *, low: int = 0) -> int | web.Respon
     return value
 
 
-async def _stream(
+async def stream_events(
     request: web.Request,
     served: Served,
     events: Sequence[Resumable],
@@ -277,7 +283,7 @@ async def serve_resumable_text(request: web.Request, fault: str | None) -> web.S
     if raw is not None:
         found = _cursor(raw, "Last-Event-ID", last)
         if isinstance(found, web.Response):
-            _log(request, _served(request, "text", raw, "last_event_id", -1, fault, 400))
+            log_served(request, _served(request, "text", raw, "last_event_id", -1, fault, 400))
             return found
         cursor = found
     state = request.app[_STATE]
@@ -290,7 +296,7 @@ async def serve_resumable_text(request: web.Request, fault: str | None) -> web.S
             state.conversations.popitem(last=False)
     attempt = conversation.attempts
     conversation.attempts += 1
-    served = _log(request, _served(request, "text", raw, "last_event_id", attempt, fault))
+    served = log_served(request, _served(request, "text", raw, "last_event_id", attempt, fault))
     answer = resume_answer(fault, attempt)
     if answer is not None:
         conversation.done = True
@@ -309,7 +315,7 @@ async def serve_resumable_text(request: web.Request, fault: str | None) -> web.S
     served.retry = settings.retry
     if fault == "drop_retry_large":
         served.retry = request_timing(request).retry_large
-    resp = await _stream(request, served, after(events, cursor), head, timeline)
+    resp = await stream_events(request, served, after(events, cursor), head, timeline)
     if served.ended_at is not None:
         conversation.done = served.delivered == last
     return resp
@@ -394,11 +400,11 @@ async def create_background(request: web.Request, stream: bool) -> web.StreamRes
         entry.status = "completed"  # the mock's answer is ready at once
         body = json.dumps(_response_object(entry, "queued"))
         return web.Response(text=body, content_type="application/json")
-    served = _log(
+    served = log_served(
         request, _served(request, "responses", None, "starting_after", 0, fault, 200, response_id)
     )
     timeline = _timeline(request, "responses", fault, seed, 0)
-    resp = await _stream(request, served, entry.events, b"", timeline)
+    resp = await stream_events(request, served, entry.events, b"", timeline)
     if served.ended_at is not None:
         entry.status = "completed"
     return resp
@@ -424,7 +430,7 @@ async def get_response(request: web.Request) -> web.StreamResponse:
     if raw is not None:
         found = _cursor(raw, "starting_after", entry.events[-1].cursor, low=-1)
         if isinstance(found, web.Response):
-            _log(
+            log_served(
                 request,
                 _served(
                     request, "responses", raw, "starting_after", -1, entry.fault, 400, response_id
@@ -434,7 +440,7 @@ async def get_response(request: web.Request) -> web.StreamResponse:
         cursor = None if found < 0 else found
     attempt = entry.attempts
     entry.attempts += 1
-    served = _log(
+    served = log_served(
         request,
         _served(
             request, "responses", raw, "starting_after", attempt, entry.fault, 200, response_id
@@ -453,7 +459,7 @@ async def get_response(request: web.Request) -> web.StreamResponse:
         return _refusal(served, answer, TOO_OLD)
     served.delivered = cursor
     timeline = _timeline(request, "responses", entry.fault, entry.seed, attempt)
-    resp = await _stream(request, served, after(entry.events, cursor), b"", timeline)
+    resp = await stream_events(request, served, after(entry.events, cursor), b"", timeline)
     if served.ended_at is not None:
         entry.status = "completed"
     return resp

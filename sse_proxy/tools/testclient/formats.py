@@ -55,6 +55,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
     if result.mcp_calls is not None:  # MCP: the tool calls the server answered
         item["mcp"] = {
             "calls": len(result.mcp_calls),
+            "ids": [c.id for c in result.mcp_calls],
             "progress_asked": any(c.progress_token is not None for c in result.mcp_calls),
             "progress_sent": sum(
                 c.progress for c in result.mcp_calls if c.progress_token is not None

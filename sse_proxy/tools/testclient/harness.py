@@ -31,7 +31,9 @@ it printed is compared with the text it must print:
   at byte ``c``, for every ``c`` in ``1..n-1``.
 
 With ``--dialect mcp`` CMD is an MCP client: each case has the mock's MCP server, which
-answers the client's tool call with the stream the case needs (:mod:`.mcp`).
+answers the client's tool call with the stream the case needs (:mod:`.mcp`); its ``resume``
+group is the MCP way of the drops, judged in the client's revision's terms
+(:mod:`.mcp_resume`).
 
 Every case is ``real`` (real providers and networks produce it) or ``spec`` (allowed,
 rarely seen) (:mod:`.severity`); ``--fail-on`` chooses which failures fail the run.

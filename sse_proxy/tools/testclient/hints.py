@@ -187,6 +187,76 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         None: "give a re-issued request a new JSON-RPC id (a counter per session): the id "
         "of a request whose stream broke is spent",
     },
+    "mcp (no resume)": {
+        _JS: "resume a tool call's stream that broke: the official SDK's "
+        "StreamableHTTPClientTransport does for a stream that had an event id (GET with "
+        "Last-Event-ID after the retry delay); by hand, keep the last event id and, after the "
+        "drop, wait the stream's retry: then fetch(url, {method: 'GET', headers: "
+        "{'Last-Event-ID': id, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': v}}); a stream "
+        "cut before any id cannot be resumed: reject the call, never wait for it",
+        _PY: "resume a tool call's stream that broke: the official SDK's streamable_http_client "
+        "does (GET with Last-Event-ID after the retry delay); by hand, catch "
+        "httpx.RemoteProtocolError, wait the stream's retry: and GET with headers "
+        "{'Last-Event-ID': last_id, 'mcp-session-id': sid}; a stream cut before any id "
+        "cannot be resumed: raise (mcp 1.x hangs there; 2.x raises McpError -32000)",
+        None: "after a drop, wait the retry delay and reconnect with GET and Last-Event-ID; "
+        "without an id, report the failure or call again under a new id",
+    },
+    "mcp (no re-issue)": {
+        _JS: "in 2026-07-28 a broken stream loses the request: catch the rejected callTool and "
+        "call it again (the SDK gives the new request a new id); never resume it by GET",
+        _PY: "in 2026-07-28 a broken stream loses the request: catch McpError (-32000, 'SSE "
+        "stream ended without a response') and call_tool again (a new request, a new id)",
+        None: "re-issue the lost request as a new request with a new request id",
+    },
+    "mcp (Last-Event-ID lost on a reconnect)": {
+        _JS: "carry the last event id over every reconnect: a resumed stream that drops before "
+        "a new id must be resumed from the same id again; StreamableHTTPClientTransport sends "
+        "no Last-Event-ID then (typescript-sdk#2499, fix PRs #2509/#2745): pass "
+        "resumptionToken and onresumptiontoken in the request options and resume with the "
+        "latest token yourself until the fix is released",
+        _PY: "carry the last event id over every reconnect (keep it outside the stream you "
+        "read): a resumed stream that drops before a new id is resumed from the same id again",
+        None: "keep the cursor across reconnects: the last event id received, whichever "
+        "stream it came on",
+    },
+    "mcp (resumed past its cursor)": {
+        _JS: "take an event's id when the event is dispatched (its blank line), not at its id: "
+        "line: eventsource-parser's onEvent gives it right",
+        _PY: "take an event's id when the event is dispatched (its blank line), not at its id: "
+        "line",
+        None: "the cursor is the id of the last event received whole",
+    },
+    "mcp (reconnect too early)": {
+        _JS: "wait the stream's retry: (milliseconds, all digits) before the GET; the "
+        "official SDK does (reconnectionOptions apply only without one)",
+        _PY: "wait the stream's retry: (milliseconds, all digits) before the GET; the "
+        "official SDK does (1 s without one)",
+        None: "wait the retry delay in force before reconnecting",
+    },
+    "mcp (reconnect loop)": {
+        _JS: "reconnect once per drop, with a limit (reconnectionOptions.maxRetries), and stop "
+        "once the response is in or the server refuses (405, 400, 404)",
+        _PY: "reconnect once per drop with a limit that a stream which opens and ends again "
+        "does not reset (python-sdk#2393, #3257); stop once the response is in",
+        None: "reconnect once per drop, with a limit; stop once the response is in",
+    },
+    "mcp (re-issued instead of resumed)": {
+        None: "a stream that had an event id is resumed (GET with Last-Event-ID), not called "
+        "again: a new call runs the tool a second time",
+    },
+    "mcp (no end after resuming)": {
+        None: "take the result when the JSON-RPC response arrives on the resumed stream, "
+        "and end the call",
+    },
+    "mcp (resumed result misread)": {
+        None: "the resumed stream goes on with the same call: its notifications and its "
+        "response carry the id of the request whose stream broke",
+    },
+    "mcp (duplicate result)": {
+        None: "one response per request: a response replayed after a resume, or a retried "
+        "call's, is printed once",
+    },
     "mcp (stall kept alive by comments)": {
         _JS: "set the request's timeout (client.callTool(params, undefined, {timeout: ms})): "
         "the SDK's is 60 s and comments never reset it; resetTimeoutOnProgress: true resets "

@@ -95,9 +95,18 @@ _KINDS: Final[dict[str, tuple[str, ...]]] = {
         "drop_204",
     ),
     "starting_after": ("drop", "drop_twice", "drop_start", "drop_too_old"),
+    "rpc": (
+        "drop",
+        "drop_twice",
+        "drop_start",
+        "drop_primed",
+        "drop_retry_invalid",
+        "drop_retry_large",
+    ),
 }
 """The drops each way of resuming has: the spec's variants are raw SSE's (ids, retry, 204),
-a cursor too old is the Responses API's own error."""
+a cursor too old is the Responses API's own error; MCP's (``rpc``: :mod:`.mcp_resume`) are
+a tool call's stream cut after the priming event, before any id, twice, after a ``retry``."""
 _RULES: Final[dict[str, str]] = {
     "last_event_id": "after a drop, reconnect after the retry delay with Last-Event-ID: the "
     "id of the last event received whole (an id holding NULL is ignored, and the last id "
@@ -113,6 +122,8 @@ def resume_kinds(dialect: str) -> tuple[str, ...]:
     """The drops that apply to ``dialect`` (none: its API cannot resume a stream, or the
     mock does not serve one)."""
     described = DIALECTS.get(dialect)
+    if described is not None and described.rpc:
+        return _KINDS["rpc"]
     by = None if described is None else described.resumes_by
     return _KINDS.get(by or "", ())
 
@@ -146,8 +157,9 @@ class ResumeSeen:
         def at(t: float | None) -> float | None:
             return None if t is None else round(t - self.started, 3)
 
-        return [
-            {
+        out: list[dict[str, Any]] = []
+        for s in self.requests:
+            item: dict[str, Any] = {
                 "at_s": at(s.at),
                 "method": s.method,
                 "cursor": s.cursor,
@@ -158,8 +170,10 @@ class ResumeSeen:
                 "cut_at_s": at(s.cut_at),
                 "ended_at_s": at(s.ended_at),
             }
-            for s in self.requests
-        ]
+            if s.dialect == "mcp":  # a tool call's JSON-RPC id, the stream its ids name
+                item.update(request_id=s.request_id, stream=s.stream)
+            out.append(item)
+        return out
 
 
 def _cursor(given: str | None) -> int | None:
@@ -436,4 +450,8 @@ class ResumeLog:
         last = requests[-1]
         moments = [last.at, last.cut_at or 0.0, last.ended_at or 0.0]
         wait = patience + (last.retry or 0.0 if last.cut_at is not None else 0.0)
-        return max(moments) + wait
+        # a request of the client's own after the cut (an MCP client's GET stream) does not
+        # shorten the retry delay the reconnect waits
+        cut = cuts[-1]
+        due = (cut.cut_at or 0.0) + (cut.retry or 0.0) + patience
+        return max(max(moments) + wait, due)

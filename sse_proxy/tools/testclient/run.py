@@ -55,6 +55,7 @@ from sse_proxy.tools.testclient.mcp import (
     sent_short,
     sent_stream,
 )
+from sse_proxy.tools.testclient.mcp_resume import diagnose_mcp_resume
 from sse_proxy.tools.testclient.plan import BASELINE, RESUME, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
@@ -284,7 +285,7 @@ class _Runner:
         elif case.group == RESUME:  # the mock drops and resumes; the proxy joins the resumes
             settings.update(mode="passthrough")
             assert resumed is not None
-            return _resume_upstream(case, resumed), settings
+            return _resume_upstream(case, resumed, seen), settings
         elif case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
             settings.update(mode="chaos", chaos=f"cut:{case.cut}")
         elif case.fault is not None:
@@ -411,7 +412,9 @@ class _Runner:
             began = watch.fault_began()
         if resumed is not None:
             seen_by_mock = ResumeSeen(tuple(resumed.requests), ran.started)
-            return self.judge_resume(case, ran, round(time.monotonic() - started, 3), seen_by_mock)
+            calls = None if seen is None else seen.calls
+            duration = round(time.monotonic() - started, 3)
+            return self.judge_resume(case, ran, duration, seen_by_mock, calls)
         if case.group == STALLS:
             timing = Timing(  # from the client's start (a browser's: its tab's)
                 began=None if began is None else max(began - ran.started, 0.0),
@@ -481,15 +484,35 @@ class _Runner:
             mcp_calls=mcp_calls,
         )
 
-    def judge_resume(self, case: Case, ran: Ran, duration: float, seen: ResumeSeen) -> CaseResult:
+    def judge_resume(
+        self,
+        case: Case,
+        ran: Ran,
+        duration: float,
+        seen: ResumeSeen,
+        mcp_calls: tuple[McpCall, ...] | None = None,
+    ) -> CaseResult:
         """The verdict on a ``resume`` case: how the client resumed the drops, from what the
-        case's mock saw and what the client printed."""
+        case's mock saw and what the client printed (an MCP client's: in its revision's
+        terms, with the tool calls its server answered)."""
         assert case.fault is not None
         output = normalize_output(ran.out)
         if ran.flooded:
             outcome = "wrong"
             expected = self.fixture.expected
             diagnosis: Diagnosis | None = flood_diagnosis(len(output.encode()), len(expected))
+        elif mcp_calls is not None:
+            expected = self.fixture.expected
+            outcome, diagnosis = diagnose_mcp_resume(
+                case.fault,
+                seen=seen,
+                calls=mcp_calls,
+                expected=expected,
+                output=output,
+                exit_code=ran.code,
+                hung=ran.hung,
+                patience=self.options.stall_patience,
+            )
         else:
             outcome, diagnosis, expected = diagnose_resume(
                 case.fault,
@@ -511,6 +534,7 @@ class _Runner:
             diagnosis=diagnosis,
             flooded=ran.flooded,
             resume=seen,
+            mcp_calls=mcp_calls,
         )
 
     def judge_run(
@@ -713,13 +737,16 @@ def resume_url(url: str, dialect: str) -> str:
     return url + DIALECT_PATHS.get(dialect, "")
 
 
-def _resume_upstream(case: Case, resumed: ResumeLog) -> UpstreamStarter:
+def _resume_upstream(
+    case: Case, resumed: ResumeLog, seen: McpSeen | None = None
+) -> UpstreamStarter:
     """The mock that performs ``case``'s drop (placed by its seed) on resumable streams,
-    its requests logged into ``resumed``."""
+    its requests logged into ``resumed`` (an MCP case's: its MCP server added to ``seen``;
+    its streams' ``retry`` is the MCP server's own, :data:`RESUME_RETRY` too)."""
     from sse_proxy.rechunk.timefaults import TimeSettings
     from sse_proxy.tools.fixtures.resume import ResumeSettings
     from sse_proxy.tools.mock_resume import SERVED
-    from sse_proxy.tools.mock_upstream import start_mock_upstream
+    from sse_proxy.tools.mock_upstream import MCP_SERVER, start_mock_upstream
 
     async def start() -> tuple[Stoppable, str]:
         runner, url = await start_mock_upstream(
@@ -730,6 +757,8 @@ def _resume_upstream(case: Case, resumed: ResumeLog) -> UpstreamStarter:
             timing=TimeSettings(retry_large=RESUME_LARGE),
         )
         resumed.requests = runner.app[SERVED]
+        if seen is not None:
+            seen.servers.append(runner.app[MCP_SERVER])
         return runner, url
 
     return start
