@@ -116,6 +116,7 @@ def test_a_client_that_drops_last_event_id_on_its_second_reconnect_is_caught(
     ("args", "outcome", "family", "says"),
     [
         (("--resume", "--bug", "ignores-retry"), "too_early", "too_early", "(500 ms)"),
+        (("--resume", "--bug", "reconnect-loop"), "storm", "storm", "for 1 drop (GET s1-"),
         ((), "no_resume", "no_resume", "instead of reconnecting with Last-Event-ID: s1-"),
         (("--revision", "2026-07-28"), "no_resume", "no_reissue", "instead of calling again"),
         (
@@ -125,7 +126,7 @@ def test_a_client_that_drops_last_event_id_on_its_second_reconnect_is_caught(
             "under the request id it already had (1)",
         ),
     ],
-    ids=["ignores-retry", "no-resume", "no-reissue", "same-id"],
+    ids=["ignores-retry", "reconnect-loop", "no-resume", "no-reissue", "same-id"],
 )
 def test_each_wrong_resumer_is_named(
     tmp_path: Path, args: tuple[str, ...], outcome: str, family: str, says: str

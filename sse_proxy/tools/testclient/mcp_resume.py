@@ -154,7 +154,13 @@ def diagnose_mcp_resume(
     if reconnects > len(cuts) or bare > _BARE_GETS + len(cuts):
         return verdict(
             "storm",
-            f"reconnect loop: {reconnects + bare} reconnects for {len(cuts)} drops: "
+            f"reconnect loop: {reconnects + bare} reconnects for {len(cuts)} "
+            f"drop{'s' if len(cuts) > 1 else ''} ("
+            + ", ".join(
+                f"{r.method} {r.cursor or ''}".strip() + f" at {r.at - seen.started:.2f} s"
+                for r in requests[cuts[0] + 1 :][:6]
+            )
+            + "): "
             "reconnect once per drop, after the retry delay, and stop once the response is in "
             "or a reconnect is refused",
         )
@@ -176,9 +182,9 @@ def diagnose_mcp_resume(
                         f"{cut.cursor}, drop {n + 1} cut that stream before any new event, "
                         f"and {delay:.2f} s later the client reconnected with a GET without "
                         f"Last-Event-ID (answered {lone.status}) where its cursor was still "
-                        f"{want}: its cursor was the resumed stream's own, not carried over "
-                        "from the stream it resumed (typescript-sdk#2499: lastEventId is not "
-                        "seeded from the resumption token); the call never got its response"
+                        f"{want}: it kept a cursor per stream, and the resumed stream had "
+                        "given it none (typescript-sdk#2499: lastEventId is not seeded from "
+                        "the resumption token); the call never got its response"
                     )
                 else:
                     said = (

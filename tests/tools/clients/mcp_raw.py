@@ -29,7 +29,10 @@ one mistake clients make:
 * ``drop-cursor-second-reconnect`` (with ``--resume``): each stream starts without a cursor,
   so a resumed stream that drops before a new id is reconnected without ``Last-Event-ID``
   (the official TypeScript SDK's, typescript-sdk#2499); the 405 that gets ends it (exit 1);
-* ``ignores-retry`` (with ``--resume``): reconnects at once, whatever ``retry`` says.
+* ``ignores-retry`` (with ``--resume``): reconnects at once, whatever ``retry`` says;
+* ``reconnect-loop`` (with ``--resume``): takes the end of a resumed stream for another drop
+  and reconnects again, the response in hand (a count reset by a stream that opened:
+  python-sdk#2393, #3257), until its limit.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ BUGS = (
     "reissue-same-id",
     "drop-cursor-second-reconnect",
     "ignores-retry",
+    "reconnect-loop",
 )
 _RECONNECTS = 5
 LEGACY = "2025-11-25"
@@ -227,6 +231,7 @@ def resume(
     """The response to ``rid`` after its stream broke: resumed by GET with Last-Event-ID
     after the retry delay, again after each drop; re-issued under a new id where there is
     nothing to resume from (no id arrived, or 2026-07-28)."""
+    answer: dict[str, Any] | None = None
     for attempt in range(1, _RECONNECTS + 1):
         s.conn.close()
         if s.modern or cursor.last_id is None:  # nothing to resume: a new request
@@ -250,11 +255,16 @@ def resume(
         if bug == "drop-cursor-second-reconnect":
             cursor.last_id = None  # each stream's cursor starts empty
         try:
-            return read(s, resp, rid, bug, deadline, cursor)
+            got = read(s, resp, rid, bug, deadline, cursor)
+            if bug != "reconnect-loop":
+                return got
+            answer = got  # (and the end of the stream taken for a drop)
         except Broken as exc:
             print(f"the resumed stream broke: {exc}", file=sys.stderr)
             if cursor.last_id is None and bug == "drop-cursor-second-reconnect":
                 cursor.last_id = ""  # (sent as no header at all)
+    if answer is not None:
+        return answer
     sys.exit(f"gave up after {_RECONNECTS} reconnects")
 
 
