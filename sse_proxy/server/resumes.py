@@ -211,6 +211,8 @@ class ResumeTable:
     ) -> None:
         """What a stream delivered, at its end: under its ids (raw SSE, MCP) or its
         response id (Responses), for the stream that may resume it."""
+        if last is None and resume is not None and response_id is None:
+            last = resume.cursor  # nothing new arrived: the client holds the cursor it came with
         if last is None and cut is None:
             return
         of = None if resume is None else resume.of

@@ -21,11 +21,14 @@ revision's:
   client must re-issue the lost request under a new request id; a stream the client
   closes (or that breaks) is a cancelled call (:attr:`~.mcp_server.McpServer.cancelled`).
 
-Each ``tools/call`` and each ``GET`` of a session (or, without sessions, of the server) is
-the next *attempt* of its conversation: ``drop`` cuts attempt 0, ``drop_twice`` attempts 0
-and 1, so a re-issued call or a resumed stream runs whole. Every such request is logged as
-the resumable streams' are (:data:`~sse_proxy.tools.mock_resume.SERVED`), with its request
-id and stream name: what the test-client's ``resume`` group judges a client by.
+Every stream whose events carry ids is kept (the last thousand), so a client whose stream
+was cut by something else (the chaos proxy's drop: ``X-SSE-Proxy-Chaos: fault=drop``, a
+network) resumes it the same way. Each ``tools/call`` and each ``GET`` of a session (or,
+without sessions, of the server) is the next *attempt* of its conversation: ``drop`` cuts
+attempt 0, ``drop_twice`` attempts 0 and 1, so a re-issued call or a resumed stream runs
+whole. Every such request is logged as the resumable streams' are
+(:data:`~sse_proxy.tools.mock_resume.SERVED`), with its request id and stream name: what
+the test-client's ``resume`` group judges a client by.
 """
 
 from __future__ import annotations
@@ -96,6 +99,17 @@ class McpDrops:
             del self.attempts[next(iter(self.attempts))]
         return attempt
 
+    def _store(self, session: str | None, name: str, stream: _Stream) -> None:
+        self.streams[(session, name)] = stream
+        while len(self.streams) > _STORE_LIMIT:
+            self.streams.popitem(last=False)
+
+    def keep(self, session: str | None, call: mcp.McpCall, body: bytes) -> None:
+        """Keep a stream the server sends whole (its events carry ids) for a client that
+        loses it on the way and resumes it (a GET of it is no attempt of a drop)."""
+        retry = None if call.sse.retry is None else call.sse.retry / 1000
+        self._store(session, call.sse.stream, _Stream(session, events_of(body), retry))
+
     @staticmethod
     def fields(fault: str, sse: mcp.StreamFields) -> mcp.StreamFields:
         """The SSE fields of a stream ``fault`` cuts: ``drop_start`` has no priming event
@@ -138,9 +152,7 @@ class McpDrops:
         )
         events = events_of(body)
         if resumable:
-            self.streams[(session, sse.stream)] = _Stream(session, events, retry)
-            while len(self.streams) > _STORE_LIMIT:
-                self.streams.popitem(last=False)
+            self._store(session, sse.stream, _Stream(session, events, retry))
         timeline = Timeline(
             fault,
             request_timing(request),

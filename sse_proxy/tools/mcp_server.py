@@ -392,6 +392,10 @@ class McpServer:
             body = fixtures.faulty_stream(fault, "mcp", request=call)
             reset = fixtures.KINDS[fault].reset
             timed = fault if fixtures.KINDS[fault].timed else None
+        if self.stream_for is None and (fault is None or timed) and call.sse.ids:
+            # whole events with ids: a client cut off by something else (the chaos proxy's
+            # drop, a network) resumes them as it would a drop of ours
+            self.drops.keep(session_id, call, body)
         try:
             return await self.serve_sse(request, body, reset, timed)
         finally:

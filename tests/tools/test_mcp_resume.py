@@ -192,3 +192,37 @@ def test_an_mcp_stream_is_cut_among_its_notifications_then_before_any_new_id() -
         assert pause.action == DROP
         assert head == f"id: s1-{first.cursor}\n".encode()  # its id arrived, its event not
     assert len(placed) > 1  # seeded
+
+
+@pytest.mark.asyncio
+async def test_a_stream_the_chaos_proxy_drops_twice_is_resumed_from_the_mock() -> None:
+    """The proxy performs the drop (``--chaos-fault drop_twice``) on the mock's clean tool
+    call; the mock keeps every stream with ids, so the client's GETs resume it, and the
+    proxy, joining each resume to its origin, cuts the first resume and not the second."""
+    import asyncio
+    import os
+    import sys
+
+    from sse_proxy.tools.stack import proxy_stack
+    from tests.support.recordings import CLIENTS
+
+    async with proxy_stack(None, mode="chaos", chaos_fault="drop_twice") as stack:
+        env = {
+            **os.environ,
+            "SSE_PROXY_STREAM_URL": stack.url + "/mcp",
+            "SSE_PROXY_MCP_TOOL": mcp.TOOL,
+            "SSE_PROXY_MCP_ARGS": json.dumps(mcp.TOOL_ARGS),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"{CLIENTS}.mcp_raw",
+            "--resume",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == fixtures.MESSAGE
+    assert err.decode().count("broke") == 2  # the call's stream, then the first resume
