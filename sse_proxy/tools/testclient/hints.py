@@ -193,7 +193,8 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         "Last-Event-ID after the retry delay); by hand, keep the last event id and, after the "
         "drop, wait the stream's retry: then fetch(url, {method: 'GET', headers: "
         "{'Last-Event-ID': id, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': v}}); a stream "
-        "cut before any id cannot be resumed: reject the call, never wait for it",
+        "cut before any id cannot be resumed: reject the call, never wait for it (the SDK "
+        "waits for the request's timeout, 60 s: callTool(params, undefined, {timeout: ms}))",
         _PY: "resume a tool call's stream that broke: the official SDK's streamable_http_client "
         "does (GET with Last-Event-ID after the retry delay); by hand, catch "
         "httpx.RemoteProtocolError, wait the stream's retry: and GET with headers "

@@ -323,9 +323,8 @@ def _resume_table(items: Sequence[CaseResult], width: int) -> list[str]:
                 verdict = f"ok: reported the refused resume (exit {result.exit_code})"
         else:
             verdict = f"FAIL: {'?' if d is None else d.reason.split(': ')[0]}"
-        out.append(
-            f"{result.case.fault or '':<{width}}  {result.outcome:>10}  {line:<36}  {verdict}"
-        )
+        outcome = "n/a" if result.outcome == NOT_APPLICABLE else result.outcome
+        out.append(f"{result.case.fault or '':<{width}}  {outcome:>10}  {line:<36}  {verdict}")
     out.append("-" * (len(header) + 30))
     return out
 
