@@ -210,3 +210,9 @@ def test_the_official_python_sdk_resumes_by_itself(tmp_path: Path) -> None:
     assert [g["cursor"] for g in gets] == [gets[0]["cursor"]] * 2
     assert cases["drop_start"]["exit_code"] == 1
     assert "ok: reported the lost call (exit 1)" in text
+
+
+def test_every_verdict_has_a_fix_in_both_languages() -> None:
+    for family in FAMILIES.values():
+        for runtime in ("javascript", "python"):
+            assert hint_for(family, runtime), (family, runtime)
