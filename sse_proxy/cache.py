@@ -56,6 +56,17 @@ class BoundedCache(Generic[K, V]):
         data[key] = value
         self.size += cost
 
+    def set(self, key: K, value: V, cost: int) -> None:
+        """Keep ``value`` under ``key``, in place of what was there (its cost is counted
+        again: a key set over and over empties the cache sooner, never later)."""
+        data = self._data
+        if key in data and cost + ENTRY_BYTES <= self.budget - self.size:
+            data[key] = value
+            self.size += cost + ENTRY_BYTES
+            return
+        data.pop(key, None)
+        self.put(key, value, cost)
+
     def clear(self) -> None:
         self._data.clear()
         self.size = 0

@@ -12,11 +12,12 @@ from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
 from sse_proxy.cli_tools import TOOL_COMMANDS, add_tools, run_tool
 from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
-from sse_proxy.names import MOCK_TIME_HEADERS, MODES
+from sse_proxy.names import MOCK_RESUME_HEADERS, MOCK_TIME_HEADERS, MODES
 from sse_proxy.rechunk.timefaults import DEFAULT_TIMING
 from sse_proxy.rechunk.timefaults import SETTINGS as TIME_SETTINGS
 from sse_proxy.settings import LOG_FORMATS
 from sse_proxy.tools.fixtures.faults import (
+    DROPPED,
     ENDINGS,
     KINDS,
     MOCK_LEGACY_NAMES,
@@ -24,6 +25,7 @@ from sse_proxy.tools.fixtures.faults import (
     TIMED,
     names_help,
 )
+from sse_proxy.tools.fixtures.resume import DEFAULT_RESUME, RESUME_SETTINGS
 from sse_proxy.tools.testgateway.command import add_test_gateway
 
 __all__ = ["build_parser", "main"]
@@ -76,7 +78,9 @@ def _mock_description() -> str:
     older = ", ".join(f"{old} = {new}" for old, new in MOCK_LEGACY_NAMES.items())
     return (
         "The built-in mock LLM upstream: OpenAI Chat, OpenAI Responses, Anthropic, Gemini\n"
-        "and raw-text streaming endpoints, clean or with a fault that triggers an alert.\n\n"
+        "and raw-text streaming endpoints, clean or with a fault that triggers an alert.\n"
+        "Raw text resumes after Last-Event-ID; OpenAI Responses in background mode with\n"
+        "GET /v1/responses/{id}?stream=true&starting_after=N (the drops make clients resume).\n\n"
         f"fault kinds (--fault KIND, header X-Mock-Fault: KIND, or ?fault=KIND):\n{faults}"
         + (f"\n  (older names still taken: {older})" if older else "")
     )
@@ -181,6 +185,21 @@ def build_parser() -> argparse.ArgumentParser:
             f"{getattr(DEFAULT_TIMING, setting.name):g}); per request: header "
             f"{MOCK_TIME_HEADERS[setting.name]} or ?{setting.name}=N",
         )
+    mock.add_argument(
+        "--resumable",
+        action="store_true",
+        help="every raw text stream is resumable (ids, retry, Last-Event-ID, 204 after the "
+        "end), not only those that resume or drop; per request: X-Mock-Resumable: 1 or "
+        "?resumable=1",
+    )
+    for setting in RESUME_SETTINGS.values():  # the resumable streams' own
+        mock.add_argument(
+            "--" + setting.name.replace("_", "-"),
+            metavar="SECONDS",
+            help=f"{setting.help}, in {setting.unit} (default "
+            f"{getattr(DEFAULT_RESUME, setting.name):g}); per request: header "
+            f"{MOCK_RESUME_HEADERS[setting.name]} or ?{setting.name}=N",
+        )
 
     replay = sub.add_parser(
         "replay", parents=[common], help="serve a recording (serve --record) as an upstream"
@@ -239,9 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument(
         "--only",
         metavar="GROUP[,..]",
-        help="strategies, combos, baseline, faults, faults:KIND, stalls, stalls:KIND, cut, "
-        f"cut:N, cut:A-B; fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}; "
-        f"stalls: {', '.join(TIMED)}",
+        help="strategies, combos, baseline, faults, faults:KIND, stalls, stalls:KIND, resume, "
+        f"resume:KIND (with --resume), cut, cut:N, cut:A-B; fault kinds: "
+        f"{names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}; stalls: {', '.join(TIMED)}; "
+        f"drops: {', '.join(DROPPED)}",
     )
     tc.add_argument("--skip", metavar="GROUP[,..]", help="groups not to run, e.g. dataless,faults")
     tc.add_argument(
@@ -263,7 +283,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stalls: seconds from a stall's start in which CMD must report it (exit != 0), "
         "or exit with the whole answer after a linger; given, a drip without a whole-answer "
-        "deadline within it fails too (default 5, the drip then information only)",
+        "deadline within it fails too (default 5, the drip then information only); resume: "
+        "seconds from the case's last request (and the retry delay) in which CMD must go on",
+    )
+    tc.add_argument(
+        "--resume",
+        action="store_true",
+        help="CMD is written to resume a stream (its API lets it): run the resume group, drops "
+        "mid-stream it must resume (--dialect text: by Last-Event-ID, as EventSource does; "
+        "responses: background mode, GET /v1/responses/{id}?stream=true&starting_after=N; "
+        "mcp: the tool call's stream, resumed by GET with Last-Event-ID in 2025-11-25, the "
+        "call re-issued under a new id in 2026-07-28)",
     )
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
@@ -387,6 +417,8 @@ def _run(args: argparse.Namespace) -> int:
             tools=args.tools,
             timing={n: v for n in TIME_SETTINGS if (v := getattr(args, n)) is not None},
             mcp=args.mcp,
+            resume={n: v for n in RESUME_SETTINGS if (v := getattr(args, n)) is not None},
+            resumable=args.resumable,
         )
     if args.command == "replay":
         from sse_proxy.tools.replay import run_replay
@@ -458,6 +490,7 @@ def _test_client(args: argparse.Namespace) -> int:
         script=args.script,
         all_shapes=args.all_shapes,
         patience=args.patience,
+        resume=args.resume,
     )
     return run_test_client(options)
 

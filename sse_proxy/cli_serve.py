@@ -16,7 +16,7 @@ from typing import Any
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import MODES
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, VARIANTS
-from sse_proxy.rechunk.timefaults import SETTINGS, TIME_FAULTS
+from sse_proxy.rechunk.timefaults import CHAOS_FAULTS, SETTINGS
 from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
 
 __all__ = [
@@ -89,6 +89,7 @@ SERVE_FLAGS = (
     "chaos_keepalive_every",
     "chaos_linger",
     "chaos_drip_rate",
+    "chaos_retry_large",
     "allow_chaos_header",
     "dialect",
     "max_line_bytes",
@@ -338,11 +339,12 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     modes.add_argument(
         "--chaos-fault",
-        choices=("none", *TIME_FAULTS),
+        choices=("none", *CHAOS_FAULTS),
         metavar="NAME",
         help="a fault in time on every chaos stream: "
-        + ", ".join(TIME_FAULTS)
-        + " (default none; per request: X-SSE-Proxy-Chaos: fault=NAME)",
+        + ", ".join(CHAOS_FAULTS)
+        + " (default none; per request: X-SSE-Proxy-Chaos: fault=NAME); a drop cuts the "
+        "client off and its reconnect goes to the upstream, which resumes it",
     )
     for setting in SETTINGS.values():
         name = f"chaos_{setting.name}"

@@ -20,6 +20,8 @@ __all__ = [
     "MOCK_DELAY_HEADER",
     "MOCK_FAULT_HEADER",
     "MOCK_MCP_HEADER",
+    "MOCK_RESUMABLE_HEADER",
+    "MOCK_RESUME_HEADERS",
     "MOCK_SEED_HEADER",
     "MOCK_TIME_HEADERS",
     "MODES",
@@ -41,13 +43,20 @@ MOCK_SEED_HEADER: Final[str] = "X-Mock-Seed"
 MOCK_DELAY_HEADER: Final[str] = "X-Mock-Delay"
 MOCK_MCP_HEADER: Final[str] = "X-Mock-Mcp"
 """The mock MCP server's stream options of one request (``priming=off,retry=200``)."""
+MOCK_RESUMABLE_HEADER: Final[str] = "X-Mock-Resumable"
 MOCK_TIME_HEADERS: Final[dict[str, str]] = {
     "stall": "X-Mock-Stall",
     "keepalive_every": "X-Mock-Keepalive-Every",
     "linger": "X-Mock-Linger",
     "drip_rate": "X-Mock-Drip-Rate",
+    "retry_large": "X-Mock-Retry-Large",
 }
 """The mock upstream's per-request durations of the faults in time, by setting name."""
+MOCK_RESUME_HEADERS: Final[dict[str, str]] = {
+    "retry": "X-Mock-Retry",
+    "resume_window": "X-Mock-Resume-Window",
+}
+"""The mock upstream's per-request settings of its resumable streams, by setting name."""
 
 DIALECT_PATHS: Final[dict[str, str]] = {
     d.name: d.example_path for d in DIALECTS.values() if d.example_path is not None

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from sse_proxy.errors import ConfigError
 from sse_proxy.names import ADMIN_PREFIX, MODES
-from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, SETTINGS, TIME_FAULTS, TimeSettings
+from sse_proxy.rechunk.timefaults import CHAOS_FAULTS, DEFAULT_TIMING, SETTINGS, TimeSettings
 
 __all__ = [
     "LOG_FORMATS",
@@ -90,6 +90,7 @@ class Config:
     chaos_keepalive_every: float = DEFAULT_TIMING.keepalive_every
     chaos_linger: float = DEFAULT_TIMING.linger
     chaos_drip_rate: float = DEFAULT_TIMING.drip_rate
+    chaos_retry_large: float = DEFAULT_TIMING.retry_large
     allow_chaos_header: bool = False
     dialect: str = "auto"
     max_line_bytes: int = 1 << 20
@@ -144,6 +145,7 @@ class Config:
             keepalive_every=self.chaos_keepalive_every,
             linger=self.chaos_linger,
             drip_rate=self.chaos_drip_rate,
+            retry_large=self.chaos_retry_large,
         )
 
     @property
@@ -227,8 +229,8 @@ def _validate(cfg: Config) -> None:
     ):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")
-    if cfg.chaos_fault and cfg.chaos_fault not in ("none", *TIME_FAULTS):
-        raise bad("chaos_fault", f"must be none or one of {', '.join(TIME_FAULTS)}")
+    if cfg.chaos_fault and cfg.chaos_fault not in ("none", *CHAOS_FAULTS):
+        raise bad("chaos_fault", f"must be none or one of {', '.join(CHAOS_FAULTS)}")
     for setting in SETTINGS.values():
         name = f"chaos_{setting.name}"
         try:

@@ -22,6 +22,8 @@ __all__ = [
     "McpUnexpectedMessage",
     "OversizedFrame",
     "ReplacementChar",
+    "ResumeGap",
+    "ResumeOverlap",
     "Stall",
     "StallEnd",
     "ToolCallInvalid",
@@ -270,6 +272,37 @@ class McpNotificationInvalid(Alert):
     PROGRESS_ORDER: ClassVar[str] = "progress_order"
     PROGRESS_VALUE: ClassVar[str] = "progress_value"
     LOG_LEVEL: ClassVar[str] = "log_level"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumeGap(Alert):
+    """A stream resumes another from a cursor past the last event that one delivered whole
+    (the id of an event that was cut, or a later one): ``events`` events (as far as the
+    cursors tell) never reach the client.
+
+    Raised by the shell, which joins a resumed stream to the one it resumes:
+    ``resumed_from`` is that stream's id, ``cursor`` the client's, ``delivered`` the last
+    one the stream it resumes delivered.
+    """
+
+    name: ClassVar[str] = "sse.resume_gap"
+    resumed_from: str
+    cursor: str
+    delivered: str | None
+    events: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumeOverlap(Alert):
+    """A stream resumes another from a cursor before the last event that one delivered:
+    ``events`` events come again, shown twice by a client that does not skip them. The
+    same fields as :class:`ResumeGap`."""
+
+    name: ClassVar[str] = "sse.resume_overlap"
+    resumed_from: str
+    cursor: str
+    delivered: str | None
+    events: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

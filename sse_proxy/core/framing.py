@@ -167,6 +167,7 @@ class EventStreamParser:
         "_frame_ends",
         "_general_events",
         "_head",
+        "_id_pos",
         "_last_id",
         "_limit",
         "_max_frame",
@@ -177,6 +178,7 @@ class EventStreamParser:
         "_on_one",
         "_pending",
         "_pending_len",
+        "_prev_id",
         "_retry",
         "_skipping",
         "_track_frames",
@@ -240,6 +242,10 @@ class EventStreamParser:
         self._event_type = ""
         self._retry: int | None = None
         self._last_id: str | None = None
+        # where the last id line began, and the id in force before its block: an id counts
+        # once its block has ended (the spec's last event ID string), read at the end only
+        self._id_pos = -1
+        self._prev_id: str | None = None
         self._block_start = 0
         self._block_dropped = False
         # between frames with nothing held (no partial line, no CR to settle, no BOM to
@@ -288,6 +294,17 @@ class EventStreamParser:
         """During a dispatch: the last event ID in force and the block's own ``retry`` (for
         a dialect whose rules are about them: MCP's priming events and resumption)."""
         return self._last_id, self._retry
+
+    @property
+    def last_event_id(self) -> str | None:
+        """The id a client resumes from now (WHATWG's last event ID string): the last id of
+        a block that ended; one in a block not ended yet (cut at the end) does not count."""
+        return self._prev_id if self._id_pos >= self._block_start else self._last_id
+
+    @property
+    def pending_event_id(self) -> str | None:
+        """An id of the block not ended yet (a stream cut after it), or None."""
+        return self._last_id if self._id_pos >= self._block_start else None
 
     def take_frame_ends(self) -> list[int]:
         """Settled frame ends (offsets just after each blank line) since the last call."""
@@ -993,7 +1010,10 @@ class EventStreamParser:
             self._event_type = value
         elif name == "id":
             if "\x00" not in value:
+                if self._id_pos < self._block_start:  # the block's first id
+                    self._prev_id = self._last_id
                 self._last_id = value
+                self._id_pos = pos
         elif name == "retry" and value.isascii() and value.isdigit():
             # beyond int-from-str's digit limit it is unusable anyway: ignore it
             with contextlib.suppress(ValueError):

@@ -80,7 +80,8 @@ class StreamReassembler:
     ``frame_ends=False`` skips reporting frame end offsets, when only text and alerts are
     wanted (the proxy's passthrough hot path). ``keep_text=False`` counts the message
     text instead of keeping it (``text`` is then empty), so memory stays flat on a long
-    stream.
+    stream. ``resumed``: the stream resumes another one (its dialect reads where it starts,
+    :attr:`cursors`).
     """
 
     def __init__(
@@ -94,8 +95,10 @@ class StreamReassembler:
         keep_text: bool = True,
         tool_schemas: ToolSchemas | None = None,
         rpc_request: RpcRequest | None = None,
+        resumed: bool = False,
     ) -> None:
         limits = limits or Limits()
+        self._resumed = resumed
         self._tool_schemas = tool_schemas
         self._rpc_request = rpc_request
         forced = normalize_dialect(dialect)
@@ -265,6 +268,23 @@ class StreamReassembler:
     def events_dispatched(self) -> int:
         return self._parser.event_count
 
+    @property
+    def last_event_id(self) -> str | None:
+        """The id a client of this stream resumes from (``Last-Event-ID``), as the spec has
+        it: the last id of a block that ended (None: the stream gave none)."""
+        return self._parser.last_event_id
+
+    @property
+    def cursors(self) -> tuple[int, int] | None:
+        """(first, last) number of the events, for a dialect that numbers them in their data
+        (Responses' ``sequence_number``); None otherwise."""
+        return self._acc.cursors
+
+    @property
+    def pending_event_id(self) -> str | None:
+        """An id the stream sent in a block it never ended (cut after it), or None."""
+        return self._parser.pending_event_id
+
     def details(self) -> dict[str, Any]:
         """Everything reassembled beyond ``text``: choices, reasoning, tool calls."""
         return self._acc.details()
@@ -318,6 +338,8 @@ class StreamReassembler:
         acc = self._dialect.accumulator(self._alerts, keep_text=self._keep_text)
         acc.tool_schemas = self._tool_schemas
         acc.rpc_request = self._rpc_request
+        if self._resumed:
+            acc.follow_cursor()
         return acc
 
     def _detect(self, etype: str, data: str, index: int, data_off: int) -> None:

@@ -25,7 +25,7 @@ def verdict(
 
     The reason of a degraded stream is its first warning alert.
     """
-    if ended_by in ("upstream_error", "shutdown"):
+    if ended_by in ("upstream_error", "shutdown", "dropped"):
         return "broken", ended_by
     if ended_by == "timeout":
         return "broken", "timeout"
@@ -33,6 +33,8 @@ def verdict(
         return "broken", "truncated"
     if counts.get("sse.error_event"):
         return "broken", "error_event"
+    if counts.get("sse.resume_gap"):  # the answer across the connections lost events
+        return "broken", "resume_gap"
     if first_warning is not None:
         return "degraded", first_warning
     return "ok", None

@@ -200,6 +200,14 @@ class Metrics:
             ["route", "ended_by"],
             registry=reg,
         )
+        self.resumes = Counter(
+            "sse_proxy_resumes",
+            "Requests that resume a stream (a cursor: Last-Event-ID, starting_after), by "
+            "route and how the cursor meets what the stream it resumes delivered: exact, "
+            "overlap, gap, replay, unknown, or unseen (a stream this process did not see).",
+            ["route", "match"],
+            registry=reg,
+        )
         self.route_upstream_errors = Counter(
             "sse_proxy_route_upstream_errors",
             "Upstream failures, by route and kind.",

@@ -194,12 +194,14 @@ class ChaosPlanner(Planner):
         dialect: DialectOf = None,
         request: RequestOf = None,
         kind: KindOf = None,
+        attempt: int = 0,
     ) -> None:
         """``max_hold``: the most bytes held (frames waiting, plus a partial frame);
         ``dialect``: the stream's, for the variants (a function: the observer's detection);
         ``request``: the request that asked for the stream, for the variants that only
         some requests make possible (unless ``spec.force``); ``kind``: its dialect's facts,
-        for a fault in time (:mod:`.timefaults`)."""
+        for a fault in time (:mod:`.timefaults`); ``attempt``: the stream's place in a
+        conversation that resumes (where a drop falls)."""
         if max_hold < 0:
             raise ValueError("max_hold must be >= 0")
         self.spec = spec
@@ -218,7 +220,11 @@ class ChaosPlanner(Planner):
             else None
         )
         """The stream's shape and token variants (None: the spec names none)."""
-        self._timeline = None if spec.fault is None else Timeline(spec.fault, spec.timing, kind)
+        self._timeline = (
+            None
+            if spec.fault is None
+            else Timeline(spec.fault, spec.timing, kind, seed=spec.seed, attempt=attempt)
+        )
         self._hold = (
             bool(self._rewrites)
             or spec.coalesce
@@ -381,10 +387,11 @@ def make_planner(
     dialect: DialectOf = None,
     request: RequestOf = None,
     kind: KindOf = None,
+    attempt: int = 0,
 ) -> Planner:
     """The planner for a stream in ``mode`` (passthrough, frames or chaos); ``dialect``
-    and ``request`` for the shape and token variants, ``kind`` for a fault in time (see
-    :class:`ChaosPlanner`)."""
+    and ``request`` for the shape and token variants, ``kind`` and ``attempt`` for a fault
+    in time (see :class:`ChaosPlanner`)."""
     if mode == "passthrough":
         return PassthroughPlanner()
     if mode == "frames":
@@ -392,5 +399,7 @@ def make_planner(
     if mode == "chaos":
         if spec is None:
             raise ChaosSpecError("chaos mode needs a chaos spec (strategy and seed)")
-        return ChaosPlanner(spec, max_hold, dialect=dialect, request=request, kind=kind)
+        return ChaosPlanner(
+            spec, max_hold, dialect=dialect, request=request, kind=kind, attempt=attempt
+        )
     raise ChaosSpecError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")

@@ -15,7 +15,14 @@ import re
 from dataclasses import dataclass
 
 from sse_proxy.errors import ChaosSpecError
-from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, SETTINGS, TIME_FAULTS, TimeSettings
+from sse_proxy.rechunk.timefaults import (
+    CHAOS_FAULTS,
+    DEFAULT_TIMING,
+    MOCK_DROPS,
+    SETTINGS,
+    TimeSettings,
+    drop_block,
+)
 
 __all__ = [
     "DEFAULT_DELAY_MS",
@@ -217,9 +224,9 @@ class ChaosSpec:
 
     def __post_init__(self) -> None:
         """Reject bad specs at construction, so the data path never meets one."""
-        if self.fault is not None and self.fault not in TIME_FAULTS:
+        if self.fault is not None and self.fault not in CHAOS_FAULTS:
             raise ChaosSpecError(
-                f"unknown chaos fault {_short(self.fault)}; valid: none, {', '.join(TIME_FAULTS)}"
+                f"unknown chaos fault {_short(self.fault)}; valid: none, {', '.join(CHAOS_FAULTS)}"
             )
         if not self.strategies and not self.at and self.fault is None:
             raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
@@ -307,8 +314,12 @@ class ChaosSpec:
     @property
     def rechunk_only(self) -> bool:
         """True when the client receives exactly the upstream bytes (no rewrite, variant
-        or keep-alive fault active)."""
-        return not self.rewrites and not self.variants and self.fault != "stall_keepalive"
+        or fault that writes bytes of its own active: keep-alives, a drop's block)."""
+        if self.fault == "stall_keepalive":
+            return False
+        if self.fault is not None and drop_block(self.fault, self.timing):
+            return False
+        return not self.rewrites and not self.variants
 
     def header_value(self) -> str:
         """Canonical ``strategy=...; seed=...`` text; parsing it gives this spec back."""
@@ -346,9 +357,14 @@ def _fault_name(value: str | None) -> str | None:
     if value is None or value.strip().lower() in _NO_FAULT:
         return None
     name = value.strip().lower()
-    if name not in TIME_FAULTS:
+    if name in MOCK_DROPS:
         raise ChaosSpecError(
-            f"unknown chaos fault {_short(value.strip())}; valid: none, {', '.join(TIME_FAULTS)}"
+            f"chaos fault {name!r} is the mock upstream's alone (it needs the stream's own "
+            f"server); the proxy's: {', '.join(CHAOS_FAULTS)}"
+        )
+    if name not in CHAOS_FAULTS:
+        raise ChaosSpecError(
+            f"unknown chaos fault {_short(value.strip())}; valid: none, {', '.join(CHAOS_FAULTS)}"
         )
     return name
 

@@ -21,12 +21,31 @@ Durations are :class:`TimeSettings`, checked here once for every tool (a negativ
 infinite or absurd one is refused with a one-line ``ValueError``). A fault that acts on
 the connection itself (a drop) fits the same pattern: a :class:`Pause` with an action the
 shells perform.
+
+A drop (:data:`DROPS`) is such a fault: the connection is cut inside the event after a
+seeded text event (``Pause.action`` :data:`DROP`), and what a client does next is its
+resumption. Each stream of a conversation is an *attempt* (the first request 0, each
+reconnect one more): ``drop`` cuts attempt 0, ``drop_twice`` attempts 0 and 1, and
+:func:`resume_answer` says how a shell answers a reconnect instead of streaming (a 204, a
+cursor too old). The cut falls after the frame's first line, so an ``id:`` of the cut event
+has arrived and its event has not: a client that takes the id before the event is
+dispatched resumes past what it had. The drops that test a block (an invalid or large
+``retry``, an ``id`` holding NULL, id-less events) write it and cut right after it, between
+events, so nothing after it hides what a client made of it. The blocks dispatch nothing in
+any dialect, except the id-less events (empty data), which only raw text takes as no text.
+
+In a JSON-RPC stream (MCP) the notifications stand for text here too: the first cut falls
+after :data:`NOTES_BEFORE` to twice as many of them, so the response and some notifications
+are left to resume; a later cut (``drop_twice``'s) falls inside the first event of the
+resumed stream, before any new id, so the client's next reconnect can only name the cursor
+it resumed with.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
@@ -36,22 +55,34 @@ from sse_proxy.rechunk.shapes.events import parse_frame
 from sse_proxy.rechunk.shapes.tokens import slot_of
 
 __all__ = [
+    "CHAOS_FAULTS",
     "COMMENT_KEEPALIVE",
     "DAY",
     "DEFAULT_TIMING",
+    "DROP",
+    "DROPS",
+    "IDLESS",
+    "INVALID_RETRY",
+    "MOCK_DROPS",
     "NOTES_BEFORE",
+    "NUL_ID",
     "SETTINGS",
+    "STALLS",
     "TEXT_BEFORE",
     "TIME_FAULTS",
+    "WAIT",
     "KindOf",
     "Pause",
     "Setting",
     "StreamKind",
     "TimeSettings",
     "Timeline",
+    "cuts",
+    "drop_block",
+    "resume_answer",
 ]
 
-TIME_FAULTS: Final[Mapping[str, str]] = MappingProxyType(
+STALLS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "stall_keepalive": "some text, then only keep-alive comments (the API's ping "
         "events where it has them: Anthropic) every few seconds, for longer than a client "
@@ -62,7 +93,51 @@ TIME_FAULTS: Final[Mapping[str, str]] = MappingProxyType(
         "drip": "some text, then the rest of the answer a few bytes a second",
     }
 )
+"""The faults in time that keep the connection: a stall, a linger, a drip."""
+
+DROPS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "drop": "the connection is cut once, inside the event after a seeded text event; "
+        "the resumed stream runs to the end",
+        "drop_twice": "cut as drop, and again inside the first resumed stream",
+        "drop_start": "cut inside the first text event, before any id: the client has no "
+        "cursor and gets the whole stream again",
+        "drop_primed": "a priming event (an id, empty data) first, then the cut inside the "
+        "first text event: the client resumes from the priming id",
+        "drop_retry_invalid": "an invalid retry (retry: 10ms), which a client ignores, then the "
+        "cut, between events",
+        "drop_retry_large": "retry set large (retry_large), then the cut, between events: "
+        "the client waits that long before it reconnects",
+        "drop_id_nul": "an id holding NULL, which a client ignores (it resumes from the id "
+        "before), then the cut, between events",
+        "drop_idless": "id-less events (empty data) after the last id, then the cut, between "
+        "events: the last id carries over them",
+        "drop_204": "as drop, and the reconnect is answered 204 No Content: the client must stop",
+        "drop_too_old": "as drop, and the resume is refused as too old (the API's error): "
+        "the client must report failure",
+    }
+)
+"""The drops: the connection is cut mid-stream, and the client must resume."""
+
+TIME_FAULTS: Final[Mapping[str, str]] = MappingProxyType({**STALLS, **DROPS})
 """Every fault in time, by name: what the client sees."""
+
+MOCK_DROPS: Final[frozenset[str]] = frozenset({"drop_primed", "drop_idless", "drop_too_old"})
+"""The drops only a stream's own server can make: its priming id, its id-less events, its
+API's error for a cursor too old (a proxy in front of another server cannot)."""
+
+CHAOS_FAULTS: Final[tuple[str, ...]] = tuple(f for f in TIME_FAULTS if f not in MOCK_DROPS)
+"""The faults in time a proxy performs (the chaos header's ``fault=``, ``--chaos-fault``)."""
+
+WAIT: Final = "wait"
+DROP: Final = "drop"
+"""A :class:`Pause`'s actions: wait (a stall...), or cut the connection (a drop)."""
+INVALID_RETRY: Final = b"retry: 10ms\n\n"
+"""``drop_retry_invalid``'s block: not all digits, so a client ignores it (a loose one
+reconnects after 10 ms)."""
+NUL_ID: Final = b"id: x\x00y\n\n"
+"""``drop_id_nul``'s block: an id holding NULL, which a client ignores."""
+IDLESS: Final = b"data:\n\ndata:\n\n"
 
 TEXT_BEFORE: Final = 8
 """Events carrying text that go out before a stall or a drip begins."""
@@ -148,6 +223,14 @@ SETTINGS: Final[Mapping[str, Setting]] = MappingProxyType(
                 True,
                 "bytes a second of a drip",
             ),
+            Setting(
+                "retry_large",
+                "seconds",
+                0.0,
+                DAY,
+                False,
+                "the reconnection time drop_retry_large asks for (its retry: field)",
+            ),
         )
     }
 )
@@ -157,12 +240,14 @@ SETTINGS: Final[Mapping[str, Setting]] = MappingProxyType(
 @dataclass(frozen=True, slots=True)
 class TimeSettings:
     """How long the faults last: ``stall`` and ``linger`` in seconds, ``keepalive_every``
-    between keep-alives, ``drip_rate`` in bytes per second."""
+    between keep-alives, ``drip_rate`` in bytes per second, ``retry_large`` the reconnection
+    time of ``drop_retry_large`` in seconds."""
 
     stall: float = 60.0
     keepalive_every: float = 5.0
     linger: float = 60.0
     drip_rate: float = 8.0
+    retry_large: float = 6.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -194,7 +279,8 @@ DEFAULT_TIMING: Final = TimeSettings()
 @dataclass(frozen=True, slots=True)
 class Pause:
     """What the shell does before a write (or before the body ends): wait ``seconds``,
-    writing ``keepalive`` every ``every`` seconds meanwhile (``b""``: nothing at all).
+    writing ``keepalive`` every ``every`` seconds meanwhile (``b""``: nothing at all); or,
+    ``action`` :data:`DROP`, cut the connection (nothing more is written).
 
     ``began``: the fault begins with this pause (a harness starts its patience here).
     """
@@ -203,6 +289,49 @@ class Pause:
     keepalive: bytes = b""
     every: float = 0.0
     began: bool = False
+    action: str = WAIT
+
+
+def cuts(fault: str, attempt: int) -> bool:
+    """Whether attempt ``attempt`` of a conversation (0: its first request) is cut."""
+    return fault in DROPS and attempt < (2 if fault == "drop_twice" else 1)
+
+
+def resume_answer(fault: str | None, attempt: int) -> str | None:
+    """How a shell answers attempt ``attempt`` instead of streaming it: ``no_content`` (a
+    204), ``too_old`` (the API's cursor-too-old error), or None (it streams)."""
+    if attempt < 1:
+        return None
+    return {"drop_204": "no_content", "drop_too_old": "too_old"}.get(fault or "")
+
+
+def drop_block(fault: str, settings: TimeSettings) -> bytes:
+    """What a drop writes just before its cut (``b""``: nothing)."""
+    if fault == "drop_retry_invalid":
+        return INVALID_RETRY
+    if fault == "drop_retry_large":
+        return b"retry: %d\n\n" % round(settings.retry_large * 1000)
+    if fault == "drop_id_nul":
+        return NUL_ID
+    if fault == "drop_idless":
+        return IDLESS
+    return b""
+
+
+def _cut_after(seed: int, attempt: int, rpc: bool = False) -> int:
+    """The text events before a cut: seeded, from :data:`TEXT_BEFORE` to three times it; in
+    a JSON-RPC stream from :data:`NOTES_BEFORE` notifications to twice as many on the first
+    attempt, none on a later one (0: the cut falls inside the first)."""
+    rng = random.Random(seed * 1_000_003 + attempt)
+    if rpc:
+        return 0 if attempt else rng.randint(NOTES_BEFORE, 2 * NOTES_BEFORE)
+    return rng.randint(TEXT_BEFORE, 3 * TEXT_BEFORE)
+
+
+def _split(frame: bytes) -> tuple[bytes, bytes]:
+    """A frame cut after its first line: its ``id:`` (or ``event:``) line in, its data out."""
+    end = frame.find(b"\n") + 1
+    return frame[:end], frame[end:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,9 +365,30 @@ class Timeline:
     whose stream ended before anything followed the text).
     """
 
-    __slots__ = ("_armed", "_fault", "_kind", "_settings", "_texts", "began")
+    __slots__ = (
+        "_armed",
+        "_attempt",
+        "_cut",
+        "_fault",
+        "_kind",
+        "_seed",
+        "_settings",
+        "_texts",
+        "_upto",
+        "began",
+    )
 
-    def __init__(self, fault: str, settings: TimeSettings, kind: KindOf) -> None:
+    def __init__(
+        self,
+        fault: str,
+        settings: TimeSettings,
+        kind: KindOf,
+        *,
+        seed: int = 0,
+        attempt: int = 0,
+    ) -> None:
+        """``seed`` and ``attempt`` place a drop: which text event it follows, in which
+        stream of the conversation (see :func:`cuts`)."""
         if fault not in TIME_FAULTS:
             raise ValueError(f"unknown time fault {fault!r}; valid: {', '.join(TIME_FAULTS)}")
         self._fault = fault
@@ -247,6 +397,11 @@ class Timeline:
         self._texts = 0
         self._armed = False  # the text is out: the next frame begins the fault
         self.began = False
+        self._cut = cuts(fault, attempt)
+        self._seed = seed
+        self._attempt = attempt
+        start = fault in ("drop_start", "drop_primed")
+        self._upto = 0 if start or not self._cut else -1  # -1: placed once the kind is known
 
     @property
     def fault(self) -> str:
@@ -256,8 +411,15 @@ class Timeline:
         kind = self._kind
         return kind() if callable(kind) else kind
 
+    @property
+    def dropping(self) -> bool:
+        """Whether this stream is cut (a drop fault, on an attempt it cuts)."""
+        return self._cut
+
     def frame(self, frame: bytes) -> list[tuple[bytes, Pause | None]]:
         """One complete frame: the pieces to write and the pause before each."""
+        if self._fault in DROPS:
+            return self._drop(frame) if frame else []
         if self._fault == "linger" or not frame:
             return [(frame, None)] if frame else []
         if self.began:  # a stall is over (the rest goes out), a drip goes on
@@ -279,7 +441,13 @@ class Timeline:
         return [(frame, self._stall())]
 
     def end(self) -> Pause | None:
-        """The pause before the body ends: a linger, or a stall nothing came after."""
+        """The pause before the body ends: a linger, a stall nothing came after, or a drop
+        whose stream ended before it fell (the body is cut instead of ended)."""
+        if self._fault in DROPS:
+            if self._cut and not self.began:
+                self.began = True
+                return Pause(0.0, began=True, action=DROP)
+            return None
         if self._fault == "linger":
             self.began = True
             return Pause(self._settings.linger, began=True)
@@ -287,6 +455,33 @@ class Timeline:
             self.began = True
             return self._stall()
         return None
+
+    def _drop(self, frame: bytes) -> list[tuple[bytes, Pause | None]]:
+        """A drop's frame: through, or cut after its first line (the fault's block first)."""
+        if self.began or not self._cut:
+            return [(frame, None)]
+        if self._upto < 0:
+            kind = self._known()
+            rpc = kind is not None and kind.rpc
+            self._upto = _cut_after(self._seed, self._attempt, rpc)
+        if not self._armed:
+            if self._terminal(frame):
+                self._armed = True
+            elif self._carries_text(frame):
+                self._texts += 1
+                if self._upto:
+                    self._armed = self._texts >= self._upto
+                    return [(frame, None)]
+                self._armed = True  # a drop at the start cuts the first text event
+            else:
+                return [(frame, None)]
+        self.began = True
+        cut = Pause(0.0, began=True, action=DROP)
+        block = drop_block(self._fault, self._settings)
+        if block:  # the block is the test: the cut follows it, between events
+            return [(block, None), (frame, cut)]
+        head, tail = _split(frame)
+        return [(head, None), (tail, cut)]
 
     def _stall(self) -> Pause:
         s = self._settings

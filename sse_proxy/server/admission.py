@@ -13,12 +13,14 @@ from aiohttp import web
 from yarl import URL
 
 from sse_proxy.errors import ChaosSpecError
-from sse_proxy.names import CHAOS_HEADER
+from sse_proxy.names import CHAOS_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.logs import new_stream_id
 from sse_proxy.rechunk.spec import ChaosSpec, parse_chaos_header
+from sse_proxy.rechunk.timefaults import resume_answer
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.exchange import Exchange, ProxyParts
 from sse_proxy.server.replies import json_error, too_large
+from sse_proxy.server.resumes import Resume
 from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 from sse_proxy.settings import Config
 
@@ -33,7 +35,8 @@ def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
     server: 403), the headers' total size (431), a declared body length (413; a streamed
     body is bounded by :func:`request_body`), the path's dot segments (resolved per RFC
     3986 before routing; hidden ones are a 400), a route for the path (404), and a ``..``
-    that would leave that route (400).
+    that would leave that route (400). A request that resumes a stream (its cursor:
+    ``Last-Event-ID``, ``starting_after``) is joined to it (:mod:`.resumes`).
     """
     cfg = parts.cfg
     stream_id = new_stream_id()
@@ -83,7 +86,7 @@ def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
         routed = (route, URL(route.url_for(route.strip_auth_query(rest)), encoded=True))
         routes.remember(raw_target, routed)
     route, url = routed
-    return Exchange(
+    ex = Exchange(
         request=request,
         parts=parts,
         cfg=cfg,
@@ -94,6 +97,31 @@ def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
         spec=spec,
         ctx=RequestContext.from_headers(request.headers, route.name, request.method),
     )
+    resume = parts.state.resumes.find(request, route.name)
+    if resume is not None:
+        return _resumed(ex, resume)
+    return ex
+
+
+def _resumed(ex: Exchange, resume: Resume) -> Exchange | web.Response:
+    """A request that resumes a stream: logged as its continuation and counted; a chaos
+    fault may answer it instead of the upstream (``drop_204``: 204 No Content)."""
+    ex.resume = resume
+    metrics = ex.metrics
+    match = resume.match or "unseen"
+    metrics.child(metrics.resumes, route=ex.route.name, match=match).inc()
+    ex.log.info("stream.resumed", route=ex.route.name, **resume.fields())
+    spec = ex.spec
+    refused = (
+        spec is not None
+        and resume.of is not None
+        and resume_answer(spec.fault, resume.attempt) == "no_content"
+    )
+    if refused:
+        assert spec is not None
+        ex.log.info("chaos.resume_refused", fault=spec.fault, status=204)
+        return web.Response(status=204, headers={STREAM_ID_HEADER: ex.stream_id})
+    return ex
 
 
 def _left_route(

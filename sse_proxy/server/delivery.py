@@ -26,6 +26,8 @@ writes.
 A fault in time (``Write.pause``: a stall, a drip's wait, a linger before the body ends) is
 performed here too, by :func:`hold`, which the mock upstream shares. Its seconds are the
 test, so they are not counted in ``waited`` (a harness does not credit them to the client).
+A drop (``Pause.action`` ``drop``) is each shell's own cut, given to :func:`hold`: the proxy
+cuts its client off, the mock resets its connection; then :class:`Dropped` ends the stream.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any, Final, TypeAlias
 
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.rechunk.planner import Write
-from sse_proxy.rechunk.timefaults import Pause, StreamKind
+from sse_proxy.rechunk.timefaults import DROP, Pause, StreamKind
 from sse_proxy.server.peer import PeerQueue, unsent
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "MISS_BUDGET",
     "PACE",
     "Delivery",
+    "Dropped",
     "Reported",
     "hold",
     "stream_kind",
@@ -73,6 +76,14 @@ Reported: TypeAlias = Callable[[], int | None]
 """Body bytes the client's own code says it has taken so far; None: it says nothing."""
 
 
+class Dropped(Exception):
+    """A drop cut the stream's connection: nothing more is written to it."""
+
+
+Cut: TypeAlias = Callable[[], Awaitable[None]]
+"""How a shell cuts its connection for a drop."""
+
+
 @functools.cache
 def stream_kind(dialect: str) -> StreamKind | None:
     """What a fault in time needs of a dialect (None until the stream's is known)."""
@@ -82,9 +93,16 @@ def stream_kind(dialect: str) -> StreamKind | None:
     return StreamKind(dialect, described.terminal_frame, described.ping_frame, described.rpc)
 
 
-async def hold(pause: Pause, write: Callable[[bytes], Awaitable[None]]) -> int:
+async def hold(
+    pause: Pause, write: Callable[[bytes], Awaitable[None]], cut: Cut | None = None
+) -> int:
     """Perform ``pause``: wait its seconds, writing its keep-alive every ``every`` seconds
-    meanwhile (none at its very end: what follows does). Returns the bytes written."""
+    meanwhile (none at its very end: what follows does). Returns the bytes written. A drop
+    is ``cut`` (the shell's), then :class:`Dropped`."""
+    if pause.action == DROP:
+        if cut is not None:
+            await cut()
+        raise Dropped
     if not pause.keepalive or pause.every <= 0:
         await asyncio.sleep(pause.seconds)
         return 0
@@ -130,6 +148,7 @@ class Delivery:
         "_sock",
         "_started",
         "_transport",
+        "cut",
         "cut_cap",
         "cuts",
         "fault_began",
@@ -159,6 +178,8 @@ class Delivery:
         self.missed_for = 0.0
         self.fault_began: float | None = None
         """When a fault in time began on this stream (``time.monotonic``), None: not yet."""
+        self.cut: Cut | None = None
+        """How a drop cuts the client off (set by the relay)."""
 
     @property
     def measured(self) -> bool:
@@ -206,7 +227,7 @@ class Delivery:
             if wrote is not None:
                 wrote(data)
 
-        await hold(pause, keepalive)
+        await hold(pause, keepalive, self.cut)
 
     def close(self) -> None:
         if self._probe is not None:

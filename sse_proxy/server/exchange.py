@@ -26,6 +26,7 @@ from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.network import Network
+from sse_proxy.server.resumes import Resume, ResumeTable
 from sse_proxy.server.routes import Route, RouteTable
 from sse_proxy.server.tap_types import Tap
 from sse_proxy.server.tracing import RequestSpan, Tracing
@@ -46,6 +47,8 @@ class ProxyState:
     """The handlers' tasks of the requests past the front door (a shutdown waits for them)."""
     backlog: Backlog = field(default_factory=Backlog)
     """Streams' bookkeeping that waits while other requests wait for a first byte."""
+    resumes: ResumeTable = field(default_factory=ResumeTable)
+    """What recent streams delivered last: a resumed stream is joined to its origin."""
 
 
 @dataclass(slots=True, eq=False)
@@ -111,6 +114,8 @@ class Exchange:
     route_counted: bool = False
     idle_watch: Watch | None = None
     """The wait for the response head's deadline, which the body's idle watch takes over."""
+    resume: Resume | None = None
+    """The stream this request resumes (it carries a cursor), if it does."""
 
     def __init__(
         self,

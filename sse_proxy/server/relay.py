@@ -36,11 +36,12 @@ from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import ChaosPlanner, Planner, Write, make_planner
+from sse_proxy.rechunk.timefaults import DROPS
 from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
-from sse_proxy.server.delivery import Delivery, stream_kind
+from sse_proxy.server.delivery import Delivery, Dropped, stream_kind
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
@@ -189,6 +190,8 @@ class _SseRelay:
     """Chaos only: the writes that carry a cut wait until the client read what went before."""
     recorder: Recorder | None = None
     record: StreamRecord | None = None
+    written: StreamReassembler | None = None
+    """A chaos drop's stream: the bytes written to the client, read for their cursor."""
     built = False
     """Whether the observers below are built (:meth:`_build`)."""
     obs: StreamObserver
@@ -244,9 +247,15 @@ class _SseRelay:
                     # what the request asked for, for the variants only some requests get
                     request=ex.ctx.request_json if spec is not None and spec.variants else None,
                     kind=lambda: stream_kind(self.reassembler.dialect),
+                    attempt=0 if ex.resume is None else ex.resume.attempt,
                 )
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
+                    self.delivery.cut = self._cut
+                    if spec is not None and spec.fault in DROPS:  # what the client got
+                        self.written = StreamReassembler(
+                            None, hint=_hint_for(request.path), emit_events=False
+                        )
         self.client = ClientWriter(resp, request)  # takes over after the first write
         if cfg.record_dir:
             self.recorder = Recorder.for_config(
@@ -303,6 +312,7 @@ class _SseRelay:
             tool_schemas=ex.ctx.tool_schemas,  # the request's, for its tool calls
             # the JSON-RPC request it answers (its ids), for a stream known to be MCP
             rpc_request=ex.ctx.rpc_request if known is not None and DIALECTS[known].rpc else None,
+            resumed=ex.resume is not None,  # it reads where it starts
         )
         span = ex.span
         self.obs = obs = StreamObserver(
@@ -316,6 +326,11 @@ class _SseRelay:
             opened=self.opened,
         )
         obs.catch_up = self._catch_up
+        resumed = ex.resume
+        if resumed is not None:
+            joined = resumed.alert()  # the cursor against what the stream it resumes delivered
+            if joined is not None:
+                obs.emit((joined,))
         genai = ex.parts.tracing.metrics
         # The observers of the stream, in the order they are told its end; built once.
         self.taps = taps = Taps(
@@ -501,6 +516,8 @@ class _SseRelay:
                         await self.delivery.hold(pause, client.write, self.taps.wrote)
         except ClientGone:
             ended_by = "client_disconnect"
+        except Dropped:  # a chaos drop cut the client off
+            ended_by = "dropped"
         except TimeoutError:
             ended_by = "timeout"
             self.timeout_kind = Truncated.TOTAL_TIMEOUT
@@ -546,6 +563,61 @@ class _SseRelay:
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
             await self.resp.write_eof()
         return self.resp
+
+    def _wrote(self, data: bytes) -> None:
+        """A drop's stream: what the client got is read too (where it must resume)."""
+        assert self.written is not None
+        if not self.written.closed:
+            self.written.feed(data)
+        tap = self.taps.wrote
+        if tap is not None:
+            tap(data)
+
+    async def _cut(self) -> None:
+        """A chaos drop: the client's connection is closed mid-body (what was written goes
+        first), as a connection that breaks."""
+        cut_off(self.request)
+
+    def _remember(self, fields: dict[str, Any]) -> None:
+        """What the stream delivered last, for a stream that may resume it; a resumed
+        stream's summary says which one it resumed, and how."""
+        ex = self.ex
+        resume = ex.resume
+        reassembler = self.reassembler
+        if self.written is not None and fields.get("ended_by") == "dropped":
+            reassembler = self.written  # the proxy cut it: what the client got counts
+        cursors = reassembler.cursors
+        response_id = None
+        last: str | None
+        cut: str | None
+        if cursors is not None:  # numbered in its data: Responses
+            last, cut = str(cursors[1]), None
+            response_id = resume.response_id if resume is not None else None
+            response_id = response_id or fields.get("response_id")
+        else:
+            last, cut = reassembler.last_event_id, reassembler.pending_event_id
+        if resume is not None:
+            fields.update(resume.fields())
+            of = resume.of
+            fields["answer_text_length"] = fields.get("text_length", 0) + (
+                0 if of is None else of.text_length
+            )
+        if (last is not None or cut is not None) and (cursors is None or response_id):
+            ex.parts.state.resumes.remember(
+                ex.route.name,
+                self.request.path,
+                ex.stream_id,
+                resume=resume,
+                last=last,
+                cut=cut,
+                response_id=response_id,
+                text_length=int(
+                    (reassembler.summary() if reassembler is not self.reassembler else fields).get(
+                        "text_length"
+                    )
+                    or 0
+                ),
+            )
 
     def _cancelled_by(self) -> str:
         """How a cancelled relay ended: aiohttp cancels the handler once the client's
@@ -642,6 +714,8 @@ class _SseRelay:
 
     async def _send(self, writes: list[Write]) -> None:
         wrote = self.taps.wrote
+        if self.written is not None:
+            wrote = self._wrote
         if self.delivery is not None:
             await self.delivery.send(writes, self.client.write, wrote)
             return
@@ -669,7 +743,8 @@ class _SseRelay:
             out = reassembler.close(
                 upstream_error=ended_by in ("upstream_error", "timeout"),
                 # a stream not read to its end gets no end-of-stream verdicts
-                abandoned=ended_by in ("client_disconnect", "shutdown") or not self.observing,
+                abandoned=ended_by in ("client_disconnect", "shutdown", "dropped")
+                or not self.observing,
             )
             closing = obs.closing_alerts(out.alerts)
             obs.emit(closing)
@@ -703,6 +778,7 @@ class _SseRelay:
             fields.update(planner.shapes.fields())  # the variants left out, or forced
         if self.cfg.log_text:
             fields["text"] = reassembler.text
+        self._remember(fields)
         self.taps.finish(
             StreamEnd(
                 ended_by=ended_by,

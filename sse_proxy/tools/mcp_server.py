@@ -44,9 +44,10 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from sse_proxy.rechunk.timefaults import COMMENT_KEEPALIVE
+from sse_proxy.rechunk.timefaults import COMMENT_KEEPALIVE, DROPS
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.fixtures import mcp
+from sse_proxy.tools.mcp_resume import McpDrops
 
 __all__ = [
     "BODY_SENT",
@@ -144,13 +145,25 @@ class McpServer:
         for it); earlier, a disconnection is no cancellation (listed all the same)."""
         self.cancelled_ids: list[object] = []
         """Request ids named by ``notifications/cancelled`` (the earlier revisions' way)."""
+        self.drops = McpDrops()
+        """The streams a drop cut, kept for a resume (:mod:`.mcp_resume`)."""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method == "POST":
             return await self._post(request)
         if request.method == "GET":
-            # This server sends no event ids, so no stream can be resumed, and it has no
-            # stream of its own to offer: 405, which every client takes as "none".
+            # A GET resumes a cut stream of the handshake era by its Last-Event-ID; this
+            # server has no stream of its own to offer: 405, which every client takes as
+            # "none" (and 2026-07-28 has no resumption: 405 whatever the GET carries).
+            raw = request.headers.get("Last-Event-ID")
+            fault = self.fault_of(request)
+            modern = request.headers.get("MCP-Protocol-Version") in mcp.MODERN_REVISIONS
+            session = request.headers.get("Mcp-Session-Id")
+            if session is not None and session not in self.sessions:
+                return web.Response(status=404, text="no such session\n")
+            if raw is not None and not modern:
+                return await self.drops.serve_resume(request, fault, raw)
+            self.drops.log_refused(request, fault, 405)
             return web.Response(status=405, headers={"Allow": "POST, DELETE"})
         if request.method == "DELETE":
             return self._delete(request)
@@ -218,7 +231,9 @@ class McpServer:
         if method == "tools/list":
             return _result(rid, {"tools": [mcp.TOOL_DEFINITION]})
         if method == "tools/call":
-            return await self._call(request, msg, rid, negotiated, logs=True, session=known)
+            return await self._call(
+                request, msg, rid, negotiated, logs=True, session=known, session_id=session
+            )
         return _error(rid, _NO_METHOD, f"Method not found: {method[:100]}")
 
     def _initialize(self, msg: dict[str, Any], rid: object) -> web.Response:
@@ -326,6 +341,7 @@ class McpServer:
         *,
         logs: bool,
         session: _Session | None = None,
+        session_id: str | None = None,
     ) -> web.StreamResponse:
         params = msg.get("params")
         params = params if type(params) is dict else {}
@@ -355,20 +371,31 @@ class McpServer:
             logs=logs,
         )
         fields = self.options_of(request).fields(revision, self._stream_name(session))
+        fault = None if self.stream_for is not None else self.fault_of(request)
+        if fault is not None and fault in DROPS:
+            fields = McpDrops.fields(fault, fields)
         if fields != mcp.NO_FIELDS:
             call = replace(call, sse=fields)
         self.calls.append(call)
+        if fault is not None and fault in DROPS:  # cut, then resumed or re-issued
+            body = fixtures.clean_stream("mcp", request=call)
+            resp, whole = await self.drops.serve_call(request, call, body, fault, session_id)
+            if not whole:
+                self.cancelled.append(call)
+            return resp
         timed = None
         if self.stream_for is not None:
             body, reset = self.stream_for(call)
+        elif fault is None:
+            body, reset = fixtures.clean_stream("mcp", request=call), False
         else:
-            fault = self.fault_of(request)
-            if fault is None:
-                body, reset = fixtures.clean_stream("mcp", request=call), False
-            else:
-                body = fixtures.faulty_stream(fault, "mcp", request=call)
-                reset = fixtures.KINDS[fault].reset
-                timed = fault if fixtures.KINDS[fault].timed else None
+            body = fixtures.faulty_stream(fault, "mcp", request=call)
+            reset = fixtures.KINDS[fault].reset
+            timed = fault if fixtures.KINDS[fault].timed else None
+        if self.stream_for is None and (fault is None or timed) and call.sse.ids:
+            # whole events with ids: a client cut off by something else (the chaos proxy's
+            # drop, a network) resumes them as it would a drop of ours
+            self.drops.keep(session_id, call, body)
         try:
             return await self.serve_sse(request, body, reset, timed)
         finally:

@@ -19,35 +19,46 @@ import contextlib
 import hashlib
 import json
 import signal
-import socket
-import struct
 import sys
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
 from sse_proxy.errors import UsageError
-from sse_proxy.names import (
-    DIALECT_PATHS,
-    MOCK_DELAY_HEADER,
-    MOCK_FAULT_HEADER,
-    MOCK_MCP_HEADER,
-    MOCK_SEED_HEADER,
-    MOCK_TIME_HEADERS,
-)
+from sse_proxy.names import DIALECT_PATHS, MOCK_SEED_HEADER
 from sse_proxy.rechunk.shapes.rewriter import split_frames
 from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, Timeline, TimeSettings
-from sse_proxy.server.delivery import hold, stream_kind
-from sse_proxy.server.peer import unsent
+from sse_proxy.server.delivery import Dropped, hold, stream_kind
 from sse_proxy.tools import fixtures
-from sse_proxy.tools.fixtures.mcp import DEFAULT_OPTIONS as DEFAULT_MCP
 from sse_proxy.tools.fixtures.mcp import McpOptions
+from sse_proxy.tools.fixtures.resume import DEFAULT_RESUME, ResumeSettings
 from sse_proxy.tools.mcp_server import BODY_SENT, McpServer, StreamFor
-
-if sys.platform != "win32":
-    pass
+from sse_proxy.tools.mock_base import (
+    SETTINGS,
+    MockSettings,
+    bad_request,
+    check_fault,
+    mcp_options_of,
+    request_delay,
+    request_fault,
+    request_mcp,
+    request_seed,
+    request_timing,
+    reset_connection,
+    resume_of,
+    settings_of,
+    start_sse,
+    timing_of,
+)
+from sse_proxy.tools.mock_resume import (
+    cancel_response,
+    create_background,
+    get_response,
+    install,
+    resumes,
+    serve_resumable_text,
+)
 
 if TYPE_CHECKING:
     from sse_proxy.tools.lockstep import Lockstep
@@ -67,10 +78,12 @@ DEFAULT_PORT: Final[int] = 8788
 
 ENDPOINTS: Final[tuple[str, ...]] = (
     "POST /v1/chat/completions",
-    "POST /v1/responses",
+    "POST /v1/responses (background: true: stored, resumable)",
+    "GET /v1/responses/{id}[?stream=true&starting_after=N]",
+    "POST /v1/responses/{id}/cancel",
     "POST /v1/messages",
     "POST /v1beta/models/{model}:streamGenerateContent?alt=sse (also /v1, Vertex AI)",
-    "GET|POST /v1/text",
+    "GET|POST /v1/text (Last-Event-ID: resumed)",
     "POST|GET|DELETE /mcp (MCP Streamable HTTP; tool stream_text)",
     "GET /healthz",
     "ANY /echo/{tail}",
@@ -79,128 +92,10 @@ ENDPOINTS: Final[tuple[str, ...]] = (
 )
 """What the mock serves, as printed on start-up."""
 
-SSE_CONTENT_TYPE: Final[str] = "text/event-stream; charset=utf-8"
 _MAX_BYTES = 64 * 1024 * 1024
-_MAX_DELAY = 10.0
-_NO_FAULT = ("", "none", "clean")
-
-
-@dataclass(slots=True)
-class _Settings:
-    fault: str | None
-    seed: int
-    chunk_delay: float
-    requests: int = 0
-    first_text: bool = False
-    api_key: str | None = None
-    tools: bool = False
-    lockstep: Lockstep | None = None
-    timing: TimeSettings = DEFAULT_TIMING
-    mcp: McpOptions = DEFAULT_MCP
-
-
-_SETTINGS: Final = web.AppKey("mock_settings", _Settings)
+_MAX_HEADER = 256 * 1024
 MCP_SERVER: Final = web.AppKey("mock_mcp_server", McpServer)
 """The app's MCP server (what it was called with: :attr:`McpServer.calls`)."""
-
-
-def _check_fault(fault: str | None) -> str | None:
-    """The canonical name of a fault (older names too); ``None``/``"none"``: clean."""
-    if fault is None or fault.lower() in _NO_FAULT:
-        return None
-    try:
-        return fixtures.fault_named(fault).name
-    except ValueError:
-        valid = fixtures.names_help(fixtures.KINDS, fixtures.MOCK_LEGACY_NAMES)
-        raise UsageError(f"unknown fault {fault!r}; valid kinds: none, {valid}") from None
-
-
-def _bad_request(message: str) -> web.HTTPBadRequest:
-    """An OpenAI-shaped 400, so SDK clients surface the message instead of a parse error."""
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-    return web.HTTPBadRequest(text=body, content_type="application/json")
-
-
-def _settings(request: web.Request) -> _Settings:
-    return request.app[_SETTINGS]
-
-
-def _request_fault(request: web.Request) -> str | None:
-    """Per-request fault: ``X-Mock-Fault`` header, else ``?fault=``, else the app's."""
-    value = request.headers.get(MOCK_FAULT_HEADER, request.query.get("fault"))
-    if value is None:
-        return _settings(request).fault
-    try:
-        return _check_fault(value)
-    except UsageError as exc:
-        raise _bad_request(str(exc)) from None
-
-
-def _request_seed(request: web.Request) -> int:
-    """Per-request seed (``X-Mock-Seed`` or ``?seed=``), else the app's."""
-    raw = request.headers.get(MOCK_SEED_HEADER, request.query.get("seed"))
-    if raw is None:
-        return _settings(request).seed
-    try:
-        return int(raw)
-    except ValueError:
-        raise _bad_request(f"seed must be an integer, not {raw!r}") from None
-
-
-def _request_delay(request: web.Request) -> float:
-    """Per-request delay between writes (``X-Mock-Delay`` or ``?delay=``), else the app's."""
-    raw = request.headers.get(MOCK_DELAY_HEADER, request.query.get("delay"))
-    if raw is None:
-        return _settings(request).chunk_delay
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _bad_request(f"delay must be a number of seconds, not {raw!r}") from None
-    if not 0 <= value <= _MAX_DELAY:
-        raise _bad_request(f"delay must be between 0 and {_MAX_DELAY} seconds")
-    return value
-
-
-def _request_timing(request: web.Request) -> TimeSettings:
-    """The faults in time's durations: the app's, with what the request names
-    (``X-Mock-Stall: 2`` or ``?stall=2``...); a bad one is a one-line 400."""
-    given: dict[str, str] = {}
-    for name, header in MOCK_TIME_HEADERS.items():
-        raw = request.headers.get(header, request.query.get(name))
-        if raw is not None:
-            given[name] = raw
-    try:
-        return _settings(request).timing.changed(given)
-    except ValueError as exc:
-        raise _bad_request(str(exc)) from None
-
-
-def _request_mcp(request: web.Request) -> McpOptions:
-    """The MCP stream options: the app's, with the request's (``X-Mock-Mcp: retry=200`` or
-    ``?mcp=...``); a bad one is a one-line 400."""
-    raw = request.headers.get(MOCK_MCP_HEADER, request.query.get("mcp"))
-    if raw is None:
-        return _settings(request).mcp
-    try:
-        return _settings(request).mcp.changed(McpOptions.parse(raw))
-    except ValueError as exc:
-        raise _bad_request(str(exc)) from None
-
-
-def mcp_options_of(text: str | None) -> McpOptions:
-    """MCP stream options given as text (a flag), checked; :class:`UsageError` if bad."""
-    try:
-        return McpOptions.parse(text or "")
-    except ValueError as exc:
-        raise UsageError(f"--mcp: {exc}") from None
-
-
-def timing_of(values: dict[str, str] | None) -> TimeSettings:
-    """Durations given as text (flags), checked; :class:`UsageError` for a bad one."""
-    try:
-        return DEFAULT_TIMING.changed(values or {})
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -211,9 +106,9 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except ValueError as exc:
-        raise _bad_request(f"request body is not valid JSON: {exc}") from None
+        raise bad_request(f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise _bad_request("request body must be a JSON object")
+        raise bad_request("request body must be a JSON object")
     return body
 
 
@@ -247,58 +142,23 @@ async def _write_pieces(
     return True
 
 
-async def _start_sse(request: web.Request) -> web.StreamResponse:
-    settings = _settings(request)
-    settings.requests += 1
-    resp = web.StreamResponse(
-        headers={
-            "Content-Type": SSE_CONTENT_TYPE,
-            "Cache-Control": "no-cache",
-            "x-request-id": f"req_mock_{settings.requests:08d}",
-        }
-    )
-    await resp.prepare(request)
-    return resp
-
-
 async def _serve_sse(
     request: web.Request, body: bytes, *, reset: bool = False
 ) -> web.StreamResponse:
     """Stream ``body`` as an SSE response in seeded random pieces; then end the response,
     or (``reset``) reset the connection instead, as an upstream that crashed does."""
-    pieces = _pieces(body, _request_seed(request))
-    delay = _request_delay(request)
-    resp = await _start_sse(request)
-    if not await _write_pieces(resp, pieces, delay, _settings(request).lockstep):
+    pieces = _pieces(body, request_seed(request))
+    delay = request_delay(request)
+    resp = await start_sse(request)
+    if not await _write_pieces(resp, pieces, delay, settings_of(request).lockstep):
         return resp
     request[BODY_SENT] = True
     if reset:
-        await _reset(request)
+        await reset_connection(request)
         return resp
     with contextlib.suppress(ConnectionResetError):
         await resp.write_eof()
     return resp
-
-
-async def _reset(request: web.Request) -> None:
-    """Close the connection with a TCP RST (``SO_LINGER`` 0), not the chunked body's end.
-
-    A reset throws away what is not sent yet, so the body goes out first: out of the
-    transport's buffer, then out of the kernel's (a second at most, for a client that
-    stopped reading).
-    """
-    transport = request.transport
-    if transport is None:
-        return
-    sock = transport.get_extra_info("socket")
-    for _ in range(1000):
-        if not transport.get_write_buffer_size() and (sock is None or not unsent(sock)):
-            break
-        await asyncio.sleep(0.001)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()
 
 
 async def _serve_mcp_sse(
@@ -313,22 +173,29 @@ async def _serve_timed(
     request: web.Request, body: bytes, dialect: str, fault: str
 ) -> web.StreamResponse:
     """``body`` frame by frame with a fault in time: the pauses the timeline puts in front
-    of frames (a stall with its keep-alives, a drip's waits), and a linger at the end."""
-    timeline = Timeline(fault, _request_timing(request), stream_kind(dialect))
-    resp = await _start_sse(request)
+    of frames (a stall with its keep-alives, a drip's waits), and a linger at the end; a
+    drop resets the connection (a stream nothing can resume: every request is cut)."""
+    timeline = Timeline(
+        fault, request_timing(request), stream_kind(dialect), seed=request_seed(request)
+    )
+    resp = await start_sse(request)
+
+    async def cut() -> None:
+        await reset_connection(request)
+
     try:
         for frame in split_frames(body):
             for piece, pause in timeline.frame(frame):
                 if pause is not None:
-                    await hold(pause, resp.write)
+                    await hold(pause, resp.write, cut)
                 await resp.write(piece)
         request[BODY_SENT] = True
         end = timeline.end()
         if end is not None:
-            await hold(end, resp.write)
+            await hold(end, resp.write, cut)
         await resp.write_eof()
-    except (ConnectionResetError, ConnectionError):
-        pass  # the client left: the fault is over
+    except (ConnectionResetError, ConnectionError, Dropped):
+        pass  # the client left (the fault is over), or the drop cut it off
     return resp
 
 
@@ -347,7 +214,7 @@ async def _serve_stream(
 def _wants_tools(request: web.Request, body: dict[str, Any]) -> bool:
     """Stream the tool-call fixture: the mock was started so, or the request declares tools."""
     tools = body.get("tools")
-    return _settings(request).tools or (isinstance(tools, list) and bool(tools))
+    return settings_of(request).tools or (isinstance(tools, list) and bool(tools))
 
 
 async def _serve_tools(request: web.Request, dialect: str) -> web.StreamResponse:
@@ -399,10 +266,10 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     body = await _json_body(request)
     n = body.get("n", 1)
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 8:
-        raise _bad_request("n must be an integer between 1 and 8")
+        raise bad_request("n must be an integer between 1 and 8")
     if body.get("stream") is not True:
         return _json_response(_chat_completion(n))
-    fault = _request_fault(request)
+    fault = request_fault(request)
     if fault is not None:
         return await _serve_stream(request, "openai", fault)
     if _wants_tools(request, body):
@@ -410,16 +277,19 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     options = body.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
     stream = fixtures.openai_chat_stream(
-        fixtures.TOKENS, choices=n, include_usage=usage, first_text=_settings(request).first_text
+        fixtures.TOKENS, choices=n, include_usage=usage, first_text=settings_of(request).first_text
     )
     return await _serve_sse(request, stream)
 
 
 async def _responses(request: web.Request) -> web.StreamResponse:
-    """OpenAI Responses API: SSE when ``"stream": true``, else the completed response."""
+    """OpenAI Responses API: SSE when ``"stream": true``, else the completed response; with
+    ``"background": true`` a stored response (:mod:`.mock_resume`)."""
     body = await _json_body(request)
+    if body.get("background") is True:  # stored: it can be streamed again, from a cursor
+        return await create_background(request, body.get("stream") is True)
     if body.get("stream") is True:
-        fault = _request_fault(request)
+        fault = request_fault(request)
         if fault is None and _wants_tools(request, body):
             return await _serve_tools(request, "responses")
         return await _serve_stream(request, "responses", fault)
@@ -446,7 +316,7 @@ async def _messages(request: web.Request) -> web.StreamResponse:
     """Anthropic Messages: SSE when ``"stream": true``, else the whole message."""
     body = await _json_body(request)
     if body.get("stream") is True:
-        fault = _request_fault(request)
+        fault = request_fault(request)
         if fault is None and _wants_tools(request, body):
             return await _serve_tools(request, "anthropic")
         return await _serve_stream(request, "anthropic", fault)
@@ -465,9 +335,13 @@ async def _messages(request: web.Request) -> web.StreamResponse:
 
 
 async def _text(request: web.Request) -> web.StreamResponse:  # first event: always text
-    """Raw text SSE, one unquoted ``data:`` event per token; always streams."""
+    """Raw text SSE, one unquoted ``data:`` event per token; always streams. A request that
+    resumes (``Last-Event-ID``), or with a drop on, gets the resumable stream."""
+    fault = request_fault(request)
+    if resumes(request, fault):
+        return await serve_resumable_text(request, fault)
     await request.read()
-    return await _serve_stream(request, "text", _request_fault(request))
+    return await _serve_stream(request, "text", fault)
 
 
 def _gemini_chunks(fault: str | None) -> list[Any]:
@@ -484,7 +358,7 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
         body = {"error": {"code": 404, "message": "unknown method", "status": "NOT_FOUND"}}
         return web.json_response(body, status=404)
     body = await _json_body(request)
-    fault = _request_fault(request)
+    fault = request_fault(request)
     if action == "streamGenerateContent" and fault is None and _wants_tools(request, body):
         if request.query.get("alt") == "sse":
             return await _serve_tools(request, "gemini")
@@ -512,7 +386,7 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
 @web.middleware
 async def _require_key(request: web.Request, handler: Any) -> web.StreamResponse:
     """With an API key set, LLM endpoints need it, as each vendor takes it (401 otherwise)."""
-    key = _settings(request).api_key
+    key = settings_of(request).api_key
     if key is not None and request.path.startswith("/v1"):
         offered = {
             request.headers.get("Authorization", "").removeprefix("Bearer "),
@@ -528,7 +402,7 @@ async def _require_key(request: web.Request, handler: Any) -> web.StreamResponse
 
 
 async def _healthz(request: web.Request) -> web.Response:
-    settings = _settings(request)
+    settings = settings_of(request)
     return _json_response({"status": "ok", "fault": settings.fault, "seed": settings.seed})
 
 
@@ -567,9 +441,9 @@ async def _bytes(request: web.Request) -> web.StreamResponse:
     try:
         n = int(request.match_info["n"])
     except ValueError:
-        raise _bad_request("n must be an integer") from None
+        raise bad_request("n must be an integer") from None
     if not 0 <= n <= _MAX_BYTES:
-        raise _bad_request(f"n must be between 0 and {_MAX_BYTES}")
+        raise bad_request(f"n must be between 0 and {_MAX_BYTES}")
     data = fixtures.pattern_bytes(n)
     resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     resp.content_length = n
@@ -592,11 +466,11 @@ async def _sse_raw(request: web.Request) -> web.StreamResponse:
     chunk = request.query.get("chunk")
     if chunk is not None:
         if not chunk.isdigit() or int(chunk) < 1:
-            raise _bad_request("chunk must be a positive integer")
+            raise bad_request("chunk must be a positive integer")
         size = int(chunk)
         pieces = [body[i : i + size] for i in range(0, len(body), size)]
     elif "seed" in request.query or MOCK_SEED_HEADER in request.headers:
-        pieces = fixtures.split_reads(body, _request_seed(request))
+        pieces = fixtures.split_reads(body, request_seed(request))
     else:
         pieces = [body] if body else []
     close_early = request.query.get("close_early", "0") not in ("", "0", "false")
@@ -611,8 +485,8 @@ async def _sse_raw(request: web.Request) -> web.StreamResponse:
             if sent >= half:
                 break
         pieces = cut
-    delay = _request_delay(request)
-    resp = await _start_sse(request)
+    delay = request_delay(request)
+    resp = await start_sse(request)
     if not await _write_pieces(resp, pieces, delay):
         return resp
     if close_early:
@@ -641,6 +515,8 @@ def make_mock_app(
     mcp_stream: StreamFor | None = None,
     timing: TimeSettings = DEFAULT_TIMING,
     mcp: McpOptions | None = None,
+    resume: ResumeSettings = DEFAULT_RESUME,
+    resumable: bool = False,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
@@ -653,14 +529,16 @@ def make_mock_app(
     in-process proxy's reads (:mod:`sse_proxy.tools.lockstep`). ``mcp_stream`` answers
     the MCP server's tool calls instead of the fixture (:data:`StreamFor`). ``timing``: the
     faults in time's durations, unless a request names its own; ``mcp``: the MCP streams'
-    options (priming, ids, ``retry``), unless a request names its own. Raises
+    options (priming, ids, ``retry``), likewise; ``resume``: the resumable
+    streams' settings (``retry``, ``resume_window``), likewise; ``resumable``: every raw SSE
+    stream is resumable (:mod:`.mock_resume`), not only those that resume or drop. Raises
     :class:`~sse_proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     app = web.Application(client_max_size=_MAX_BYTES, middlewares=[_require_key])
-    app[_SETTINGS] = _Settings(
-        fault=_check_fault(fault),
+    app[SETTINGS] = MockSettings(
+        fault=check_fault(fault),
         seed=seed,
         chunk_delay=chunk_delay,
         first_text=first_text,
@@ -668,11 +546,16 @@ def make_mock_app(
         tools=tools,
         lockstep=lockstep,
         timing=timing,
-        mcp=mcp or DEFAULT_MCP,
+        mcp=mcp or McpOptions(),
+        resume=resume,
+        resumable=resumable,
     )
     # (every dialect of the registry has its endpoint here: tests/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
     app.router.add_post(DIALECT_PATHS["responses"], _responses)
+    app.router.add_get(DIALECT_PATHS["responses"] + "/{response_id}", get_response)
+    app.router.add_post(DIALECT_PATHS["responses"] + "/{response_id}/cancel", cancel_response)
+    install(app)
     app.router.add_post(DIALECT_PATHS["anthropic"], _messages)
     app.router.add_post("/{version:v1|v1beta|v1alpha}/models/{model_action}", _gemini)
     app.router.add_post(
@@ -681,9 +564,7 @@ def make_mock_app(
     )
     app.router.add_get(DIALECT_PATHS["text"], _text)
     app.router.add_post(DIALECT_PATHS["text"], _text)
-    app[MCP_SERVER] = mcp_server = McpServer(
-        _serve_mcp_sse, _request_fault, mcp_stream, _request_mcp
-    )
+    app[MCP_SERVER] = mcp_server = McpServer(_serve_mcp_sse, request_fault, mcp_stream, request_mcp)
     app.router.add_route("*", DIALECT_PATHS["mcp"], mcp_server.handle)
     app.router.add_get("/healthz", _healthz)
     app.router.add_route("*", "/echo", _echo)
@@ -711,6 +592,8 @@ async def start_mock_upstream(
     mcp_stream: StreamFor | None = None,
     timing: TimeSettings = DEFAULT_TIMING,
     mcp: McpOptions | None = None,
+    resume: ResumeSettings = DEFAULT_RESUME,
+    resumable: bool = False,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
@@ -728,8 +611,19 @@ async def start_mock_upstream(
         mcp_stream=mcp_stream,
         timing=timing,
         mcp=mcp,
+        resume=resume,
+        resumable=resumable,
     )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
+    # a header as long as a client sends one (a Last-Event-ID of 100 KB) gets the endpoint's
+    # own 400, not aiohttp's plain-text one
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=1.0,
+        handler_cancellation=True,
+        max_field_size=_MAX_HEADER,
+        max_line_size=_MAX_HEADER,
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -752,6 +646,7 @@ async def mock_upstream(
     api_key: str | None = None,
     timing: TimeSettings = DEFAULT_TIMING,
     mcp: McpOptions | None = None,
+    resume: ResumeSettings = DEFAULT_RESUME,
 ) -> AsyncIterator[str]:
     """``async with mock_upstream() as base_url:`` -- started, and cleaned up afterwards."""
     runner, url = await start_mock_upstream(
@@ -763,6 +658,7 @@ async def mock_upstream(
         api_key=api_key,
         timing=timing,
         mcp=mcp,
+        resume=resume,
     )
     try:
         yield url
@@ -780,6 +676,8 @@ async def _serve_forever(
     tools: bool = False,
     timing: TimeSettings = DEFAULT_TIMING,
     mcp: McpOptions | None = None,
+    resume: ResumeSettings = DEFAULT_RESUME,
+    resumable: bool = False,
 ) -> int:
     try:
         runner, url = await start_mock_upstream(
@@ -792,6 +690,8 @@ async def _serve_forever(
             tools=tools,
             timing=timing,
             mcp=mcp,
+            resume=resume,
+            resumable=resumable,
         )
     except (OSError, OverflowError, UnicodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -827,25 +727,38 @@ def run_mock_upstream(
     tools: bool = False,
     timing: dict[str, str] | None = None,
     mcp: str | None = None,
+    resume: dict[str, str] | None = None,
+    resumable: bool = False,
 ) -> int:
     """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
 
     Prints one line with the base URL and endpoints; returns the exit code (0). An unknown
-    fault, a bad duration (``timing``: setting name -> text, as flags give it), bad MCP
-    stream options (``mcp``: ``priming=off,retry=200``) or an unusable address raises
-    :class:`~sse_proxy.errors.UsageError`.
+    fault, a bad duration (``timing``, ``resume``: setting name -> text, as flags give it),
+    bad MCP stream options (``mcp``: ``priming=off,retry=200``) or an unusable address
+    raises :class:`~sse_proxy.errors.UsageError`.
     """
-    fault = _check_fault(fault)
+    fault = check_fault(fault)
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {port}")
     durations = timing_of(timing)
     options = mcp_options_of(mcp)
+    resume_settings = resume_of(resume)
     try:
         return asyncio.run(
             _serve_forever(
-                host, port, fault, seed, chunk_delay, first_text, tools, durations, options
+                host,
+                port,
+                fault,
+                seed,
+                chunk_delay,
+                first_text,
+                tools,
+                durations,
+                mcp=options,
+                resume=resume_settings,
+                resumable=resumable,
             )
         )
     except KeyboardInterrupt:  # platforms without loop signal handlers

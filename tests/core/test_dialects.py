@@ -291,6 +291,14 @@ def test_path_hint_decides_when_detection_cannot() -> None:
     assert names(out.alerts) == ["sse.truncated"]
 
 
+def test_a_first_event_of_spaces_only_is_text_not_invalid_json() -> None:
+    """A raw stream resumed after a word starts with a delta of spaces: text, no alert."""
+    res = run([b"id: 12\ndata:   \n\nid: 13\ndata: En\n\n"])
+    assert res.dialect == "text"
+    assert res.text == "  En"
+    assert names(res.alerts) == []
+
+
 # -- every alert kind, triggered and not triggered ------------------------------------------
 
 

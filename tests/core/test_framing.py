@@ -310,3 +310,18 @@ def _limits(line: int, frame: int) -> object:
     from sse_proxy.core import Limits
 
     return Limits(max_line=line, max_frame=frame)
+
+
+def test_the_last_event_id_counts_once_its_block_ends() -> None:
+    """The id a client resumes from (WHATWG's last event ID string): set when a block ends,
+    kept over id-less events, an id holding NULL ignored; an id in a block cut at the end
+    does not count (it is the pending one)."""
+    reader = StreamReassembler("text")
+    reader.feed(b"id: 1\ndata: a\n\ndata: b\n\nid: x\x00y\n\nid: 2\n")
+    assert (reader.last_event_id, reader.pending_event_id) == ("1", "2")
+    reader.feed(b"data: c\n")
+    reader.close(abandoned=True)
+    assert (reader.last_event_id, reader.pending_event_id) == ("1", "2")
+    reader = StreamReassembler("text")
+    reader.feed(b"id: 1\ndata: a\n\nid: 2\nid: 3\n\n")  # a data-less block: its id counts
+    assert (reader.last_event_id, reader.pending_event_id) == ("3", None)

@@ -60,7 +60,13 @@ def test_a_correct_client_passes_every_byte_rewrite_cut_and_fault_group(tmp_path
     cases = report["cases"]
     assert len(cases) == len(GROUPS) + 4 + 2
     assert {c["outcome"] for c in cases} == {"pass"}
-    want = {"calls": 1, "progress_asked": True, "progress_sent": 4, "revision": "2025-11-25"}
+    want = {
+        "calls": 1,
+        "ids": [1],
+        "progress_asked": True,
+        "progress_sent": 4,
+        "revision": "2025-11-25",
+    }
     assert all(c["mcp"] == {**want, "primed": c["group"] != "faults"} for c in cases)
     assert report["delivery"]["read_apart"] == report["delivery"]["cuts"] > 300
     assert (
@@ -147,6 +153,7 @@ def test_a_client_that_never_calls_the_tool_is_told_so(tmp_path: Path) -> None:
     assert case["diagnosis"]["family"] == "mcp (no tool call)"
     assert case["mcp"] == {
         "calls": 0,
+        "ids": [],
         "progress_asked": False,
         "progress_sent": 0,
         "revision": None,

@@ -129,6 +129,17 @@ class Accumulator:
     def finish(self) -> None:
         """End of stream: checks that need the whole stream."""
 
+    def follow_cursor(self) -> None:
+        """Read each event's cursor from here on (a resumed stream's): a dialect that
+        numbers its events in their data (Responses' ``sequence_number``) reads the first
+        one's; raw SSE's cursor is the ``id:`` the framer reads anyway."""
+
+    @property
+    def cursors(self) -> tuple[int, int] | None:
+        """(first, last) cursor of the events so far, for a dialect that numbers them in
+        their data; None: it does not, or no number was read."""
+        return None
+
     @property
     def text(self) -> str:
         return ""

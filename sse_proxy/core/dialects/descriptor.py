@@ -85,6 +85,11 @@ class Dialect:
     """Its streams answer JSON-RPC requests of a session (MCP): what a stream says depends
     on the request (its id, its progress token), so fixtures are built per request, and
     the LLM-shaped ones (tool calls, token and shape variants) do not apply."""
+    resumes_by: str | None = None
+    """How a client resumes a stream that dropped, where the API lets it and the mock
+    upstream serves it: ``last_event_id`` (raw SSE: ids, ``retry``, a reconnect to the same
+    URL with ``Last-Event-ID``) or ``starting_after`` (a cursor in the query); None: no
+    resumable stream here."""
 
     def provider_for(self, path: str = "") -> Provider | None:
         """The provider of a request to ``path``, or ``None`` (not an LLM API)."""

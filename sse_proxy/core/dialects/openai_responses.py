@@ -32,6 +32,8 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         self._last_index = 0
         self._meta = StreamMeta()
         self._incomplete: str | None = None
+        self._first_seq: int | None = None  # the first event's sequence_number
+        self._first_index = 0
 
     def _call(self, key: str, output_index: object = None, announced: bool = True) -> ToolCall:
         call = self._calls.get(key)
@@ -105,6 +107,10 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
             resp = obj.get("response")
             if type(resp) is dict:
                 self._meta.head(resp)
+            if self._first_seq is None:  # events are numbered from here (0: the first)
+                seq = obj.get("sequence_number")
+                if type(seq) is int:
+                    self._first_seq, self._first_index = seq, index
         elif kind == "error":
             self.error_event(obj, index, offset)
             self.terminal_seen = True
@@ -120,6 +126,20 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
     @property
     def tool_progress(self) -> int:
         return call_progress(self._calls.values())
+
+    def follow_cursor(self) -> None:
+        """A resumed stream starts after its cursor, without ``response.created``: its
+        first event says where it starts (each event is numbered, one after the other)."""
+        self.__class__ = _ResumedResponses
+
+    @property
+    def cursors(self) -> tuple[int, int] | None:
+        """(first, last) ``sequence_number`` of the events so far, as numbered from the
+        first (the API numbers every event, one after the other)."""
+        first = self._first_seq
+        if first is None:
+            return None
+        return first, first + self._last_index - self._first_index
 
     def stream_meta(self) -> StreamMeta:
         """The finish reason is the response status, or why it is incomplete."""
@@ -154,6 +174,18 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         }
 
 
+class _ResumedResponses(OpenAIResponsesAccumulator):
+    """A resumed stream's accumulator: the first event's number read as it is parsed."""
+
+    def parse(self, data: str, index: int, offset: int) -> dict[str, Any] | None:
+        obj = super().parse(data, index, offset)
+        if self._first_seq is None and obj is not None:
+            seq = obj.get("sequence_number")
+            if type(seq) is int:
+                self._first_seq, self._first_index = seq, index
+        return obj
+
+
 def _int(value: object) -> int:
     return value if type(value) is int else 0
 
@@ -181,5 +213,6 @@ DIALECT: Final = Dialect(
     error_frame=b'event: error\ndata: {"type": "error", "code": "server_error", "message": '
     b'"The server had an error.", "param": null, "sequence_number": 999}\n\n',
     error_ends_stream=True,
+    resumes_by="starting_after",  # background mode: GET /v1/responses/{id}?stream=true&...
 )
 """The OpenAI Responses API."""

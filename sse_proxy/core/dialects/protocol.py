@@ -19,6 +19,10 @@ Outcomes, for an accumulator fed by the reassembler:
 * ``rpc_request`` is the JSON-RPC request the stream answers (the reassembler sets it, for
   an MCP stream's ids and progress tokens); ``frame_info`` gives the event ID in force and
   the block's ``retry`` during a dispatch, for the dialects whose rules are about them.
+* ``cursors`` are the first and last number of the events (Responses' ``sequence_number``),
+  for a dialect that resumes by one; ``follow_cursor`` is called for a resumed stream,
+  whose first event is not the one that carries it otherwise (nothing is read per event
+  of a stream that is not resumed).
 * ``summary_fields`` are the dialect's own fields of the stream's summary (none for most).
 * ``terminal_seen`` says the stream ended cleanly (its terminal marker, or an error or a
   block that ends it legitimately); the reassembler reports ``sse.truncated`` otherwise,
@@ -64,6 +68,13 @@ class DialectAccumulator(Protocol):
     def accept_one(self, payload: bytes, index: int, pos: int) -> bool: ...
 
     def finish(self) -> None: ...
+
+    def follow_cursor(self) -> None:
+        """Read the cursor of a resumed stream's events (see :attr:`cursors`)."""
+
+    @property
+    def cursors(self) -> tuple[int, int] | None:
+        """(first, last) cursor of the events, where a dialect numbers them in their data."""
 
     def compact(self) -> None:
         """Fold kept-as-counts text into counts (called now and then on long streams)."""

@@ -55,5 +55,6 @@ DIALECT: Final = Dialect(
     example_method="GET",  # the mock answers GET too, as EventSource sends
     example_body={"stream": True},
     json=False,
+    resumes_by="last_event_id",
 )
 """Any SSE stream whose data lines are the text: no JSON, no terminal marker, no errors."""

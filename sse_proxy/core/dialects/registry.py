@@ -149,13 +149,14 @@ def detect(etype: str, data: str) -> str | None:
     shape (a JSON-RPC 2.0 message is MCP), or a JSON object whose ``type`` (if any) agrees
     with an event type of that dialect. An event type alone never decides: ``event: ping``
     with plain-text data is a generic stream (``text``), not Anthropic. Empty data (an MCP
-    priming event) decides nothing.
+    priming event) decides nothing; data of spaces only is text (a raw stream resumed
+    after a word starts so).
     """
     if data == "[DONE]":
         return "openai"
     head = data.lstrip(" \t\n")[:1]
-    if not head:
-        return None  # empty data (an MCP priming event): the next event tells
+    if not head:  # empty data (an MCP priming event): the next event tells
+        return "text" if data else None  # spaces only: no JSON dialect's, text's (a delta)
     if head == "[":  # a JSON-RPC batch (MCP 2025-03-26), else text
         try:
             items = json_loads(data)

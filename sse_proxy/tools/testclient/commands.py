@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 from sse_proxy.rechunk.shapes.rewriter import VARIANT_REQUIRES
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
-from sse_proxy.tools.testclient.plan import BASELINE, FAULTS, STALLS, Case, HarnessOptions
+from sse_proxy.tools.testclient.plan import BASELINE, FAULTS, RESUME, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import free_port
+from sse_proxy.tools.testclient.resume import RESUME_LARGE, RESUME_PACE, RESUME_RETRY
 from sse_proxy.tools.testclient.run import DUMMY_KEYS, client_env
 from sse_proxy.tools.testclient.shapes import SEEDED, is_variant_group
 from sse_proxy.tools.testclient.stalls import DRIP_RATE, STALL_SECONDS, keepalive_every
@@ -49,6 +50,10 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
         parts += ["--only", case.name]
         if options.patience is not None:
             parts += ["--patience", f"{options.patience:g}"]
+    elif case.group == RESUME:  # the seed places the drops
+        parts += ["--resume", "--only", case.name, "--seed", str(case.seed)]
+        if options.patience is not None:
+            parts += ["--patience", f"{options.patience:g}"]
     elif case.fault is not None:
         parts += ["--only", f"{FAULTS}:{case.fault}"]
     elif is_variant_group(case.group):
@@ -77,11 +82,14 @@ def by_hand(
 
     Cut and fault cases need the harness's own tiny upstreams, and a browser case the
     harness's page, so they have none; a ``stalls`` case is the mock upstream performing
-    the fault (the client's patience is yours to keep). The ports are free when the report
-    is written.
+    the fault (the client's patience is yours to keep), a ``resume`` case too (its drops,
+    placed by the seed, and its resumable streams). The ports are free when the report is
+    written.
     """
     stall = case.group == STALLS
-    if case.cut is not None or (case.fault is not None and not stall) or options.browser:
+    resume = case.group == RESUME
+    timed = stall or resume
+    if case.cut is not None or (case.fault is not None and not timed) or options.browser:
         return None
     up_port, px_port = ports or (free_port(), free_port())
     if fixture.recording is not None and options.fixture:
@@ -97,6 +105,10 @@ def by_hand(
             up += ["--fault", case.fault, "--stall", f"{STALL_SECONDS:g}"]
             up += ["--linger", f"{STALL_SECONDS:g}", "--keepalive-every", f"{every:g}"]
             up += ["--drip-rate", f"{DRIP_RATE:g}"]
+        if resume and case.fault is not None:
+            up += ["--fault", case.fault, "--retry", f"{RESUME_RETRY:g}"]
+            up += ["--delay", f"{RESUME_PACE:g}"]
+            up += ["--retry-large", f"{RESUME_LARGE:g}"]
     serve = [
         "sse-proxy",
         "serve",
@@ -107,7 +119,7 @@ def by_hand(
     ]
     if case.group == BASELINE:
         serve += ["--mode", "frames"]
-    elif stall:
+    elif timed:
         pass  # passthrough: the mock performs the fault
     else:
         serve += ["--mode", "chaos", "--chaos", case.strategy or "random", "--seed", str(case.seed)]
@@ -117,7 +129,7 @@ def by_hand(
         serve += ["--chaos-k", str(options.chaos_k)]
     if options.delay_ms:
         serve += ["--delay-ms", f"{options.delay_ms:g}"]
-    env = client_env(f"http://127.0.0.1:{px_port}", fixture, case.name)
+    env = client_env(f"http://127.0.0.1:{px_port}", fixture, case.name, resume=resume)
     assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items() if k not in DUMMY_KEYS]
     assigns += [f'{k}="${{{k}:-{v}}}"' for k, v in DUMMY_KEYS.items()]
     wait = (  # no shell metacharacters inside the double quotes

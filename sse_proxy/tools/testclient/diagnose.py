@@ -72,7 +72,8 @@ FAULT_RULES: Final[dict[str, str]] = {name: KINDS[name].rule for name in ENDINGS
 class Diagnosis:
     """The bug family a failure points to, and why the harness thinks so. A shape or token
     case also names the ``chunk`` that broke the client, the ``providers`` that send it
-    (with ``sources``) and a ``hint`` in the client's language."""
+    (with ``sources``) and a ``hint`` in the client's language; a ``resume`` case what else
+    it showed (``also``)."""
 
     family: str
     reason: str
@@ -82,6 +83,8 @@ class Diagnosis:
     providers: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     hint: str | None = None
+    also: tuple[str, ...] = ()
+    """Other outcomes the case showed besides its own (a ``resume`` case)."""
 
 
 def normalize_output(stdout: bytes) -> str:

@@ -187,10 +187,14 @@ def load_fixture(dialect: str, path: str | None, *, tools: bool = False) -> Fixt
     )
 
 
-def request_body(fixture: Fixture) -> dict[str, object]:
-    """A request body that makes the fixture's endpoint stream (with its tools)."""
+def request_body(fixture: Fixture, *, resume: bool = False) -> dict[str, object]:
+    """A request body that makes the fixture's endpoint stream (with its tools); with
+    ``resume``, a stream the client can resume (Responses: in background mode)."""
     if fixture.tools:
         from sse_proxy.tools.fixtures.tools import tool_request_body
 
         return tool_request_body(fixture.dialect)
-    return dict(DIALECT_BODIES.get(fixture.dialect, {}))
+    body = dict(DIALECT_BODIES.get(fixture.dialect, {}))
+    if resume and fixture.dialect == "responses":
+        body["background"] = True  # stored, so it can be streamed again from a cursor
+    return body

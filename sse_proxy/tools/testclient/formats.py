@@ -1,8 +1,9 @@
 """The machine-readable reports: JSON (``--report FILE``) and JUnit XML (``--junit FILE``).
 
 The JSON report only ever gains keys: each case's ``delivery`` (cuts, read apart,
-attempts), its ``timing`` (a ``stalls`` case: when the fault began, when the client ended)
-and its diagnosis' ``hint``, the run's ``delivery`` total (per group too) and its
+attempts), its ``timing`` (a ``stalls`` case: when the fault began, when the client ended),
+its ``requests`` (a ``resume`` case: each request the mock saw, its cursor, what it got,
+where it was cut) and its diagnosis' ``hint``, the run's ``delivery`` total (per group too) and its
 ``root_causes`` came after the first consumers; then each shape case's ``requires``,
 ``reason`` (``not_applicable`` cases) and ``forced``, and the run's ``all_shapes`` and
 ``cases_not_applicable``. JUnit reports a ``not_applicable`` case as skipped, with the
@@ -42,6 +43,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
         "exit_code": result.exit_code,
         "duration_s": result.duration,
         "timing": None if result.timing is None else result.timing.fields(),
+        "requests": None if result.resume is None else result.resume.fields(),
         "delivery": None
         if result.delivered is None
         else {
@@ -53,6 +55,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
     if result.mcp_calls is not None:  # MCP: the tool calls the server answered
         item["mcp"] = {
             "calls": len(result.mcp_calls),
+            "ids": [c.id for c in result.mcp_calls],
             "progress_asked": any(c.progress_token is not None for c in result.mcp_calls),
             "progress_sent": sum(
                 c.progress for c in result.mcp_calls if c.progress_token is not None
@@ -72,6 +75,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
             "family": d.family,
             "reason": d.reason,
             "rule": d.rule,
+            "also": list(d.also),
             "hint": (
                 d.hint if d.chunk is not None else hint_for(d.family, runtime_of(options.subject))
             ),

@@ -22,11 +22,18 @@ it printed is compared with the text it must print:
   connection busy, or with nothing at all, the body stays open after the terminal marker,
   the rest drips; the client must report a stall within ``--patience`` seconds and stop
   at the terminal marker;
+* ``resume`` (with ``--resume``, for a client written to resume: :mod:`.resume`): the
+  connection drops mid-stream, once or twice, with the spec's variants (a drop before any
+  id, an invalid or large ``retry``, an id with NULL, id-less events, a 204 on the
+  reconnect, a cursor too old); the client must resume from its cursor, exactly once per
+  drop, after the ``retry`` delay, and stop at a 204;
 * for a short fixture, every two-way cut: the stream is served in exactly two writes, split
   at byte ``c``, for every ``c`` in ``1..n-1``.
 
 With ``--dialect mcp`` CMD is an MCP client: each case has the mock's MCP server, which
-answers the client's tool call with the stream the case needs (:mod:`.mcp`).
+answers the client's tool call with the stream the case needs (:mod:`.mcp`); its ``resume``
+group is the MCP way of the drops, judged in the client's revision's terms
+(:mod:`.mcp_resume`).
 
 Every case is ``real`` (real providers and networks produce it) or ``spec`` (allowed,
 rarely seen) (:mod:`.severity`); ``--fail-on`` chooses which failures fail the run.
@@ -70,6 +77,7 @@ from sse_proxy.tools.testclient.plan import (
 )
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.report import cut_pass_note, exit_passed, render_report
+from sse_proxy.tools.testclient.resume import resume_kinds
 from sse_proxy.tools.testclient.run import CaseResult, run_cases
 from sse_proxy.tools.testclient.shapes import variants_for
 
@@ -142,6 +150,17 @@ def _validate(options: HarnessOptions) -> None:
             f"{flag} does not apply to --dialect {options.dialect}: its cases run against "
             "the mock's MCP server, which answers each request the client sends"
         )
+    if options.resume and not resume_kinds(options.dialect):
+        resumable = ", ".join(d for d in DIALECT_PATHS if resume_kinds(d))
+        raise UsageError(
+            f"--resume: the {options.dialect} dialect has no stream its API resumes "
+            f"(resumable: {resumable})"
+        )
+    if options.resume and (options.fixture or options.tools):
+        flag = "--fixture" if options.fixture else "--tools"
+        raise UsageError(
+            f"--resume serves the mock's resumable streams (ids, sequence numbers); drop {flag}"
+        )
     if options.chaos_k < 0 or options.delay_ms < 0:
         raise UsageError("--chaos-k and --delay-ms must not be negative")
     for flag, path in (
@@ -186,6 +205,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
         faults=fault_kinds(fixture.dialect),
         variants=[*shapes, *tokens],
         stalls=stall_kinds(fixture.dialect),
+        resumes=resume_kinds(fixture.dialect) if options.resume else None,
     )
     log_stream = _configure_proxy_log(options.proxy_log)
     try:

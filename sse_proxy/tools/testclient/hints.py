@@ -187,6 +187,77 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         None: "give a re-issued request a new JSON-RPC id (a counter per session): the id "
         "of a request whose stream broke is spent",
     },
+    "mcp (no resume)": {
+        _JS: "resume a tool call's stream that broke: the official SDK's "
+        "StreamableHTTPClientTransport does for a stream that had an event id (GET with "
+        "Last-Event-ID after the retry delay); by hand, keep the last event id and, after the "
+        "drop, wait the stream's retry: then fetch(url, {method: 'GET', headers: "
+        "{'Last-Event-ID': id, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': v}}); a stream "
+        "cut before any id cannot be resumed: reject the call, never wait for it (the SDK "
+        "waits for the request's timeout, 60 s: callTool(params, undefined, {timeout: ms}))",
+        _PY: "resume a tool call's stream that broke: the official SDK's streamable_http_client "
+        "does (GET with Last-Event-ID after the retry delay); by hand, catch "
+        "httpx.RemoteProtocolError, wait the stream's retry: and GET with headers "
+        "{'Last-Event-ID': last_id, 'mcp-session-id': sid}; a stream cut before any id "
+        "cannot be resumed: raise (mcp 1.x hangs there; 2.x raises McpError -32000)",
+        None: "after a drop, wait the retry delay and reconnect with GET and Last-Event-ID; "
+        "without an id, report the failure or call again under a new id",
+    },
+    "mcp (no re-issue)": {
+        _JS: "in 2026-07-28 a broken stream loses the request: catch the rejected callTool and "
+        "call it again (the SDK gives the new request a new id); never resume it by GET",
+        _PY: "in 2026-07-28 a broken stream loses the request: catch McpError (-32000, 'SSE "
+        "stream ended without a response') and call_tool again (a new request, a new id)",
+        None: "re-issue the lost request as a new request with a new request id",
+    },
+    "mcp (Last-Event-ID lost on a reconnect)": {
+        _JS: "carry the last event id over every reconnect: a resumed stream that drops before "
+        "a new id must be resumed from the same id again; StreamableHTTPClientTransport sends "
+        "no Last-Event-ID then (typescript-sdk#2499, fix PRs #2509/#2745): pass "
+        "resumptionToken and onresumptiontoken in the request options and resume with the "
+        "latest token yourself until the fix is released",
+        _PY: "carry the last event id over every reconnect (keep it outside the stream you "
+        "read): a resumed stream that drops before a new id is resumed from the same id again",
+        None: "keep the cursor across reconnects: the last event id received, whichever "
+        "stream it came on",
+    },
+    "mcp (resumed past its cursor)": {
+        _JS: "take an event's id when the event is dispatched (its blank line), not at its id: "
+        "line: eventsource-parser's onEvent gives it right",
+        _PY: "take an event's id when the event is dispatched (its blank line), not at its id: "
+        "line",
+        None: "the cursor is the id of the last event received whole",
+    },
+    "mcp (reconnect too early)": {
+        _JS: "wait the stream's retry: (milliseconds, all digits) before the GET; the "
+        "official SDK does (reconnectionOptions apply only without one)",
+        _PY: "wait the stream's retry: (milliseconds, all digits) before the GET; the "
+        "official SDK does (1 s without one)",
+        None: "wait the retry delay in force before reconnecting",
+    },
+    "mcp (reconnect loop)": {
+        _JS: "reconnect once per drop, with a limit (reconnectionOptions.maxRetries), and stop "
+        "once the response is in or the server refuses (405, 400, 404)",
+        _PY: "reconnect once per drop with a limit that a stream which opens and ends again "
+        "does not reset (python-sdk#2393, #3257); stop once the response is in",
+        None: "reconnect once per drop, with a limit; stop once the response is in",
+    },
+    "mcp (re-issued instead of resumed)": {
+        None: "a stream that had an event id is resumed (GET with Last-Event-ID), not called "
+        "again: a new call runs the tool a second time",
+    },
+    "mcp (no end after resuming)": {
+        None: "take the result when the JSON-RPC response arrives on the resumed stream, "
+        "and end the call",
+    },
+    "mcp (resumed result misread)": {
+        None: "the resumed stream goes on with the same call: its notifications and its "
+        "response carry the id of the request whose stream broke",
+    },
+    "mcp (duplicate result)": {
+        None: "one response per request: a response replayed after a resume, or a retried "
+        "call's, is printed once",
+    },
     "mcp (stall kept alive by comments)": {
         _JS: "set the request's timeout (client.callTool(params, undefined, {timeout: ms})): "
         "the SDK's is 60 s and comments never reset it; resetTimeoutOnProgress: true resets "
@@ -217,6 +288,70 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
     "mcp (exit 0 without the result)": {
         None: "a tool call without its JSON-RPC response failed: report it, never print "
         "what came before as the result",
+    },
+    "connection boundary (duplicated)": {
+        _JS: "resume from the last event you received whole: EventSource does it by itself "
+        "(keep one EventSource; a new EventSource(url) forgets its lastEventId); with fetch, "
+        "keep the last id and send it as Last-Event-ID (Responses: the last sequence_number as "
+        "starting_after), or skip events whose number you already have",
+        _PY: "keep the last id (Responses: the last sequence_number) and reconnect with it: "
+        "headers={'Last-Event-ID': last_id}, or client.responses.retrieve(id, stream=True, "
+        "starting_after=seq); a restart without it replays the answer from the start",
+        None: "reconnect with the cursor of the last event received whole (Last-Event-ID, "
+        "starting_after), or skip what you already have",
+    },
+    "connection boundary (lost)": {
+        _JS: "take an event's id only when the event is dispatched (at its blank line), never "
+        "when its id: line is read: a block cut after its id: line never arrived "
+        "(eventsource does it right; @microsoft/fetch-event-source does not)",
+        _PY: "take an event's id only when the event is dispatched (at its blank line): a "
+        "block cut after its id: line never arrived",
+        None: "the cursor is the last event received whole: an id in a block cut before its "
+        "blank line does not count",
+    },
+    "connection boundary (no resume)": {
+        _JS: "after a drop, reconnect: EventSource does unless you close() it in onerror "
+        "(check es.readyState === EventSource.CONNECTING: it is retrying); "
+        "fetchEventSource: return from onerror (a delay in ms) instead of throwing; with the "
+        "openai SDK, catch the error and call client.responses.retrieve(id, {stream: true, "
+        "starting_after: seq})",
+        _PY: "catch the dropped connection (httpx.RemoteProtocolError, openai.APIConnectionError) "
+        "and resume: client.responses.retrieve(id, stream=True, starting_after=seq), or a new "
+        "request with Last-Event-ID; never take a cut stream for the whole answer",
+        None: "after a drop, resume from your cursor; a cut stream is not the answer",
+    },
+    "connection boundary (too early)": {
+        _JS: "wait the stream's retry: delay (the last all-digits one) before reconnecting; "
+        "fetchEventSource takes 'retry: 10ms' as 10: ignore a retry: that is not all digits",
+        _PY: "wait the stream's retry: delay (the last value made of digits only) before "
+        "reconnecting",
+        None: "wait the retry: delay in force before reconnecting; ignore a retry: that is not "
+        "all digits",
+    },
+    "connection boundary (storm)": {
+        _JS: "reconnect once per drop, after the retry delay, with a backoff and a limit; an "
+        "error that comes again (a bad header, a 4xx) is not cured by retrying",
+        _PY: "reconnect once per drop, after the retry delay, with a backoff and a limit",
+        None: "reconnect once per drop, after the retry delay, with a backoff",
+    },
+    "connection boundary (looped after 204)": {
+        _JS: "a 204 No Content means stop: EventSource does; fetchEventSource retries it "
+        "unless onopen throws on response.status === 204 (or onerror throws)",
+        _PY: "a 204 No Content (or any non-200 answer) to a reconnect ends the stream: stop",
+        None: "stop reconnecting at a 204 No Content",
+    },
+    "connection boundary (no end after resuming)": {
+        _JS: "end when the answer is whole: EventSource reconnects after every end, so close "
+        "it when its readyState is CLOSED in onerror (a 204 came) or at your own end marker",
+        _PY: "end at the terminal marker, or when a reconnect gets 204",
+        None: "end when the answer is whole (a terminal marker, a 204 on the reconnect)",
+    },
+    "connection boundary (refused resume taken for the end)": {
+        _JS: "a resume answered with an error (400: too old) is a failure: throw, never "
+        "return the part you had",
+        _PY: "a resume answered with an error (openai.BadRequestError: too old) is a failure: "
+        "raise it, never return the part you had",
+        None: "report a refused resume as a failure",
     },
     "output flood": {
         _JS: "write only the streamed text with process.stdout.write; log with console.error",

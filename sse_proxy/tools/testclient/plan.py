@@ -11,6 +11,7 @@ from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ChaosSpecError, UsageError
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
 from sse_proxy.tools.fixtures.faults import (
+    DROPPED,
     ENDINGS,
     KINDS,
     TEST_CLIENT_LEGACY_NAMES,
@@ -29,6 +30,8 @@ __all__ = [
     "DEFAULT_PATIENCE",
     "FAULTS",
     "FAULT_KINDS",
+    "RESUME",
+    "RESUME_KINDS",
     "STALLS",
     "STALL_KINDS",
     "Case",
@@ -52,6 +55,7 @@ BASELINE: Final = "baseline"
 CUT: Final = "cut"
 FAULTS: Final = "faults"
 STALLS: Final = "stalls"
+RESUME: Final = "resume"
 DEFAULT_PATIENCE: Final = 5.0
 """Seconds from a stall's start (a linger's, a drip's) that a client has to end the case:
 report the stall (exit non-zero), or exit with the whole answer after a linger."""
@@ -69,9 +73,14 @@ STALL_KINDS: Final[dict[str, str]] = {name: KINDS[name].description for name in 
 """The ``stalls`` group: the faults in time (:mod:`sse_proxy.rechunk.timefaults`)."""
 
 
+RESUME_KINDS: Final[dict[str, str]] = {name: KINDS[name].description for name in DROPPED}
+"""The ``resume`` group: the drops (:mod:`sse_proxy.rechunk.timefaults`); each dialect
+whose API resumes a stream has those of :func:`.resume.resume_kinds`."""
+
+
 def fault_description(kind: str) -> str:
-    """What a fault of the ``faults`` or ``stalls`` group does to the stream."""
-    return FAULT_KINDS.get(kind) or STALL_KINDS[kind]
+    """What a fault of the ``faults``, ``stalls`` or ``resume`` group does to the stream."""
+    return FAULT_KINDS.get(kind) or STALL_KINDS.get(kind) or RESUME_KINDS[kind]
 
 
 def stall_kinds(dialect: str) -> tuple[str, ...]:
@@ -104,8 +113,9 @@ def default_jobs() -> int:
 @dataclass(frozen=True, slots=True)
 class Case:
     """One run of CMD: a chaos ``strategy`` with ``seed``, the baseline, a two-way ``cut``,
-    or a ``fault`` (of the ``faults`` group, or of ``stalls``: a fault in time). A
-    ``probe`` runs one part of a failed combination alone."""
+    or a ``fault`` (of the ``faults`` group, of ``stalls``: a fault in time, or of
+    ``resume``: a drop, placed by ``seed``). A ``probe`` runs one part of a failed
+    combination alone."""
 
     group: str
     strategy: str | None = None
@@ -118,8 +128,8 @@ class Case:
     def name(self) -> str:
         if self.cut is not None:
             return f"cut={self.cut}"
-        if self.group == STALLS:
-            return f"{STALLS}:{self.fault}"
+        if self.group in (STALLS, RESUME):
+            return f"{self.group}:{self.fault}"
         if self.fault is not None:
             return f"fault={self.fault}"
         if self.group == BASELINE:
@@ -175,7 +185,11 @@ class HarnessOptions:
     (``n > 1``, tools...): hardening, each such case marked forced."""
     patience: float | None = None
     """``stalls``: seconds from a stall's start in which the client must report it (None:
-    :data:`DEFAULT_PATIENCE`, and a drip is reported as information only)."""
+    :data:`DEFAULT_PATIENCE`, and a drip is reported as information only); ``resume``:
+    seconds from the case's last activity in which the client must go on (or end)."""
+    resume: bool = False
+    """Run the ``resume`` group: the client is written to resume a stream (its API lets
+    it), so a drop must be resumed."""
 
     @property
     def stall_patience(self) -> float:
@@ -227,7 +241,20 @@ def _normalise_group(
     faults: Sequence[str],
     variants: Sequence[str] = (),
     stalls: Sequence[str] = tuple(STALL_KINDS),
+    resumes: Sequence[str] | None = None,
 ) -> str:
+    if item == RESUME or item.startswith(RESUME + ":"):
+        kind = item.partition(":")[2]
+        if kind and kind not in RESUME_KINDS:
+            raise UsageError(f"{flag}: unknown drop {kind!r}; valid: {', '.join(RESUME_KINDS)}")
+        if resumes is None:
+            raise UsageError(
+                f"{flag}: the resume group needs --resume (a client written to resume a "
+                "stream; a client of an API that cannot resume is right not to)"
+            )
+        if kind and kind not in resumes:
+            raise UsageError(f"{flag}: {kind!r} does not apply to this dialect")
+        return item
     if item in (BASELINE, FAULTS, CUT, SHAPES, TOKENS, STALLS):
         return item
     if item.startswith(STALLS + ":"):
@@ -269,16 +296,19 @@ def plan_cases(
     faults: Sequence[str] = tuple(FAULT_KINDS),
     variants: Sequence[str] = (),
     stalls: Sequence[str] = tuple(STALL_KINDS),
+    resumes: Sequence[str] | None = None,
 ) -> list[Case]:
     """The cases to run, in report order. ``cut_points`` is ``len(short fixture) - 1``.
 
     Without ``only``: the baseline, every strategy, every rewrite, the default combinations,
     the ``shapes`` and ``tokens`` groups (``variants``: those that apply to the fixture),
-    the ``faults`` and ``stalls`` groups (``stalls``: the faults in time that apply), and
+    the ``faults`` and ``stalls`` groups (``stalls``: the faults in time that apply), the
+    ``resume`` group when ``resumes`` (the drops that apply; None: ``--resume`` not given), and
     the every-cut pass when ``exhaustive`` (``None``: when there are at most
     :data:`CUT_BUDGET` cut points). ``only`` picks groups: strategy names or combinations,
     ``baseline``, ``shapes`` and ``tokens`` (or ``shapes:NAME``, a variant's name),
-    ``faults`` (or ``faults:KIND``), ``stalls`` (or ``stalls:KIND``), ``cut``, ``cut:N``,
+    ``faults`` (or ``faults:KIND``), ``stalls`` (or ``stalls:KIND``), ``resume`` (or
+    ``resume:KIND``), ``cut``, ``cut:N``,
     ``cut:A-B``; an ``!name``
     item in ``only`` skips it. ``skip`` drops groups (the same names; ``cut`` drops every
     cut) from whatever was selected. A variant runs once, unless its output depends on the
@@ -291,11 +321,15 @@ def plan_cases(
         only_items = [i for i in only_items if not i.startswith("!")] or None
         if only_items is None and not skip_items:
             raise UsageError("--only: nothing selected")
-    skipped = {_normalise_group(i, "--skip", faults, variants, stalls) for i in skip_items if i}
+    skipped = {
+        _normalise_group(i, "--skip", faults, variants, stalls, resumes) for i in skip_items if i
+    }
     groups: list[str] = []
     cuts: list[int] = []
     if only_items is None:
         groups = [BASELINE, *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, SHAPES, TOKENS, FAULTS, STALLS]
+        if resumes:
+            groups.append(RESUME)
         run_cuts = exhaustive if exhaustive is not None else cut_points <= CUT_BUDGET
         if run_cuts:
             cuts = list(range(1, cut_points + 1))
@@ -306,17 +340,24 @@ def plan_cases(
                     c for c in _parse_cut_range(item, cut_points, "--only") if c not in cuts
                 )
             else:
-                groups.append(_normalise_group(item, "--only", faults, variants, stalls))
+                groups.append(_normalise_group(item, "--only", faults, variants, stalls, resumes))
     if CUT in skipped:
         cuts = []
     cases: list[Case] = []
     seen: set[str] = set()
     wanted_faults: list[str] = []
     wanted_stalls: list[str] = []
+    wanted_drops: list[str] = []
     for group in groups:
         if group in seen or group in skipped:
             continue
         seen.add(group)
+        if group == RESUME or group.startswith(RESUME + ":"):
+            kinds = (resumes or ()) if group == RESUME else [group.split(":", 1)[1]]
+            wanted_drops += [
+                k for k in kinds if k not in wanted_drops and f"{RESUME}:{k}" not in skipped
+            ]
+            continue
         if group == STALLS or group.startswith(STALLS + ":"):
             kinds = stalls if group == STALLS else [group.split(":", 1)[1]]
             wanted_stalls += [
@@ -344,6 +385,7 @@ def plan_cases(
         cases.extend(Case(group, strategy, seed) for seed in seeds)
     cases.extend(Case(FAULTS, None, 1, fault=kind) for kind in wanted_faults)
     cases.extend(Case(STALLS, None, 1, fault=kind) for kind in wanted_stalls)
+    cases.extend(Case(RESUME, None, seeds[0], fault=kind) for kind in wanted_drops)
     cases.extend(Case(CUT, None, 0, c) for c in sorted(cuts))
     if not cases:
         raise UsageError("nothing selected to run (check --only and --skip)")

@@ -16,15 +16,18 @@ from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
 from sse_proxy.tools.testclient.fixture import Fixture
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.mcp import mcp_lines
+from sse_proxy.tools.testclient.mcp_resume import mcp_reconnects_line
 from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
     CUT_BUDGET,
     FAULTS,
+    RESUME,
     STALLS,
     HarnessOptions,
     fault_description,
 )
+from sse_proxy.tools.testclient.resume import reconnects_line
 from sse_proxy.tools.testclient.run import NOT_APPLICABLE, CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
 from sse_proxy.tools.testclient.shapes import variant_lines, variant_summary
@@ -129,7 +132,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
         out.append(f"note: {fixture.note}")
     out.append("")
     groups = _rows(results)
-    chaos = {g: items for g, items in groups.items() if g not in (FAULTS, STALLS)}
+    chaos = {g: items for g, items in groups.items() if g not in (FAULTS, STALLS, RESUME)}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
         header = (
@@ -178,6 +181,9 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     stalls = groups.get(STALLS, [])
     if stalls:
         out += _stalls_table(options, stalls, width)
+    resumed = groups.get(RESUME, [])
+    if resumed:
+        out += _resume_table(resumed, width)
     total_failed = sum(1 for r in results if not r.passed)
     cuts, apart = delivery_total(results)
     got = ""
@@ -191,6 +197,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     out.append(tally + got)
     out += mcp_lines(results)
     forced = sum(1 for r in results if r.forced is not None)
+    dropped = sum(1 for r in results if r.outcome == NOT_APPLICABLE and r.case.group == RESUME)
+    if dropped:
+        out.append(
+            f"({dropped} drops test fields the client's MCP revision does not have: "
+            "2026-07-28 has no priming event and no retry)"
+        )
+    skipped -= dropped
     if skipped:
         out.append(
             f"({skipped} shape variants need what the client's request did not ask for, such "
@@ -280,6 +293,57 @@ def _stalls_table(options: HarnessOptions, items: Sequence[CaseResult], width: i
     return out
 
 
+def _resume_table(items: Sequence[CaseResult], width: int) -> list[str]:
+    """One row per drop: what the client did, its reconnects (the first's delay and cursor)."""
+    said = (
+        "a correct client resumes from its cursor, once per drop, after the retry delay, and "
+        "stops at a 204"
+    )
+    if items and items[0].mcp_calls is not None:
+        said = (
+            "a correct MCP client resumes the tool call's stream by GET with Last-Event-ID "
+            "after the retry delay (2025-11-25), or re-issues the call under a new id "
+            "(2026-07-28); the result once"
+        )
+    out = ["", f"resume: the connection drops; {said}"]
+    header = f"{'drop':<{width}}  {'outcome':>10}  {'reconnects':<36}"
+    out += [header + "  verdict", "-" * (len(header) + 30)]
+    for result in items:
+        seen = result.resume
+        line = "-" if seen is None else reconnects_line(seen)
+        d = result.diagnosis
+        if result.mcp_calls is not None:
+            line = "-" if seen is None else mcp_reconnects_line(seen)
+            verdict = _mcp_resume_verdict(result)
+        elif result.passed:
+            verdict = "ok: resumed exactly" if d is None else "ok: replayed and skipped"
+            if result.case.fault == "drop_204":
+                verdict = "ok: stopped at the 204"
+            elif result.case.fault == "drop_too_old":
+                verdict = f"ok: reported the refused resume (exit {result.exit_code})"
+        else:
+            verdict = f"FAIL: {'?' if d is None else d.reason.split(': ')[0]}"
+        outcome = "n/a" if result.outcome == NOT_APPLICABLE else result.outcome
+        out.append(f"{result.case.fault or '':<{width}}  {outcome:>10}  {line:<36}  {verdict}")
+    out.append("-" * (len(header) + 30))
+    return out
+
+
+def _mcp_resume_verdict(result: CaseResult) -> str:
+    """An MCP client's ``resume`` row: how it went on after the drop, in its revision's way."""
+    d = result.diagnosis
+    if not result.passed:
+        return f"FAIL: {'?' if d is None else d.reason.split(': ')[0]}"
+    if result.outcome == NOT_APPLICABLE:
+        return "n/a: 2026-07-28 has no priming, no retry"
+    requests = () if result.resume is None else result.resume.requests
+    if any(r.method == "GET" and r.cursor is not None for r in requests):
+        return "ok: resumed with Last-Event-ID"
+    if len(result.mcp_calls or ()) > 1:
+        return "ok: re-issued under a new id"
+    return f"ok: reported the lost call (exit {result.exit_code})"
+
+
 def failure_block(
     options: HarnessOptions, fixture: Fixture, group: str, items: list[CaseResult], n: int
 ) -> list[str]:
@@ -319,7 +383,7 @@ def failure_block(
         out.append(f"  printed {len(first.output)} characters, ending ...{ending}, and exited 0")
         if len(items) > 1:
             out.append(f"  also silent: {', '.join(str(r.case.fault) for r in items[1:])}")
-    elif first.outcome == "wrong" and not first.flooded:
+    elif first.outcome == "wrong" and not first.flooded and first.output != first.expected:
         out.append(f"  first difference {first_difference(first.expected, first.output)}")
         out.append("  diff (expected -> got, one word per line):")
         out += ["    " + line for line in short_diff(first.expected, first.output).splitlines()]

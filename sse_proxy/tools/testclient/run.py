@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from sse_proxy.core.dialects.registry import DIALECTS
+from sse_proxy.names import DIALECT_PATHS
 from sse_proxy.recording import Recording
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.taps import ClientWrites
 from sse_proxy.tools.fixtures.mcp import McpCall
 from sse_proxy.tools.lockstep import Lockstep
-from sse_proxy.tools.stack import Stack, UpstreamStarter, proxy_stack
+from sse_proxy.tools.stack import Stack, Stoppable, UpstreamStarter, proxy_stack
 from sse_proxy.tools.testclient.diagnose import (
     Diagnosis,
     attribute_crash,
@@ -54,9 +55,18 @@ from sse_proxy.tools.testclient.mcp import (
     sent_short,
     sent_stream,
 )
-from sse_proxy.tools.testclient.plan import BASELINE, STALLS, Case, HarnessOptions
+from sse_proxy.tools.testclient.mcp_resume import diagnose_mcp_resume
+from sse_proxy.tools.testclient.plan import BASELINE, RESUME, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
+from sse_proxy.tools.testclient.resume import (
+    RESUME_LARGE,
+    RESUME_PACE,
+    RESUME_RETRY,
+    ResumeLog,
+    ResumeSeen,
+    diagnose_resume,
+)
 from sse_proxy.tools.testclient.shapes import diagnose_variant, is_variant_group
 from sse_proxy.tools.testclient.stalls import (
     Timing,
@@ -93,13 +103,21 @@ OUTCOMES: Final[tuple[str, ...]] = (
     "undelivered",
     "not_applicable",
     "info",
+    "duplicated",
+    "lost",
+    "no_resume",
+    "too_early",
+    "storm",
+    "looped",
 )
 """``silent``: a fault case the client did not report (exit 0 on a broken stream);
 ``undelivered``: the client passed, but not every cut reached it as a read boundary;
 ``not_applicable``: a shape variant the client's request did not make possible (``n > 1``,
 tools...) was left out of its stream: the case says nothing, and does not fail; ``info``:
 not a failure, but worth knowing (a ``stalls:drip`` case the client read on through
-without a whole-answer deadline)."""
+without a whole-answer deadline, a drop it resumed by a whole replay). The ``resume``
+group's own: ``duplicated``, ``lost``, ``no_resume``, ``too_early``, ``storm``, ``looped``
+(:mod:`.resume`)."""
 NOT_APPLICABLE: Final = "not_applicable"
 ATTEMPTS: Final = 3
 """Runs of a case that passed without every cut read apart, before it is ``undelivered``."""
@@ -136,6 +154,8 @@ class CaseResult:
     what it needs: that (``n > 1``)."""
     timing: Timing | None = None
     """A ``stalls`` case: when the fault began and when the client ended."""
+    resume: ResumeSeen | None = None
+    """A ``resume`` case: every request the case's mock saw."""
 
     @property
     def passed(self) -> bool:
@@ -164,10 +184,14 @@ class RunResult:
     not_run: int = 0
 
 
-def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
+def client_env(
+    url: str, fixture: Fixture, case_name: str, *, resume: bool = False
+) -> dict[str, str]:
     """The variables CMD gets (on top of the caller's environment), dummy keys included;
-    an MCP client also the tool to call and its arguments."""
-    body = request_body(fixture)
+    an MCP client also the tool to call and its arguments; a ``resume`` case
+    ``SSE_PROXY_RESUME=1`` (and a Responses body asking for background mode, with the
+    resume URL's template in ``SSE_PROXY_RESUME_URL``)."""
+    body = request_body(fixture, resume=resume)
     env = {
         "SSE_PROXY_URL": url,
         "OPENAI_BASE_URL": f"{url}/v1",
@@ -182,6 +206,9 @@ def client_env(url: str, fixture: Fixture, case_name: str) -> dict[str, str]:
     }
     if fixture.tools:
         env["SSE_PROXY_TOOLS"] = "1"  # print the text, then a tool_call line per call
+    if resume:
+        env["SSE_PROXY_RESUME"] = "1"
+        env["SSE_PROXY_RESUME_URL"] = resume_url(url, fixture.dialect)
     if DIALECTS[fixture.dialect].rpc:
         env.update(MCP_ENV)
     for key, value in DUMMY_KEYS.items():
@@ -232,7 +259,11 @@ class _Runner:
         self.browser = browser
 
     def _stack_args(
-        self, case: Case, lockstep: Lockstep, seen: McpSeen | None = None
+        self,
+        case: Case,
+        lockstep: Lockstep,
+        seen: McpSeen | None = None,
+        resumed: ResumeLog | None = None,
     ) -> tuple[UpstreamStarter | None, dict[str, object]]:
         """(upstream starter or None for the mock, proxy settings) for ``case``; an MCP
         case's mock is started here, and ``seen`` gets its MCP server."""
@@ -251,6 +282,10 @@ class _Runner:
         if case.group == STALLS:  # the proxy performs the fault on the clean stream
             assert case.fault is not None
             settings.update(proxy_settings(case.fault, self.options.stall_patience))
+        elif case.group == RESUME:  # the mock drops and resumes; the proxy joins the resumes
+            settings.update(mode="passthrough")
+            assert resumed is not None
+            return _resume_upstream(case, resumed, seen), settings
         elif case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
             settings.update(mode="chaos", chaos=f"cut:{case.cut}")
         elif case.fault is not None:
@@ -283,7 +318,7 @@ class _Runner:
     def expected(self, case: Case) -> str:
         if case.cut is not None:
             return self.fixture.short_expected
-        if case.fault is not None and case.group != STALLS:
+        if case.fault is not None and case.group not in (STALLS, RESUME):
             return self.fixture.fault(case.fault).text
         return self.fixture.expected
 
@@ -301,13 +336,18 @@ class _Runner:
                 result.outcome = "undelivered"
             return result
 
-    def stack(self, case: Case, seen: McpSeen | None = None) -> AbstractAsyncContextManager[Stack]:
+    def stack(
+        self, case: Case, seen: McpSeen | None = None, resumed: ResumeLog | None = None
+    ) -> AbstractAsyncContextManager[Stack]:
         """The upstream and the proxy that serve ``case``, started on entry (``seen``: what
-        the MCP server of an MCP fixture's case is asked)."""
+        the MCP server of an MCP fixture's case is asked; ``resumed``: a ``resume`` case's
+        mock's requests)."""
         lockstep = Lockstep()
         if seen is None and DIALECTS[self.fixture.dialect].rpc:
             seen = McpSeen()
-        upstream, settings = self._stack_args(case, lockstep, seen)
+        if resumed is None and case.group == RESUME:
+            resumed = ResumeLog()
+        upstream, settings = self._stack_args(case, lockstep, seen, resumed)
         first_text = self.fixture.recording is None and uses_first_text(case.strategy)
         return proxy_stack(
             upstream,
@@ -323,14 +363,21 @@ class _Runner:
         watch = CaseWatch()
         seen = McpSeen() if DIALECTS[self.fixture.dialect].rpc else None
         until = None
+        patience = self.options.stall_patience
+        resumed = ResumeLog() if case.group == RESUME else None
         if case.group == STALLS:  # the client's limit: the fault's start and the patience
-            patience = self.options.stall_patience
 
             def until() -> float | None:
                 began = watch.fault_began()
                 return None if began is None else began + patience
 
-        async with self.stack(case, seen) as stack:
+        elif resumed is not None:  # the client's limit: its last activity and the patience
+
+            def until() -> float | None:
+                assert resumed is not None
+                return resumed.deadline(patience)
+
+        async with self.stack(case, seen, resumed) as stack:
             writes = None
             runner = stack._proxy
             if runner is not None:
@@ -340,7 +387,9 @@ class _Runner:
                     runner.app[STREAM_TAPS].append(writes.tap)
             out_limit = output_limit(self.expected(case))
             if self.browser is not None:
-                page = self.browser.open_case(stack.url, self.fixture, case.name)
+                page = self.browser.open_case(
+                    stack.url, self.fixture, case.name, resume=resumed is not None
+                )
                 if runner is not None:
                     runner.app[STREAM_TAPS].append(page.reads.tap)
                 ran = await self.browser.run_case(
@@ -351,7 +400,7 @@ class _Runner:
                     until=until,
                 )
             else:
-                env = client_env(stack.url, self.fixture, case.name)
+                env = client_env(stack.url, self.fixture, case.name, resume=resumed is not None)
                 ran = await run_command(
                     self.options.command,
                     env,
@@ -361,6 +410,11 @@ class _Runner:
                     until=until,
                 )
             began = watch.fault_began()
+        if resumed is not None:
+            seen_by_mock = ResumeSeen(tuple(resumed.requests), ran.started)
+            calls = None if seen is None else seen.calls
+            duration = round(time.monotonic() - started, 3)
+            return self.judge_resume(case, ran, duration, seen_by_mock, calls)
         if case.group == STALLS:
             timing = Timing(  # from the client's start (a browser's: its tab's)
                 began=None if began is None else max(began - ran.started, 0.0),
@@ -427,6 +481,59 @@ class _Runner:
             diagnosis=diagnosis,
             flooded=ran.flooded,
             timing=timing,
+            mcp_calls=mcp_calls,
+        )
+
+    def judge_resume(
+        self,
+        case: Case,
+        ran: Ran,
+        duration: float,
+        seen: ResumeSeen,
+        mcp_calls: tuple[McpCall, ...] | None = None,
+    ) -> CaseResult:
+        """The verdict on a ``resume`` case: how the client resumed the drops, from what the
+        case's mock saw and what the client printed (an MCP client's: in its revision's
+        terms, with the tool calls its server answered)."""
+        assert case.fault is not None
+        output = normalize_output(ran.out)
+        if ran.flooded:
+            outcome = "wrong"
+            expected = self.fixture.expected
+            diagnosis: Diagnosis | None = flood_diagnosis(len(output.encode()), len(expected))
+        elif mcp_calls is not None:
+            expected = self.fixture.expected
+            outcome, diagnosis = diagnose_mcp_resume(
+                case.fault,
+                seen=seen,
+                calls=mcp_calls,
+                expected=expected,
+                output=output,
+                exit_code=ran.code,
+                hung=ran.hung,
+                patience=self.options.stall_patience,
+            )
+        else:
+            outcome, diagnosis, expected = diagnose_resume(
+                case.fault,
+                dialect=self.fixture.dialect,
+                seen=seen,
+                output=output,
+                exit_code=ran.code,
+                hung=ran.hung,
+                patience=self.options.stall_patience,
+            )
+        return CaseResult(
+            case=case,
+            outcome=outcome,
+            exit_code=ran.code,
+            output=output,
+            stderr=ran.err.decode("utf-8", "replace"),
+            duration=duration,
+            expected=expected,
+            diagnosis=diagnosis,
+            flooded=ran.flooded,
+            resume=seen,
             mcp_calls=mcp_calls,
         )
 
@@ -621,6 +728,40 @@ class _Runner:
             )
             out.append(again)
         return out
+
+
+def resume_url(url: str, dialect: str) -> str:
+    """Where a client of ``dialect`` resumes (``{...}``: what it fills in)."""
+    if dialect == "responses":
+        return f"{url}/v1/responses/{{response_id}}?stream=true&starting_after={{sequence_number}}"
+    return url + DIALECT_PATHS.get(dialect, "")
+
+
+def _resume_upstream(
+    case: Case, resumed: ResumeLog, seen: McpSeen | None = None
+) -> UpstreamStarter:
+    """The mock that performs ``case``'s drop (placed by its seed) on resumable streams,
+    its requests logged into ``resumed`` (an MCP case's: its MCP server added to ``seen``;
+    its streams' ``retry`` is the MCP server's own, :data:`RESUME_RETRY` too)."""
+    from sse_proxy.rechunk.timefaults import TimeSettings
+    from sse_proxy.tools.fixtures.resume import ResumeSettings
+    from sse_proxy.tools.mock_resume import SERVED
+    from sse_proxy.tools.mock_upstream import MCP_SERVER, start_mock_upstream
+
+    async def start() -> tuple[Stoppable, str]:
+        runner, url = await start_mock_upstream(
+            seed=case.seed,
+            fault=case.fault,
+            chunk_delay=RESUME_PACE,
+            resume=ResumeSettings(retry=RESUME_RETRY),
+            timing=TimeSettings(retry_large=RESUME_LARGE),
+        )
+        resumed.requests = runner.app[SERVED]
+        if seen is not None:
+            seen.servers.append(runner.app[MCP_SERVER])
+        return runner, url
+
+    return start
 
 
 def case_stack(

@@ -20,6 +20,7 @@ from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
     FAULTS,
+    RESUME,
     STALLS,
     HarnessOptions,
     fault_description,
@@ -36,7 +37,7 @@ _TAIL_LINES = 5
 
 def _label(result: CaseResult) -> str:
     case = result.case
-    if case.group in (FAULTS, STALLS):
+    if case.group in (FAULTS, STALLS, RESUME):
         return f"{case.group}:{case.fault}"
     if case.group == CUT:
         return "cut"

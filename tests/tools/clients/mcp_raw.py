@@ -9,7 +9,11 @@ skips events with empty data (a priming event), the result's text items joined a
 as soon as the response arrives, ``DELETE`` at the end; an error, a stream without the
 response or a reset exits 1, as does ``--deadline`` seconds without a message (comments
 are no message). ``--reissue``: a stream that broke without the response is called again
-once, under a new request id (what 2026-07-28 asks of a client that retries). Stdlib only,
+once, under a new request id (what 2026-07-28 asks of a client that retries). ``--resume``:
+a stream that broke is resumed as its revision says: up to 2025-11-25, after the stream's
+``retry`` delay (1 s without one), by ``GET`` with ``Last-Event-ID`` (the id of the last event
+dispatched, carried over streams), again after each drop; without any id to resume from, and
+in 2026-07-28, by calling again under a new request id. Stdlib only,
 so a case takes milliseconds, and each ``read1`` follows one proxy write. Each ``--bug`` is
 one mistake clients make:
 
@@ -21,7 +25,14 @@ one mistake clients make:
   empty answer and exits 0;
 * ``parse-empty``: ``json.loads`` every event's data, a priming event's empty data too;
 * ``waits-for-close``: reads the stream to its end before it takes the response;
-* ``reissue-same-id``: re-issues a broken call under the same request id.
+* ``reissue-same-id``: re-issues a broken call under the same request id;
+* ``drop-cursor-second-reconnect`` (with ``--resume``): each stream starts without a cursor,
+  so a resumed stream that drops before a new id is reconnected without ``Last-Event-ID``
+  (the official TypeScript SDK's, typescript-sdk#2499); the 405 that gets ends it (exit 1);
+* ``ignores-retry`` (with ``--resume``): reconnects at once, whatever ``retry`` says;
+* ``reconnect-loop`` (with ``--resume``): takes the end of a resumed stream for another drop
+  and reconnects again, the response in hand (a count reset by a stream that opened:
+  python-sdk#2393, #3257), until its limit.
 """
 
 from __future__ import annotations
@@ -46,13 +57,45 @@ BUGS = (
     "parse-empty",
     "waits-for-close",
     "reissue-same-id",
+    "drop-cursor-second-reconnect",
+    "ignores-retry",
+    "reconnect-loop",
 )
+_RECONNECTS = 5
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 
 
 class Broken(Exception):
     """The stream ended, or broke, without the response."""
+
+
+class Cursor:
+    """Where a stream can be resumed from: the last event id dispatched, the retry (s)."""
+
+    def __init__(self) -> None:
+        self.last_id: str | None = None
+        self.retry = 1.0
+
+
+class _IdParser(LineParser):
+    """The parser, with ``id`` (taken at the event's blank line, as EventSource does) and
+    ``retry`` (all digits only)."""
+
+    def __init__(self, dispatch: Any, cursor: Cursor) -> None:
+        super().__init__(dispatch)
+        self.cursor = cursor
+        self.pending: str | None = None
+
+    def line(self, line: str) -> None:
+        if not line and self.pending is not None:
+            self.cursor.last_id, self.pending = self.pending, None
+        name, _, value = line.partition(":")
+        if name == "id" and "\0" not in value:
+            self.pending = self.value(value)
+        elif name == "retry" and self.value(value).isascii() and self.value(value).isdigit():
+            self.cursor.retry = int(self.value(value)) / 1000
+        super().line(line)
 
 
 class Session:
@@ -109,7 +152,9 @@ class Session:
                 pass
 
 
-def call(s: Session, rid: int, bug: str | None, deadline: float) -> dict[str, Any]:
+def call(
+    s: Session, rid: int, bug: str | None, deadline: float, cursor: Cursor | None = None
+) -> dict[str, Any]:
     """The response to one tool call; :class:`Broken` when the stream has none."""
     args = json.loads(os.environ.get("SSE_PROXY_MCP_ARGS", "{}"))
     tool = os.environ["SSE_PROXY_MCP_TOOL"]
@@ -128,6 +173,18 @@ def call(s: Session, rid: int, bug: str | None, deadline: float) -> dict[str, An
         sys.exit(f"tools/call: HTTP {resp.status}")
     if (resp.getheader("Content-Type") or "").startswith("application/json"):
         return json.loads(resp.read())  # type: ignore[no-any-return]
+    return read(s, resp, rid, bug, deadline, cursor or Cursor())
+
+
+def read(
+    s: Session,
+    resp: http.client.HTTPResponse,
+    rid: int,
+    bug: str | None,
+    deadline: float,
+    cursor: Cursor,
+) -> dict[str, Any]:
+    """The response to ``rid`` on the stream ``resp``; :class:`Broken` when it has none."""
     found: list[dict[str, Any]] = []
     last = time.monotonic()
 
@@ -140,7 +197,7 @@ def call(s: Session, rid: int, bug: str | None, deadline: float) -> dict[str, An
         if message.get("id") == rid and ("result" in message or "error" in message):
             found.append(message)
 
-    parser = LineParser(dispatch)
+    parser = _IdParser(dispatch, cursor)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     sock = s.conn.sock
     try:
@@ -168,22 +225,69 @@ def call(s: Session, rid: int, bug: str | None, deadline: float) -> dict[str, An
     return found[0]
 
 
+def resume(
+    s: Session, rid: int, bug: str | None, deadline: float, cursor: Cursor
+) -> dict[str, Any]:
+    """The response to ``rid`` after its stream broke: resumed by GET with Last-Event-ID
+    after the retry delay, again after each drop; re-issued under a new id where there is
+    nothing to resume from (no id arrived, or 2026-07-28)."""
+    answer: dict[str, Any] | None = None
+    for attempt in range(1, _RECONNECTS + 1):
+        s.conn.close()
+        if s.modern or cursor.last_id is None:  # nothing to resume: a new request
+            rid += 0 if bug == "reissue-same-id" else 1
+            print(f"re-issuing the call as request {rid}", file=sys.stderr)
+            try:
+                return call(s, rid, bug, deadline, cursor)
+            except Broken as exc:
+                print(f"the re-issued call broke: {exc}", file=sys.stderr)
+                continue
+        time.sleep(0.0 if bug == "ignores-retry" else cursor.retry)
+        headers = {"Accept": "text/event-stream", "Last-Event-ID": cursor.last_id}
+        if bug == "drop-cursor-second-reconnect" and not cursor.last_id:
+            del headers["Last-Event-ID"]  # the cursor was the first stream's, not this one's
+        if s.session is not None:
+            headers.update({"Mcp-Session-Id": s.session, "MCP-Protocol-Version": s.revision})
+        s.conn.request("GET", s.target, headers=headers)
+        resp = s.conn.getresponse()
+        if resp.status != 200:
+            sys.exit(f"reconnect {attempt}: HTTP {resp.status}")
+        if bug == "drop-cursor-second-reconnect":
+            cursor.last_id = None  # each stream's cursor starts empty
+        try:
+            got = read(s, resp, rid, bug, deadline, cursor)
+            if bug != "reconnect-loop":
+                return got
+            answer = got  # (and the end of the stream taken for a drop)
+        except Broken as exc:
+            print(f"the resumed stream broke: {exc}", file=sys.stderr)
+            if cursor.last_id is None and bug == "drop-cursor-second-reconnect":
+                cursor.last_id = ""  # (sent as no header at all)
+    if answer is not None:
+        return answer
+    sys.exit(f"gave up after {_RECONNECTS} reconnects")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bug", choices=BUGS)
     ap.add_argument("--revision", default=LEGACY)
     ap.add_argument("--deadline", type=float, default=30.0)
     ap.add_argument("--reissue", action="store_true")
+    ap.add_argument("--resume", action="store_true")
     opts = ap.parse_args()
     bug = opts.bug
     s = Session(os.environ["SSE_PROXY_STREAM_URL"], opts.revision)
     s.handshake()
     answer: dict[str, Any] | None = None
+    cursor = Cursor()
     try:
-        answer = call(s, 1, bug, opts.deadline)
+        answer = call(s, 1, bug, opts.deadline, cursor)
     except Broken as exc:
         print(f"the call broke: {exc}", file=sys.stderr)
-        if opts.reissue or bug == "reissue-same-id":
+        if opts.resume:
+            answer = resume(s, 1, bug, opts.deadline, cursor)
+        elif opts.reissue or bug == "reissue-same-id":
             s.conn.close()
             answer = call(s, 1 if bug == "reissue-same-id" else 2, bug, opts.deadline)
         elif bug != "exit-zero":

@@ -69,17 +69,21 @@ class BrowserRun:
         """The pages' origin: the case's proxy must allow it (``allow_origins``)."""
         return self.pages.origin
 
-    def open_case(self, proxy_url: str, fixture: Fixture, name: str) -> CasePage:
+    def open_case(
+        self, proxy_url: str, fixture: Fixture, name: str, *, resume: bool = False
+    ) -> CasePage:
         """The page of case ``name`` (also given to the script, as ``SSE_PROXY_CASE`` is
-        to a command)."""
+        to a command); ``resume``: a ``resume`` case (the body asks for a resumable stream,
+        and the script is told ``resume: true``)."""
         return self.pages.open_case(
             proxy=proxy_url,
             case={
                 "url": proxy_url + fixture.path,
-                "body": json.dumps(request_body(fixture), ensure_ascii=False),
+                "body": json.dumps(request_body(fixture, resume=resume), ensure_ascii=False),
                 "headers": request_headers(fixture.dialect),
                 "dialect": fixture.dialect,
                 "case": name,
+                "resume": resume,
             },
         )
 
