@@ -193,6 +193,11 @@ def test_each_verdict_of_a_drop() -> None:
     assert "a 204 means stop" in reason
     outcome, _ = _judge(cut, refused, output="".join(TOKENS[:10]), kind="drop_204")
     assert outcome == "pass"
+    # without its cursor, stopped by the 204: nothing came twice, but it would have
+    restart = _served(0.7, None, 204)
+    outcome, reason = _judge(cut, restart, output="".join(TOKENS[:10]), kind="drop_204")
+    assert outcome == "info"
+    assert "reconnected without Last-Event-ID and stopped at the 204" in reason
 
 
 def test_a_responses_restart_is_named_by_its_own_cursor() -> None:

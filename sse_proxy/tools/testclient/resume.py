@@ -410,17 +410,19 @@ def diagnose_resume(
     replays = [requests[i + 1] for i in cuts if i + 1 < len(requests)]
     replayed = [r for r in replays if r.cursor is None and requests[cuts[0]].delivered is not None]
     if replayed:
-        return (
-            "info",
-            Diagnosis(
-                "connection boundary (replayed)",
-                f"information: {cut_said}; the client asked for the whole stream again "
-                f"({_said(replayed[0], cursor_kind)}) and skipped what it had: the upstream "
-                "sends it all twice",
-                rule,
-            ),
-            expected,
+        again = replayed[0]
+        reason = (
+            f"information: {cut_said}; the client asked for the whole stream again "
+            f"({_said(again, cursor_kind)}) and skipped what it had: the upstream sends it "
+            "all twice"
         )
+        if again.status != 200:  # (a 204 or a refusal: nothing came twice this time)
+            reason = (
+                f"information: {cut_said}; the client reconnected {_said(again, cursor_kind)}"
+                f" and stopped at the {again.status}: an upstream that answered would have "
+                "sent the whole stream again"
+            )
+        return "info", Diagnosis("connection boundary (replayed)", reason, rule), expected
     return "pass", None, expected
 
 
