@@ -278,7 +278,8 @@ RESUMERS: tuple[Resumer, ...] = (
     Resumer(
         "eventsource",
         "eventsource",
-        "`new EventSource(url)`: by itself",
+        "`new EventSource(url)`: by itself (its reconnect timer is `unref()`'d: a script "
+        "keeps Node alive until the end)",
         "text",
         _node("eventsource_resume_node.mjs"),
     ),
