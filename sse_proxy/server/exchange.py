@@ -100,6 +100,8 @@ class Exchange:
     _log: Any = None
     _upstream_log: Any = None
     span: RequestSpan | None = None
+    span_kept: bool = False
+    """Whether the stream's end, put off past the handler, ends the span (its SpanTap)."""
     delivery: Delivery | None = None
     """Chaos mode: how the stream's cuts reach the client (set when its relay starts)."""
     started: float = 0.0

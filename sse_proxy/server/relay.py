@@ -528,6 +528,7 @@ class _SseRelay:
             # end, as on a quiet proxy)
             with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
                 await self.resp.write_eof()
+            self.ex.span_kept = True  # its summary goes in the span before the span ends
             self.backlog.defer(lambda: self._finish(ended_by, received, first_byte, end))
             return self.resp
         strict = self._finish(ended_by, received, first_byte)

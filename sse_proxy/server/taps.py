@@ -104,7 +104,8 @@ class SummaryLine:
 
 
 class SpanTap:
-    """The request's trace span: the stream's GenAI attributes, verdict and timings."""
+    """The request's trace span: the stream's GenAI attributes, verdict and timings; the
+    span ends here (a stream summed up after its handler returned is still in it)."""
 
     __slots__ = ("span",)
 
@@ -113,6 +114,7 @@ class SpanTap:
 
     def finish(self, end: StreamEnd) -> None:
         self.span.stream(end.fields, end.ttfc)
+        self.span.end()
 
 
 class GenAIMetricsTap:
