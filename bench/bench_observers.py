@@ -126,14 +126,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{b.errors:>8}"
     )
     verdicts: list[tuple[str, bool | None]] = []
+    per_round: dict[str, list[list[float]]] = {}
     for config in configs:
         name = sse + CONFIGS[config][0]
         row = rows[name]
 
-        def ratio(attr: str, name: str = name) -> float:
-            return _median_of(
-                _paired(rounds, lambda r: getattr(r[name], attr) / getattr(r[bare], attr))
-            )
+        def ratio(attr: str, name: str = name, config: str = config) -> float:
+            each = _paired(rounds, lambda r: getattr(r[name], attr) / getattr(r[bare], attr))
+            per_round.setdefault(config, []).append(each)
+            return _median_of(each)
 
         def added(over: str, name: str = name) -> float:
             return _median_of(_paired(rounds, lambda r: r[name].lat_p50_ms - r[over].lat_p50_ms))
@@ -163,6 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ok(add_direct, TARGET_ADDED_P50_MS),
                 )
             )
+    if args.repeat > 1:
+        print("   each round, paced / saturated:")
+        for config, (paced_r, sat_r) in per_round.items():
+            pairs = ", ".join(f"{p:.2f}/{s:.2f}" for p, s in zip(paced_r, sat_r, strict=True))
+            print(f"   {config:<8} {pairs}")
     for extra in ("broken", "all"):
         if extra in configs:
             print(f"   recordings left by '{extra}': {recorded[extra]}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import shutil
 import signal
 import sys
 import tempfile
@@ -98,6 +99,9 @@ def _one(
                 os.kill(svc.proc.pid, signal.SIGUSR2)
                 _wait_file(workdir / "current.prof")
                 (workdir / "current.prof").rename(out[phase])
+                if args.keep is not None:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(out[phase], args.keep / out[phase].name)
                 result[f"{phase}_stats"] = pstats.Stats(str(out[phase]))
     finally:
         load.stop()
@@ -120,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--no-profile", action="store_true", help="the CPU passes only")
     ap.add_argument("--proxy-src", type=Path, help="run sse-proxy from this tree")
+    ap.add_argument("--keep", type=Path, help="copy the .prof files here (pstats, snakeviz)")
     args = ap.parse_args(argv)
     if args.proxy_src is not None:
         rig.PROXY_SRC = args.proxy_src.resolve()

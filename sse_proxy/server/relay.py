@@ -414,10 +414,11 @@ class _SseRelay:
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
-                # _observe's work, in the loop, for a passthrough read no tap observes
-                feed = tick = None
+                # _observe's work, in the loop, for a passthrough read (and the tap that
+                # observes it, if any: the inspector's record)
+                feed = tick = seen = None
                 if obs is not None:
-                    feed, tick = self._fast_feed(), obs.tick
+                    feed, tick, seen = self._fast_feed(), obs.tick, self.on_observed
                 send = client.send
                 write = client.write
                 planner = self.planner
@@ -470,6 +471,7 @@ class _SseRelay:
                                     if obs is None:  # built just now: the loop's names
                                         obs = self.obs
                                         feed, tick = self._fast_feed(), obs.tick
+                                        seen = self.on_observed
                             elif feed is None:
                                 observe(chunk, at)
                             else:
@@ -478,6 +480,8 @@ class _SseRelay:
                                 tick(at)
                                 if out.alerts:
                                     obs.emit(out.alerts)
+                                if seen is not None:
+                                    seen(chunk, out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
                     if owed:
@@ -548,8 +552,8 @@ class _SseRelay:
 
     def _fast_feed(self) -> Any:
         """The reassembler's feed, where _observe's work can be done inline (a passthrough
-        read no tap observes); None where it cannot."""
-        return self.reassembler.feed if self.observing and self.on_observed is None else None
+        read); None where it cannot."""
+        return self.reassembler.feed if self.observing else None
 
     def _catch_up(self) -> None:
         """Observe the reads put off (built the observers first, if not yet)."""

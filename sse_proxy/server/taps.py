@@ -163,8 +163,9 @@ class InspectorTap:
         self.observed = record.read  # the record's own method: no layer per read
 
     def finish(self, end: StreamEnd) -> None:
-        self.record.add_alerts(end.closing)
-        self.record.finish({**end.fields, "alerts": dict(end.alerts)})
+        if end.closing:
+            self.record.add_alerts(end.closing)
+        self.record.finish(end.fields, end.alerts)
 
 
 class MetricsTap:
