@@ -26,6 +26,7 @@ from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.network import Network
+from sse_proxy.server.recorder import Recorder
 from sse_proxy.server.routes import Route, RouteTable
 from sse_proxy.server.tap_types import Tap
 from sse_proxy.server.tracing import RequestSpan, Tracing
@@ -65,6 +66,8 @@ class ProxyParts:
     """The app's ``STREAM_TAPS`` list itself (tools append to it once the app runs)."""
     registry: Registry | None
     """The inspector's registry (``--ui``), or None."""
+    recorder: Recorder | None = None
+    """The recordings (``--record DIR``), or None."""
     session: aiohttp.ClientSession | None = None
     """The upstream session, while the app runs (as are the three below)."""
     upstream_timeout: aiohttp.ClientTimeout | None = None

@@ -48,7 +48,7 @@ from sse_proxy.server.headers import (
     response_headers_for_client,
 )
 from sse_proxy.server.plain import relay_plain
-from sse_proxy.server.recorder import Recorder
+from sse_proxy.server.recorder import StreamRecording
 from sse_proxy.server.tap_types import StreamEnd
 from sse_proxy.server.taps import (
     GenAIMetricsTap,
@@ -187,8 +187,11 @@ class _SseRelay:
     planner: Planner | None = None
     delivery: Delivery | None = None
     """Chaos only: the writes that carry a cut wait until the client read what went before."""
-    recorder: Recorder | None = None
+    recording: StreamRecording | None = None
     record: StreamRecord | None = None
+    on_read: Any = None
+    """What sees every upstream read as it comes, from the first (the recording, and the
+    taps that read), or None."""
     built = False
     """Whether the observers below are built (:meth:`_build`)."""
     obs: StreamObserver
@@ -244,11 +247,10 @@ class _SseRelay:
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
         self.client = ClientWriter(resp, request)  # takes over after the first write
-        if cfg.record_dir:
-            self.recorder = Recorder.for_config(
-                cfg.record_dir, ex.stream_id, request, upstream, self.log, ex.started
-            )
         parts = ex.parts
+        if parts.recorder is not None:
+            self.recording = parts.recorder.stream(ex.stream_id, request, upstream, ex.started)
+            self.on_read = self.recording.keep
         if parts.registry is not None:
             self.record = open_stream(
                 parts.registry, request, upstream, ex.stream_id, self.mode, ex.started
@@ -257,12 +259,7 @@ class _SseRelay:
         # (chunk, when it arrived), in order; _catch_up observes them.
         self.backlog = parts.state.backlog
         self.pending: list[tuple[bytes, float]] = []
-        if (
-            self.planner is not None
-            or self.decode is not None
-            or self.recorder is not None
-            or parts.taps
-        ):
+        if self.planner is not None or self.decode is not None or parts.taps:
             self._build()
 
     @property
@@ -318,7 +315,7 @@ class _SseRelay:
                 SummaryLine(self.sink),
                 None if span is None else SpanTap(span),
                 None if self.record is None else InspectorTap(self.record),
-                self.recorder,
+                self.recording,
                 MetricsTap(ex.metrics, ex.route.name),
                 None
                 if genai is None
@@ -329,6 +326,10 @@ class _SseRelay:
             )
         )
         self.on_observed = taps.observed
+        read = taps.read
+        if read is not None:  # (a tool's tap: the stream was built before its first read)
+            keep = self.on_read
+            self.on_read = read if keep is None else lambda chunk: (keep(chunk), read(chunk))
         self.built = True
         if not self.ended:
             obs.start(ex.parts.watchdog)
@@ -365,8 +366,8 @@ class _SseRelay:
                     chunk, carry = carry, None
                     watch.last = at = watch.now()
                     sent = (len(chunk), at)
-                    if self.built and self.taps.read is not None:
-                        self.taps.read(chunk)  # a recording sees every read as it came
+                    if self.on_read is not None:
+                        self.on_read(chunk)  # a recording sees every read as it came
                     self.pending.append((chunk, at))  # observed on the loop's next turn
                     self.backlog.defer(self._catch_up)  # (or once no first byte is owed)
                     client = self.client
@@ -423,7 +424,7 @@ class _SseRelay:
                 write = client.write
                 planner = self.planner
                 decode = self.decode
-                on_read = self.taps.read if self.built else None  # sees reads as they come
+                on_read = self.on_read  # sees reads as they come
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
                 # could keep this task on the loop read after read. Past _BUSY seconds of
