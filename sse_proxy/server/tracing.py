@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from sse_proxy import __version__
+from sse_proxy.cache import BoundedCache
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ConfigError
@@ -42,6 +43,7 @@ from sse_proxy.settings import Config
 __all__ = [
     "TIME_PER_OUTPUT_CHUNK",
     "TIME_TO_FIRST_CHUNK",
+    "Attrs",
     "RequestSpan",
     "StreamMetrics",
     "Tracing",
@@ -49,6 +51,8 @@ __all__ = [
     "server_of",
 ]
 
+Attrs = tuple[tuple[str, Any], ...]
+"""A set of metric attributes, as a hashable tuple of pairs."""
 TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 _EXPORT_INTERVAL_MS: Final = 60_000.0
@@ -229,7 +233,9 @@ class StreamMetrics:
             exporter = OTLPMetricExporter(endpoint=url, timeout=5)
         self._exporter = exporter
         self._resource = resource
-        self._series: dict[tuple[str, tuple[tuple[str, Any], ...]], _Series] = {}
+        self.attrs: BoundedCache[tuple[Any, ...], Attrs] = BoundedCache(1 << 20)
+        """A stream's attributes by what decides them (the GenAIMetricsTap's)."""
+        self._series: dict[tuple[str, Attrs], _Series] = {}
         self._lock = threading.Lock()
         self._started = time.time_ns()
         self._stop = threading.Event()
