@@ -1,9 +1,12 @@
 """Hand-run: what the observers cost, beside the bare aiohttp proxy on the same loop.
 
-Not a test. One run, the contenders taking turns round after round (``--repeat``), each
-measured as ``bench_proxy --peers`` measures (:func:`bench.bench_proxy.measure`): 50
-streams of the rig's 300-byte OpenAI events, saturated (the upstream as fast as it can
-write) and paced (one event per 20 ms)::
+Not a test. One run, the figures of ``bench_proxy --peers``: 50 streams of the rig's
+300-byte OpenAI events, saturated (the upstream as fast as it can write) and paced (one
+event per 20 ms). Every contender of a round is started first; then each phase runs
+through all of them in turn (the order reversed every other round), so that two
+contenders' figures are taken seconds apart, not minutes, on a machine whose load drifts.
+After each phase the bench waits until the contender is idle before reading its CPU: the
+recordings its writer thread makes once the streams end are counted in::
 
     .venv/bin/python -m bench.bench_observers                 # ~10 min: 3 rounds
     .venv/bin/python -m bench.bench_observers --quick --repeat 1
@@ -35,8 +38,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench import rig
-from bench.bench_proxy import PEER_PACE_MS, Plan, Row, _median_of, _paired, measure, median_row
-from bench.harness import cpu_model, loadavg
+from bench.bench_proxy import PEER_PACE_MS, Plan, Row, _median_of, _paired, median_row
+from bench.harness import Service, cpu_model, cpu_seconds, loadavg, peak_rss_mib
+from bench.rig import LoadGen
 
 CONFIGS: dict[str, tuple[str, str]] = {
     "default": ("", "default"),
@@ -47,6 +51,88 @@ CONFIGS: dict[str, tuple[str, str]] = {
 TARGET_PACED: dict[str, float] = {"default": 1.3, "obs": 1.15, "broken": 1.2, "all": 1.5}
 """Paced CPU per event, at most, as a ratio to the bare proxy (the default's: bench_proxy's)."""
 TARGET_ADDED_P50_MS = 0.5  # default and obs: p50 latency added over the rig alone, at most
+
+
+def _settle(pids: list[int], timeout: float = 15.0) -> None:
+    """Wait until ``pids`` use no CPU to speak of (a recording being written, a batch of
+    spans exported): what a phase caused is in its figure, and not in the next one's."""
+    deadline = time.monotonic() + timeout
+    last = cpu_seconds(pids)
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = cpu_seconds(pids)
+        if now - last < 0.003:
+            return
+        last = now
+
+
+def _round(
+    names: list[str], order: list[str], plan: Plan, upstream: Service, workdir: Path
+) -> list[Row]:
+    """One round: every contender started, then each phase through all of them in turn."""
+    rows = {name: Row(name) for name in names}
+    services: dict[str, Service | None] = {}
+    loads: dict[str, LoadGen] = {}
+    paced_n = max(10, round(plan.paced_s * 1000 / plan.pace_ms))
+    phases = [
+        {"name": "warmup", "streams": 20, "n": 200, "timeout_s": 60},
+        {
+            "name": "fast",
+            "streams": 50,
+            "n": plan.events // 50,
+            "verify": True,
+            "timeout_s": plan.timeout_s,
+        },
+        {
+            "name": "paced",
+            "streams": 50,
+            "n": paced_n,
+            "pace_ms": plan.pace_ms,
+            "latency": True,
+            "timeout_s": plan.timeout_s,
+        },
+    ]
+    try:
+        for name in names:
+            services[name] = svc = rig.start_contender(name, upstream, workdir)
+            loads[name] = LoadGen(svc.url if svc is not None else upstream.url, phases)
+            rig.pin(svc.pids if svc is not None else [], "proxy")
+            rig.pin([*upstream.pids, loads[name].proc.pid], "load")
+        for phase in ("warmup", "fast", "paced"):
+            for name in order:
+                svc = services[name]
+                pids = svc.pids if svc is not None else []
+                row = rows[name]
+                try:
+                    cpu0 = cpu_seconds(pids)
+                    res = loads[name].run(phase, plan.timeout_s)
+                    _settle(pids)
+                    cpu = cpu_seconds(pids) - cpu0
+                except (RuntimeError, TimeoutError, AssertionError, KeyError) as exc:
+                    row.note = f"failed: {exc}"
+                    row.errors += 1
+                    continue
+                row.errors += res["error_count"]
+                row.error_text += [f"{phase}: {k} (x{v})" for k, v in res["errors"].items()]
+                if res["verified"] is False:
+                    row.note = "WRONG BYTES"
+                if phase == "fast":
+                    row.events_per_s = res["events_per_s"]
+                    if svc is not None:
+                        row.cpu_us_per_event = 1e6 * cpu / max(1, res["frames"])
+                elif phase == "paced":
+                    row.lat_p50_ms = res["lat_p50_ms"]
+                    row.lat_p99_ms = res["lat_p99_ms"]
+                    if svc is not None:
+                        row.paced_cpu_us_per_event = 1e6 * cpu / max(1, res["frames"])
+                        row.peak_rss_mib = peak_rss_mib(pids)
+    finally:
+        for load in loads.values():
+            load.stop()
+        for svc in services.values():
+            if svc is not None:
+                svc.stop()
+    return [rows[name] for name in names]
 
 
 def _recorded(workdir: Path, extra: str) -> str:
@@ -101,9 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rig.OTLP_URL = sink.url
         rounds: list[list[Row]] = []
         try:
-            for i in range(args.repeat):  # the contenders take turns, round after round
+            for i in range(args.repeat):
                 print(f"   (round {i + 1} of {args.repeat}; load {loadavg()})", flush=True)
-                rounds.append([measure(name, 50, plan, upstream, workdir) for name in names])
+                order = names if i % 2 == 0 else names[::-1]  # drifts hit both ends alike
+                rounds.append(_round(names, order, plan, upstream, workdir))
         finally:
             sink.stop()
             upstream.stop()

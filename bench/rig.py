@@ -842,6 +842,9 @@ OTLP_URL: str | None = None  # the bench's OTLP receiver (start_otlp_sink), for 
 OBSERVER_MODELS = "gpt-4o-mini,gpt-4o-mini-2024-07-18"  # the rig's request and response models
 OBSERVERS: dict[str, str] = {
     "obs": "the inspector, per-model metrics, OTLP spans and streaming metrics",
+    "ui": "the inspector alone",
+    "models": "per-model metrics alone",
+    "otlp": "OTLP spans and streaming metrics alone",
     "broken": "the flight recorder keeping broken streams (--record DIR --record-on broken)",
     "all": "recording every stream (--record DIR)",
 }
@@ -856,6 +859,14 @@ def observer_args(extras: Sequence[str], workdir: Path) -> list[str]:
             if OTLP_URL is None:
                 raise RuntimeError("+obs needs the OTLP receiver: rig.OTLP_URL (start_otlp_sink)")
             out += ["--ui", "--metrics-models", OBSERVER_MODELS, "--otlp-endpoint", OTLP_URL]
+        elif extra == "ui":
+            out += ["--ui"]
+        elif extra == "models":
+            out += ["--metrics-models", OBSERVER_MODELS]
+        elif extra == "otlp":
+            if OTLP_URL is None:
+                raise RuntimeError("+otlp needs the OTLP receiver: rig.OTLP_URL (start_otlp_sink)")
+            out += ["--otlp-endpoint", OTLP_URL]
         elif extra in ("broken", "all"):
             where = Path(tempfile.mkdtemp(prefix=f"record-{extra}-", dir=workdir))
             out += ["--record", str(where)]

@@ -370,7 +370,8 @@ def _encode(recording: StreamRecording, end: StreamEnd, stamp: str, limit: int) 
     head = recording.head
     tail = list(recording.tail)
     truncated = recording.dropped > 0
-    if truncated:
+    encoding = heads.response_headers.get("Content-Encoding", "identity")
+    if truncated and encoding.strip().lower() == "identity":  # (compressed: no frames seen)
         head, tail = _at_frame_ends(head, tail)
     scrub = HELD.bytes_scrubber()
     if scrub is not None:  # a value the proxy holds, masked (same length: offsets stay true)
