@@ -10,6 +10,14 @@ from typing import Any
 
 _DATA = re.compile(r"```json verdicts\n(?P<data>.*?)\n```", re.DOTALL)
 _OUTCOMES = ("wrong", "crash", "hang", "silent", "undelivered")
+_STALLS_START = "<!-- stalls: conformance/run.py --stalls rewrites this section -->"
+_STALLS_END = "<!-- /stalls -->"
+_STALL_FAULTS = ("stall_keepalive", "stall_silent", "linger", "drip")
+
+
+def verdicts_of(report: Mapping[str, Any]) -> dict[str, str]:
+    """Each group's verdict in one word: pass, or the failures' outcomes."""
+    return _verdicts(report)
 
 
 def _verdicts(report: Mapping[str, Any]) -> dict[str, str]:
@@ -39,6 +47,124 @@ def _cell(verdict: str | None) -> str:
     return "✓" if verdict == "pass" else f"**{verdict}**"
 
 
+def _stall_cell(case: Mapping[str, Any] | None, crashes_on_comments: bool = False) -> str:
+    """One stalls case: ✓ (with when it ended, from the fault's start), or its outcome; a
+    drip read on through the patience is information (no whole-answer deadline). A client
+    that fails the ``keepalive`` rewrite ends a kept-alive stall by crashing on a comment:
+    its ✓ there says so."""
+    if case is None:
+        return "·"
+    timing = case.get("timing") or {}
+    into = timing.get("into_fault_s")
+    when = "" if into is None else f" {into:.1f} s"
+    outcome = case["outcome"]
+    if outcome == "pass" and crashes_on_comments and case["fault"] == "stall_keepalive":
+        return f"✓{when}, a crash on the comment"
+    if outcome == "pass":
+        return f"✓{when}"
+    if outcome == "info" or (outcome == "hang" and case["fault"] == "drip"):
+        return "no deadline"
+    return f"**{outcome}**"
+
+
+def stalls_section(
+    clients: Sequence[Any],
+    stalls: Mapping[str, Mapping[str, Any]],
+    fixed: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+    bugs: Path,
+    patience: float,
+    seconds: float,
+    verdicts: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
+    """The time boundary's section: each client as it comes and with its own timeout.
+    ``verdicts``: the clients' other groups (its ``keepalive`` verdict explains a ✓)."""
+    rows = [c for c in clients if c.name in stalls]
+    out = [
+        _STALLS_START,
+        "## The time boundary: `stalls`",
+        "",
+        "What each client does when a stream stalls behind keep-alive comments (or "
+        "Anthropic's `ping` events), stalls in silence, stays open after its terminal marker "
+        "(`linger`) or drips a few bytes a second ([the faults](test-client.md#stalls-the-"
+        f"time-boundary)): `--only stalls --patience {patience:g}`, once as the client comes "
+        f"and once with its own timeout setting at {seconds:g} s (the last column names "
+        "it). ✓ with the seconds from the fault's start to the client's end: it reported the "
+        "stall (or, after a linger, ended with the whole answer) within the patience; "
+        "**hang**: still running then; **silent**: exit 0 with part of the answer; "
+        "**crash** after a linger: its deadline fired while it waited for the close; a "
+        "client that fails the `keepalive` rewrite above ends a kept-alive stall by crashing "
+        "on the first comment, which the cell says; "
+        "no deadline: a drip read on through the patience, so the client has no whole-answer "
+        "deadline that short (information, not a failure); `·`: does not apply (no terminal "
+        "marker). Regenerate this section alone with `.venv/bin/python "
+        "conformance/run.py --stalls` (minutes).",
+        "",
+        "| client | version | run | `stall_keepalive` | `stall_silent` | `linger` | `drip` |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in rows:
+        for label, report in (("as it comes", stalls.get(c.name)), (c.fix, fixed.get(c.name))):
+            if report is None:
+                continue
+            cases = {str(k["fault"]): k for k in report["cases"] if k["group"] == "stalls"}
+            keepalive = (verdicts or {}).get(c.name, {}).get("keepalive", "pass")
+            crashes = keepalive != "pass"
+            cells = " | ".join(_stall_cell(cases.get(f), crashes) for f in _STALL_FAULTS)
+            first = label == "as it comes"
+            name = f"[{c.title}](#{c.name}) ({c.runtime})" if first else ""
+            version = versions.get(c.name, "?") if first else ""
+            out.append(f"| {name} | {version} | {label or 'no setting'} | {cells} |")
+    notes = [c for c in rows if (bugs / f"{c.name}-stalls.md").is_file()]
+    if notes:
+        out += [
+            "",
+            "Clients that hang by default, with the report for upstream: "
+            + ", ".join(f"[{c.name}](bugs/{c.name}-stalls.md)" for c in notes)
+            + ".",
+        ]
+    out += ["", _STALLS_END]
+    return "\n".join(out)
+
+
+def stall_outcome(cell: str) -> str:
+    """A stalls cell read back as an outcome: pass, hang, silent, crash, info or n/a."""
+    cell = cell.strip()
+    if cell.startswith("✓"):
+        return "pass"
+    if cell == "no deadline":
+        return "info"
+    if cell == "·":
+        return "n/a"
+    return cell.strip("*")
+
+
+def published_stalls(page: str, name: str) -> list[dict[str, str]]:
+    """Row ``name``'s stalls runs as the page publishes them: as it comes, then with its
+    setting; each fault's outcome (:func:`stall_outcome`)."""
+    start, end = page.find(_STALLS_START), page.find(_STALLS_END)
+    rows: list[dict[str, str]] = []
+    mine = False
+    for line in page[start:end].splitlines():
+        if not line.startswith("| ") or line.startswith(("| client", "|---")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if cells[0]:
+            mine = f"(#{name})" in cells[0]
+        if mine:
+            rows.append(dict(zip(_STALL_FAULTS, map(stall_outcome, cells[3:]), strict=True)))
+    return rows
+
+
+def update_stalls(page: str, section: str) -> str:
+    """``page`` with its stalls section replaced (or put before the clients' failures)."""
+    start, end = page.find(_STALLS_START), page.find(_STALLS_END)
+    if start >= 0 and end > start:
+        return page[:start] + section + page[end + len(_STALLS_END) :]
+    at = page.index("## Each client's failures")
+    return page[:at] + section + "\n\n" + page[at:]
+
+
 def write_page(
     page: Path,
     clients: Sequence[Any],
@@ -46,6 +172,7 @@ def write_page(
     versions: Mapping[str, str],
     date: str,
     bugs: Path,
+    stalls: str = "",
 ) -> None:
     from sse_proxy import __version__
 
@@ -64,7 +191,8 @@ def write_page(
         "",
         f"Generated on {date} with sse-proxy {__version__}: every group of "
         "[`sse-proxy test-client`](test-client.md) (one seed each: `--seeds 1`), each client "
-        "against the built-in mock upstream in the dialect it speaks. Regenerate it with one "
+        "against the built-in mock upstream in the dialect it speaks; the `stalls` group has "
+        "[a section of its own](#the-time-boundary-stalls). Regenerate it with one "
         "command, which installs the pinned clients (PyPI into `conformance/.venv`, npm into "
         "`conformance/node_modules`, from `conformance/requirements.txt` and "
         "`conformance/package-lock.json`) and reruns them all (about half an hour on two "
@@ -85,7 +213,10 @@ def write_page(
         "**silent** (a broken stream taken for a whole one), **undelivered** (the harness "
         "could not get its cuts through: says nothing about the client). `·`: the group does "
         "not apply to that dialect. Groups marked *spec* are streams the spec allows and "
-        "providers rarely send; the others are seen in the field.",
+        "providers rarely send; the others are seen in the field. A shape that providers "
+        "send only when the request asks for it (choice 1 with `n > 1`, the `include_usage` "
+        "chunk, tool calls) is not served to a client whose request does not ask: such a "
+        "case is not applicable and fails nothing (listed under each client below).",
         "",
         "## The clients",
         "",
@@ -119,6 +250,8 @@ def write_page(
     for group in groups:
         cells = " | ".join(_cell(table[c.name].get(group)) for c in rows)
         out.append(f"| `{group}` | {severity.get(group, '')} | {cells} |")
+    if stalls:
+        out += ["", stalls]
     out += ["", "## Each client's failures", ""]
     for i, c in enumerate(rows, 1):
         report = reports[c.name]
@@ -134,14 +267,25 @@ def write_page(
             )
         out.append("")
         failed: dict[str, dict[str, Any]] = {}
+        skipped = [
+            f"`{case['group']}:{case['strategy']}` ({case.get('requires', '?')})"
+            for case in report["cases"]
+            if case["outcome"] == "not_applicable"
+        ]
         for case in report["cases"]:
-            if case["outcome"] != "pass":
+            if case["outcome"] not in ("pass", "not_applicable"):
                 key = (
                     case["group"]
                     if case["group"] not in ("shapes", "tokens")
                     else f"{case['group']}:{case['strategy']}"
                 )
                 failed.setdefault(key, case)
+        if skipped:
+            out += [
+                "Not applicable to its request (providers send these only when a request "
+                f"asks for what is in brackets): {', '.join(skipped)}.",
+                "",
+            ]
         if not failed:
             out += ["Every group passed.", ""]
             continue

@@ -3,11 +3,15 @@
     python3 conformance/run.py              # install what is missing, run all, write the page
     python3 conformance/run.py --only openai-python,browser-fetch-chromium   # some rows
     python3 conformance/run.py --check NAME ...   # run NAME and compare with the page
+    python3 conformance/run.py --stalls     # only the time boundary: rewrite its section
 
 The Python clients go into conformance/.venv (requirements.txt), the Node ones into
 conformance/node_modules (package.json and its lock file, `npm ci`); both git-ignored, never
 the project's own environment. Each client runs under `sse-proxy test-client` (every group,
 one seed) and its JSON report lands in conformance/out/; the page is made from the reports.
+The ``stalls`` group runs apart, twice per client (``--patience 6``): as the client comes,
+and with its own timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
+``fixed_script``), so the page says what each does by default and what its setting fixes.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ class Client:
     parser_only: bool = False
     """A parser, not a client: ending on a broken stream is its caller's job, so the
     ``faults`` group is not run (``--skip faults``)."""
+    fix: str = ""
+    """The client's own timeout setting, as the stalls table names it (set from
+    ``CONFORMANCE_TIMEOUT``, or the ``fixed_script``'s); "" when it has none."""
+    fixed_script: str | None = None
+    """A browser client's script with that setting (a page has no environment)."""
 
 
 def _py(script: str) -> tuple[str, ...]:
@@ -57,8 +66,24 @@ def _node(script: str) -> tuple[str, ...]:
 
 
 CLIENTS: tuple[Client, ...] = (
-    Client("openai-python", "openai", "Python", "openai", "openai", _py("openai_python.py")),
-    Client("openai-node", "openai", "Node", "openai", "openai", _node("openai_node.mjs")),
+    Client(
+        "openai-python",
+        "openai",
+        "Python",
+        "openai",
+        "openai",
+        _py("openai_python.py"),
+        fix="OpenAI(timeout=1.5) (httpx, per read)",
+    ),
+    Client(
+        "openai-node",
+        "openai",
+        "Node",
+        "openai",
+        "openai",
+        _node("openai_node.mjs"),
+        fix="new OpenAI({timeout: 1500})",
+    ),
     Client(
         "anthropic-python",
         "anthropic",
@@ -66,6 +91,7 @@ CLIENTS: tuple[Client, ...] = (
         "anthropic",
         "anthropic",
         _py("anthropic_python.py"),
+        fix="Anthropic(timeout=1.5) (httpx, per read)",
     ),
     Client(
         "anthropic-node",
@@ -74,6 +100,7 @@ CLIENTS: tuple[Client, ...] = (
         "@anthropic-ai/sdk",
         "anthropic",
         _node("anthropic_node.mjs"),
+        fix="new Anthropic({timeout: 1500})",
     ),
     Client(
         "google-genai-python",
@@ -82,6 +109,7 @@ CLIENTS: tuple[Client, ...] = (
         "google-genai",
         "gemini",
         _py("google_genai_python.py"),
+        fix="HttpOptions(timeout=1500)",
     ),
     Client(
         "google-genai-node",
@@ -90,6 +118,7 @@ CLIENTS: tuple[Client, ...] = (
         "@google/genai",
         "gemini",
         _node("google_genai_node.mjs"),
+        fix="httpOptions: {timeout: 1500}",
     ),
     Client(
         "httpx-sse",
@@ -99,6 +128,7 @@ CLIENTS: tuple[Client, ...] = (
         "openai",
         _py("httpx_sse_python.py"),
         parser_only=True,
+        fix="httpx.Client(timeout=1.5) (per read)",
     ),
     Client(
         "sseclient-py",
@@ -108,6 +138,7 @@ CLIENTS: tuple[Client, ...] = (
         "openai",
         _py("sseclient_python.py"),
         parser_only=True,
+        fix="requests timeout=1.5 (connect, read)",
     ),
     Client(
         "aiohttp-sse-client",
@@ -117,6 +148,7 @@ CLIENTS: tuple[Client, ...] = (
         "openai",
         _py("aiohttp_sse_client_python.py"),
         parser_only=True,
+        fix="ClientTimeout(sock_read=1.5)",
     ),
     Client(
         "langchain-openai",
@@ -125,6 +157,7 @@ CLIENTS: tuple[Client, ...] = (
         "langchain-openai",
         "openai",
         _py("langchain_openai_python.py"),
+        fix="ChatOpenAI(timeout=1.5)",
     ),
     Client(
         "langchain-anthropic",
@@ -133,6 +166,7 @@ CLIENTS: tuple[Client, ...] = (
         "langchain-anthropic",
         "anthropic",
         _py("langchain_anthropic_python.py"),
+        fix="ChatAnthropic(default_request_timeout=1.5)",
     ),
     Client(
         "eventsource-parser",
@@ -142,6 +176,7 @@ CLIENTS: tuple[Client, ...] = (
         "openai",
         _node("eventsource_parser_node.mjs"),
         parser_only=True,
+        fix="fetch signal: AbortSignal.timeout(1500)",
     ),
     Client(
         "eventsource",
@@ -150,6 +185,7 @@ CLIENTS: tuple[Client, ...] = (
         "eventsource",
         "openai",
         _node("eventsource_node.mjs"),
+        fix="none: a watchdog timer (1.5 s) that closes it",
     ),
     Client(
         "fetch-event-source",
@@ -158,6 +194,7 @@ CLIENTS: tuple[Client, ...] = (
         "@microsoft/fetch-event-source",
         "openai",
         _node("fetch_event_source_node.mjs"),
+        fix="signal: AbortSignal.timeout(1500)",
     ),
     Client(
         "vercel-ai",
@@ -166,6 +203,7 @@ CLIENTS: tuple[Client, ...] = (
         "ai",
         "openai",
         _node("vercel_ai_node.mjs"),
+        fix="abortSignal: AbortSignal.timeout(1500)",
     ),
     *(
         Client(
@@ -177,20 +215,35 @@ CLIENTS: tuple[Client, ...] = (
             browser=browser,
             script=f"clients/browser/{script}",
             parser_only=kind == "fetch",
+            fix=fix,
+            fixed_script=f"clients/browser/{fixed}",
         )
         for browser in ("chromium", "firefox")
-        for kind, title, dialect, script in (
-            ("eventsource", "EventSource (the browser's own)", "text", "event_source.mjs"),
+        for kind, title, dialect, script, fix, fixed in (
+            (
+                "eventsource",
+                "EventSource (the browser's own)",
+                "text",
+                "event_source.mjs",
+                "none: a watchdog timer (1.5 s) that closes it",
+                "event_source_watchdog.mjs",
+            ),
             (
                 "fetch",
                 "fetch + getReader + TextDecoder (stream: true)",
                 "openai",
                 "fetch_reader.mjs",
+                "fetch signal: AbortSignal.timeout(1500)",
+                "fetch_reader_timeout.mjs",
             ),
         )
     ),
 )
 BY_NAME = {c.name: c for c in CLIENTS}
+PATIENCE = 6
+"""``--patience`` of the stalls runs: short, so that the matrix finishes."""
+FIX_SECONDS = 1.5
+"""The clients' own timeout setting in the fixed stalls run (``CONFORMANCE_TIMEOUT``)."""
 
 
 def install() -> None:
@@ -241,8 +294,7 @@ def version_of(client: Client) -> str:
 def command_of(client: Client, report: Path) -> list[str]:
     cmd = [sys.executable, "-m", "sse_proxy", "test-client", "--dialect", client.dialect]
     cmd += ["--seeds", "1", "--jobs", "2", "--keep-going", "--report", str(report)]
-    if client.parser_only:
-        cmd += ["--skip", "faults"]
+    cmd += ["--skip", "stalls,faults" if client.parser_only else "stalls"]  # (stalls: apart)
     if client.browser is not None:
         assert client.script is not None
         return [*cmd, "--browser", client.browser, "--script", client.script]
@@ -252,14 +304,44 @@ def command_of(client: Client, report: Path) -> list[str]:
     return [*cmd, "--", *words]
 
 
-def run_client(client: Client) -> dict[str, Any]:
-    """Run the whole harness against ``client``; its JSON report."""
+def stalls_command_of(client: Client, report: Path, fixed: bool) -> list[str]:
+    """The ``stalls`` group alone, short; ``fixed``: with the client's timeout setting."""
+    cmd = [sys.executable, "-m", "sse_proxy", "test-client", "--dialect", client.dialect]
+    cmd += ["--only", "stalls", "--patience", str(PATIENCE), "--jobs", "2"]
+    cmd += ["--timeout", "60"]  # (a client's start-up, langchain's: a loaded machine's 20 s)
+    cmd += ["--report", str(report)]
+    if client.browser is not None:
+        script = client.fixed_script if fixed else client.script
+        assert script is not None
+        return [*cmd, "--browser", client.browser, "--script", script]
+    words = list(client.run)
+    if words[0] == "python":
+        words[0] = str(VENV / "bin" / "python")
+    return [*cmd, "--", *words]
+
+
+def run_stalls(client: Client, fixed: bool) -> dict[str, Any]:
+    """The stalls run of ``client`` (as it comes, or ``fixed``); its JSON report."""
+    name = f"{client.name}.stalls{'-fixed' if fixed else ''}.json"
+    extra = {"CONFORMANCE_TIMEOUT": str(FIX_SECONDS)} if fixed else {}
+    return run_client(client, name, stalls_command_of(client, OUT / name, fixed), extra)
+
+
+def run_client(
+    client: Client,
+    name: str | None = None,
+    command: list[str] | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run the whole harness against ``client`` (or ``command``, its report ``name``);
+    its JSON report."""
     OUT.mkdir(exist_ok=True)
-    report = OUT / f"{client.name}.json"
+    report = OUT / (name or f"{client.name}.json")
     report.unlink(missing_ok=True)
     env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update(extra or {})
     ran = subprocess.run(
-        command_of(client, report),
+        command or command_of(client, report),
         cwd=HERE,
         env=env,
         capture_output=True,
@@ -286,6 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true", help="use what is installed")
     parser.add_argument("--page", action="store_true", help="only write the page from out/")
     parser.add_argument(
+        "--stalls",
+        action="store_true",
+        help="run only the stalls group (twice a client) and rewrite the page's section",
+    )
+    parser.add_argument(
         "--check",
         nargs="*",
         metavar="NAME",
@@ -309,22 +396,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = args.only.split(",") if args.only else list(BY_NAME)
     for name in [] if args.page else names:
         print(f"conformance: {name}", file=sys.stderr, flush=True)
-        run_client(BY_NAME[name])
-    from conformance.page import write_page
+        if not args.stalls:
+            run_client(BY_NAME[name])
+        for fixed in (False, True):
+            run_stalls(BY_NAME[name], fixed)
+    from conformance.page import published, stalls_section, update_stalls, verdicts_of, write_page
 
-    reports = {
-        c.name: json.loads((OUT / f"{c.name}.json").read_text())
-        for c in CLIENTS
-        if (OUT / f"{c.name}.json").is_file()
-    }
-    write_page(
-        PAGE,
-        CLIENTS,
-        reports,
-        {c.name: version_of(c) for c in CLIENTS if c.name in reports},
-        datetime.date.today().isoformat(),
-        BUGS,
-    )
+    def load(suffix: str) -> dict[str, Any]:
+        files = {c.name: OUT / f"{c.name}{suffix}.json" for c in CLIENTS}
+        return {n: json.loads(f.read_text()) for n, f in files.items() if f.is_file()}
+
+    reports, stalls, fixed = load(""), load(".stalls"), load(".stalls-fixed")
+    shown = {*reports, *stalls}
+    versions = {c.name: version_of(c) for c in CLIENTS if c.name in shown}
+    if args.stalls:  # the other groups as published
+        groups = {n: published(PAGE.read_text("utf-8"), n) for n in stalls}
+    else:
+        groups = {n: verdicts_of(r) for n, r in reports.items()}
+    section = stalls_section(CLIENTS, stalls, fixed, versions, BUGS, PATIENCE, FIX_SECONDS, groups)
+    if args.stalls:
+        PAGE.write_text(update_stalls(PAGE.read_text("utf-8"), section), encoding="utf-8")
+    else:
+        write_page(
+            PAGE, CLIENTS, reports, versions, datetime.date.today().isoformat(), BUGS, section
+        )
     print(f"wrote {PAGE.relative_to(ROOT)}", file=sys.stderr)
     return 0
 

@@ -9,15 +9,19 @@ from collections.abc import Sequence
 
 from sse_proxy import __version__
 from sse_proxy.cli_serve import FILE, add_serve, finite_float, run_serve
+from sse_proxy.cli_tools import TOOL_COMMANDS, add_tools, run_tool
 from sse_proxy.core.dialects.registry import DIALECTS, TEXT_DIALECTS
 from sse_proxy.errors import ProxyError, UsageError
-from sse_proxy.names import MODES
+from sse_proxy.names import MOCK_TIME_HEADERS, MODES
+from sse_proxy.rechunk.timefaults import DEFAULT_TIMING
+from sse_proxy.rechunk.timefaults import SETTINGS as TIME_SETTINGS
 from sse_proxy.settings import LOG_FORMATS
 from sse_proxy.tools.fixtures.faults import (
     ENDINGS,
     KINDS,
     MOCK_LEGACY_NAMES,
     TEST_CLIENT_LEGACY_NAMES,
+    TIMED,
     names_help,
 )
 from sse_proxy.tools.testgateway.command import add_test_gateway
@@ -159,8 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--first-text", action="store_true", help="the OpenAI Chat role chunk carries text"
     )
     mock.add_argument(
-        "--tools", action="store_true", help="every stream ends with the fixture's two tool calls"
+        "--tools", action="store_true", help="every stream ends with the fixture's three tool calls"
     )
+    for setting in TIME_SETTINGS.values():  # the faults in time's durations
+        mock.add_argument(
+            "--" + setting.name.replace("_", "-"),
+            metavar="N",
+            help=f"{setting.help}, in {setting.unit} (default "
+            f"{getattr(DEFAULT_TIMING, setting.name):g}); per request: header "
+            f"{MOCK_TIME_HEADERS[setting.name]} or ?{setting.name}=N",
+        )
 
     replay = sub.add_parser(
         "replay", parents=[common], help="serve a recording (serve --record) as an upstream"
@@ -219,8 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument(
         "--only",
         metavar="GROUP[,..]",
-        help="strategies, combos, baseline, faults, faults:KIND, cut, cut:N, cut:A-B; "
-        f"fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}",
+        help="strategies, combos, baseline, faults, faults:KIND, stalls, stalls:KIND, cut, "
+        f"cut:N, cut:A-B; fault kinds: {names_help(ENDINGS, TEST_CLIENT_LEGACY_NAMES)}; "
+        f"stalls: {', '.join(TIMED)}",
     )
     tc.add_argument("--skip", metavar="GROUP[,..]", help="groups not to run, e.g. dataless,faults")
     tc.add_argument(
@@ -235,6 +248,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="every two-way cut of the short fixture (default: when it is short)",
     )
     tc.add_argument("--timeout", type=finite_float, default=20.0, help="seconds per case")
+    tc.add_argument(
+        "--patience",
+        type=finite_float,
+        default=None,
+        metavar="SECONDS",
+        help="stalls: seconds from a stall's start in which CMD must report it (exit != 0), "
+        "or exit with the whole answer after a linger; given, a drip without a whole-answer "
+        "deadline within it fails too (default 5, the drip then information only)",
+    )
     tc.add_argument(
         "--jobs", type=_positive_int, default=None, help="cases in parallel (default: per core)"
     )
@@ -263,6 +285,13 @@ def build_parser() -> argparse.ArgumentParser:
         "those only the spec allows, or both (default)",
     )
     tc.add_argument(
+        "--all-shapes",
+        action="store_true",
+        help="serve every shape variant, also those CMD's request does not make possible "
+        "(choices_n2 without n > 1, the tool-call ones without tools...): hardening, each "
+        "such case marked forced (default: they are reported not applicable)",
+    )
+    tc.add_argument(
         "--verbose",
         action="store_true",
         help="the long report: every failing group, the by-hand command, the diff",
@@ -270,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     add_test_gateway(sub, common)
+    add_tools(sub, common)  # diagnose, js-helper
 
     health = sub.add_parser(
         "health",
@@ -347,6 +377,7 @@ def _run(args: argparse.Namespace) -> int:
             chunk_delay=args.delay,
             first_text=args.first_text,
             tools=args.tools,
+            timing={n: v for n in TIME_SETTINGS if (v := getattr(args, n)) is not None},
         )
     if args.command == "replay":
         from sse_proxy.tools.replay import run_replay
@@ -366,6 +397,8 @@ def _run(args: argparse.Namespace) -> int:
         from sse_proxy.tools.testgateway.command import test_gateway_from_args
 
         return test_gateway_from_args(args)
+    if args.command in TOOL_COMMANDS:
+        return run_tool(args)
     if args.command == "health":
         from sse_proxy.tools.health import run_health
 
@@ -414,6 +447,8 @@ def _test_client(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         browser=args.browser,
         script=args.script,
+        all_shapes=args.all_shapes,
+        patience=args.patience,
     )
     return run_test_client(options)
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import MODES
+from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, VARIANTS
+from sse_proxy.rechunk.timefaults import SETTINGS, TIME_FAULTS
 from sse_proxy.settings import LOG_LEVELS, LOOPS, RECORD_ON, Config
 
 __all__ = [
@@ -81,6 +83,12 @@ SERVE_FLAGS = (
     "seed",
     "chaos_k",
     "delay_ms",
+    "chaos_force",
+    "chaos_fault",
+    "chaos_stall",
+    "chaos_keepalive_every",
+    "chaos_linger",
+    "chaos_drip_rate",
     "allow_chaos_header",
     "dialect",
     "max_line_bytes",
@@ -105,6 +113,7 @@ SERVE_FLAGS = (
     "workers",
     "loop",
     "stall_threshold",
+    "linger_threshold",
     "metrics_models",
     "otlp_endpoint",
     "routes",
@@ -298,8 +307,9 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
     modes.add_argument(
         "--chaos",
         metavar="STRATEGY",
-        help="bytewise, utf8, boundaries, random or coalesce, with rewrites (crlf, cr, bom, "
-        f"keepalive) joined by + (default {_D.chaos}; given alone, implies --mode chaos)",
+        help=f"re-chunking: {', '.join(STRATEGIES)}; rewrites: {', '.join(REWRITES)}; "
+        f"shape and token variants: {', '.join(VARIANTS)}; joined by + "
+        f"(default {_D.chaos}; given alone, implies --mode chaos)",
     )
     modes.add_argument(
         "--seed",
@@ -320,6 +330,33 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         metavar="MS",
         help=f"jitter before each chaos write, in ms (default {_D.delay_ms:g})",
     )
+    modes.add_argument(
+        "--chaos-force",
+        action="store_true",
+        default=None,
+        help="serve the shape variants providers send only when a request asks for them "
+        "(choices_n2: n > 1, include_usage: stream_options.include_usage, the tool-call "
+        "ones: tools, ...) to every request, for hardening (default off: a request that "
+        "does not ask gets the stream without them; the header's force=1 does it per "
+        "request)",
+    )
+    modes.add_argument(
+        "--chaos-fault",
+        choices=("none", *TIME_FAULTS),
+        metavar="NAME",
+        help="a fault in time on every chaos stream: "
+        + ", ".join(TIME_FAULTS)
+        + " (default none; per request: X-SSE-Proxy-Chaos: fault=NAME)",
+    )
+    for setting in SETTINGS.values():
+        name = f"chaos_{setting.name}"
+        modes.add_argument(
+            "--" + name.replace("_", "-"),
+            type=finite_float,
+            metavar="BPS" if setting.unit != "seconds" else "SECONDS",
+            help=f"--chaos-fault: {setting.help}, in {setting.unit} "
+            f"(default {getattr(_D, name):g}; per request: {setting.name}=N)",
+        )
     modes.add_argument(
         "--strict-end",
         action="store_true",
@@ -368,7 +405,22 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
         "--stall-threshold",
         type=finite_float,
         metavar="SECONDS",
-        help=_seconds("stall_threshold", "a gap between events that logs sse.stall", "off"),
+        help=_seconds(
+            "stall_threshold",
+            "time without text or tool-call progress (comments and pings do not count) that "
+            "logs sse.stall",
+            "off",
+        ),
+    )
+    obs.add_argument(
+        "--linger-threshold",
+        type=finite_float,
+        metavar="SECONDS",
+        help=_seconds(
+            "linger_threshold",
+            "a body still open this long after its terminal marker logs sse.linger",
+            "off",
+        ),
     )
     timeouts = serve.add_argument_group("timeouts toward the upstream")
     timeouts.add_argument(

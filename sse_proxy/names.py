@@ -20,6 +20,7 @@ __all__ = [
     "MOCK_DELAY_HEADER",
     "MOCK_FAULT_HEADER",
     "MOCK_SEED_HEADER",
+    "MOCK_TIME_HEADERS",
     "MODES",
     "SEED_HEADER",
     "STREAM_ID_HEADER",
@@ -37,6 +38,13 @@ STREAM_ID_HEADER: Final[str] = "X-SSE-Proxy-Stream-Id"
 MOCK_FAULT_HEADER: Final[str] = "X-Mock-Fault"
 MOCK_SEED_HEADER: Final[str] = "X-Mock-Seed"
 MOCK_DELAY_HEADER: Final[str] = "X-Mock-Delay"
+MOCK_TIME_HEADERS: Final[dict[str, str]] = {
+    "stall": "X-Mock-Stall",
+    "keepalive_every": "X-Mock-Keepalive-Every",
+    "linger": "X-Mock-Linger",
+    "drip_rate": "X-Mock-Drip-Rate",
+}
+"""The mock upstream's per-request durations of the faults in time, by setting name."""
 
 DIALECT_PATHS: Final[dict[str, str]] = {
     d.name: d.example_path for d in DIALECTS.values() if d.example_path is not None

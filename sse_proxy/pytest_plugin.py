@@ -18,7 +18,15 @@ front of it, for one test, and hands the test the URLs to point its client at::
 
 ``assert_text`` fails the test with test-client's diagnosis (the bug family, the fix, how
 to rerun it) and says how many of the stream's cuts reached the client as reads of their
-own; ``.delivery`` holds that count.
+own; ``.delivery`` holds that count. The proxy's log goes to a file
+(``sse-chaos-proxy.log`` in pytest's base temporary directory, named in each failure),
+not into the test's captured output: a failure shows the diagnosis, not log lines.
+
+The streams are planned as test-client plans them: a strategy that rewrites the syntax
+(``bom``, ``crlf``, ``keepalive``...) gets the mock's stream whose first event carries text,
+so a client that drops the first event (after a BOM, a leading comment) loses text and
+fails. A shape variant that providers send only when the request asks for it (``n > 1``,
+``include_usage``, tools) comes only to a request that asks, as from the proxy.
 
 A parameter is ``"utf8"``, ``"random:7"`` (strategy and seed) or ``"utf8+crlf:3"``; the
 marker ``@pytest.mark.sse_chaos("bytewise", seed=7)`` sets the same without parametrizing.
@@ -33,10 +41,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import shlex
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -116,6 +127,8 @@ class SSEChaosProxy:
     _server: _ServerThread | None = field(default=None, repr=False)
     nodeid: str | None = None
     """The test using it (the fixture sets it): the rerun command names it."""
+    log_path: Path | None = None
+    """Where the proxy's JSON log lines go (None: warnings only, on stderr)."""
 
     @property
     def strategy(self) -> str:
@@ -204,21 +217,28 @@ class SSEChaosProxy:
             f'  by hand:   with chaos_proxy("{self.strategy}", seed={self.seed}) as p: ...'
         )
         lines.append(f"  first difference {first_difference(expected, text)}")
+        if self.log_path is not None:
+            lines.append(f"  proxy log: {self.log_path}")
         return "\n".join(lines)
 
-    def chaos_header(self, strategy: str, seed: int | None = None) -> dict[str, str]:
-        """Headers that switch one request to another strategy (and seed)."""
+    def chaos_header(
+        self, strategy: str, seed: int | None = None, *, force: bool = False
+    ) -> dict[str, str]:
+        """Headers that switch one request to another strategy (and seed); ``force``
+        serves the shape variants the request does not ask for too (``n > 1``, tools)."""
         from sse_proxy.names import CHAOS_HEADER
 
         value = f"strategy={strategy}" + (f"; seed={seed}" if seed is not None else "")
-        return {CHAOS_HEADER: value}
+        return {CHAOS_HEADER: value + ("; force=1" if force else "")}
 
 
 class _ServerThread:
-    """The mock upstream and the proxy on an event loop of their own, in a daemon thread."""
+    """The mock upstream and the proxy on an event loop of their own, in a daemon thread,
+    logging to ``log`` (JSON lines, appended; None: warnings and worse, on stderr)."""
 
-    def __init__(self, spec: ChaosSpec) -> None:
+    def __init__(self, spec: ChaosSpec, log: Path | None = None) -> None:
         self.spec = spec
+        self.log = log
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stack: Stack | None = None
@@ -228,10 +248,13 @@ class _ServerThread:
         from sse_proxy.server.keys import STREAM_TAPS
         from sse_proxy.tools.lockstep import Lockstep
         from sse_proxy.tools.stack import start_stack
+        from sse_proxy.tools.testclient.fixture import uses_first_text
         from sse_proxy.tools.testclient.watch import CaseWatch
 
         self._stack = await start_stack(
             mock_seed=self.spec.seed,
+            # as test-client plans it: a rewrite gets a stream whose first event has text
+            first_text=uses_first_text(self.spec.strategy),
             lockstep=Lockstep(),  # the proxy reads the mock's writes apart: same seed, same cuts
             mode="chaos",
             chaos=self.spec.strategy,
@@ -254,10 +277,18 @@ class _ServerThread:
         ready: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()
 
         def main() -> None:
+            from sse_proxy.obs.logs import log_this_thread
+
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             self._loop = loop
+            log_file = None
             try:
+                if self.log is not None:
+                    log_file = open(self.log, "a", encoding="utf-8")  # noqa: SIM115
+                    log_this_thread(log_file, "info")
+                else:
+                    log_this_thread(sys.stderr, "warning")
                 try:
                     urls = loop.run_until_complete(self._up())
                 except Exception as exc:  # noqa: BLE001 - handed to the waiting test thread
@@ -275,6 +306,9 @@ class _ServerThread:
             finally:
                 asyncio.set_event_loop(None)
                 loop.close()
+                log_this_thread(None)
+                if log_file is not None:
+                    log_file.close()
 
         self._thread = threading.Thread(target=main, name="sse-chaos-proxy", daemon=True)
         self._thread.start()
@@ -297,15 +331,22 @@ def chaos_proxy(
     *,
     k: int = 3,
     delay_ms: float = 0.0,
+    log: str | os.PathLike[str] | None = None,
 ) -> Iterator[SSEChaosProxy]:
-    """``with chaos_proxy("utf8", seed=7) as p:`` -- the fixture, outside pytest too."""
+    """``with chaos_proxy("utf8", seed=7) as p:`` -- the fixture, outside pytest too.
+
+    ``log``: a file the proxy's JSON log lines are appended to (default: only warnings and
+    worse, on stderr)."""
     from sse_proxy.rechunk.spec import ChaosSpec
 
     spec = ChaosSpec.from_options(strategy, seed, k=k, delay_ms=delay_ms)
-    server = _ServerThread(spec)
+    path = None if log is None else Path(log)
+    server = _ServerThread(spec, path)
     url, upstream = server.start()
     try:
-        yield SSEChaosProxy(url=url, upstream_url=upstream, spec=spec, _server=server)
+        yield SSEChaosProxy(
+            url=url, upstream_url=upstream, spec=spec, _server=server, log_path=path
+        )
     finally:
         server.stop()
 
@@ -345,7 +386,8 @@ def sse_chaos_proxy(request: pytest.FixtureRequest) -> Iterator[SSEChaosProxy]:
         if param is not None:
             strategy, param_seed = _parse_param(param)
             seed = param_seed if param_seed is not None else seed
-        cm = chaos_proxy(strategy, seed, **options)
+        base = request.getfixturevalue("tmp_path_factory").getbasetemp()
+        cm = chaos_proxy(strategy, seed, **options, log=base / "sse-chaos-proxy.log")
         proxy = cm.__enter__()
         proxy.nodeid = request.node.nodeid
     except (ProxyError, ValueError) as exc:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from sse_proxy.errors import ConfigError
 from sse_proxy.names import ADMIN_PREFIX, MODES
+from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, SETTINGS, TIME_FAULTS, TimeSettings
 
 __all__ = [
     "LOG_FORMATS",
@@ -85,7 +86,13 @@ class Config:
     chaos: str = "random"
     seed: int | None = None
     chaos_k: int = 3
+    chaos_force: bool = False
     delay_ms: float = 0.0
+    chaos_fault: str = "none"
+    chaos_stall: float = DEFAULT_TIMING.stall
+    chaos_keepalive_every: float = DEFAULT_TIMING.keepalive_every
+    chaos_linger: float = DEFAULT_TIMING.linger
+    chaos_drip_rate: float = DEFAULT_TIMING.drip_rate
     allow_chaos_header: bool = False
     dialect: str = "auto"
     max_line_bytes: int = 1 << 20
@@ -116,6 +123,7 @@ class Config:
     worker_restart_window: float = 60.0
     loop: str = "auto"
     stall_threshold: float = 15.0
+    linger_threshold: float = 5.0
     metrics_models: str = ""
     metrics_max_models: int = 20
     otlp_endpoint: str = ""
@@ -134,6 +142,16 @@ class Config:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    @property
+    def chaos_timing(self) -> TimeSettings:
+        """The durations of the chaos faults in time (``chaos_stall``...)."""
+        return TimeSettings(
+            stall=self.chaos_stall,
+            keepalive_every=self.chaos_keepalive_every,
+            linger=self.chaos_linger,
+            drip_rate=self.chaos_drip_rate,
+        )
 
     @property
     def upstream_base(self) -> str:
@@ -225,9 +243,19 @@ def _validate(cfg: Config) -> None:
         "keepalive_timeout",
         "delay_ms",
         "stall_threshold",
+        "linger_threshold",
     ):
         if getattr(cfg, name) < 0:
             raise bad(name, "must not be negative (0 disables a timeout)")
+    if cfg.chaos_fault and cfg.chaos_fault not in ("none", *TIME_FAULTS):
+        raise bad("chaos_fault", f"must be none or one of {', '.join(TIME_FAULTS)}")
+    for setting in SETTINGS.values():
+        name = f"chaos_{setting.name}"
+        try:
+            setting.check(getattr(cfg, name))
+        except ValueError:
+            low = f"above {setting.low:g}" if setting.low_open else f"{setting.low:g} or more"
+            raise bad(name, f"must be {low} and at most {setting.high:g} {setting.unit}") from None
     if cfg.worker_max_restarts < 0:
         raise bad("worker_max_restarts", "must not be negative")
     if not cfg.worker_restart_window > 0:  # also refuses NaN

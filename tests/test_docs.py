@@ -41,6 +41,7 @@ OTHER_TOOLS_FLAGS = frozenset(
     {
         "--build-arg",  # docker build
         "--check",  # ruff format --check
+        "--stalls",  # conformance/run.py
         "--differential",  # python -m fuzz.fuzz_core
         "--minutes",
         "--peers",  # python -m bench.bench_proxy
@@ -229,19 +230,17 @@ def test_documented_flags_exist() -> None:
 
 
 def _mock_section() -> str:
-    readme = _text(README)
-    start = readme.index("\n## The mock upstream on its own\n")
-    return readme[start : readme.index("\n## ", start + 1)]
+    return _text(ROOT / "docs" / "mock-upstream.md")
 
 
-def test_readme_lists_the_mock_upstreams_faults() -> None:
+def test_the_mock_upstream_page_lists_its_faults() -> None:
     section = _mock_section()
     table = section[section.index("| `--fault` |") :].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `([a-z_0-9]+)` \|", table, re.M)
     assert rows == list(fixtures.KINDS)  # the faults in the bytes, and the reset
 
 
-def test_readme_lists_the_mock_upstreams_endpoints() -> None:
+def test_the_mock_upstream_page_lists_its_endpoints() -> None:
     section = _mock_section()
     for endpoint in ENDPOINTS:
         path = endpoint.split()[1]
@@ -250,12 +249,19 @@ def test_readme_lists_the_mock_upstreams_endpoints() -> None:
 
 def test_test_client_docs_list_every_variant_with_its_severity() -> None:
     """The variants table of docs/test-client.md: one row per shape and token variant, in
-    the chaos names' order, each with the severity the report gives it."""
+    the chaos names' order, each with what a request must ask for before providers send it
+    and the severity the report gives it."""
     from sse_proxy.tools.fixtures.variants import VARIANTS
 
     text = _text(ROOT / "docs" / "test-client.md")
-    rows = re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| .+ \| (real|spec) \|$", text, re.M)
-    assert rows == [(name, v.severity) for name, v in VARIANTS.items()]
+    rows = re.findall(
+        r"^\| `([a-z_0-9]+)` \| [^|]+ \| .+ \| (`[^`]+`|\(always\)) \| (real|spec) \|$", text, re.M
+    )
+    want = [
+        (name, f"`{v.requires}`" if v.requires else "(always)", v.severity)
+        for name, v in VARIANTS.items()
+    ]
+    assert rows == want
 
 
 def test_monitoring_docs_list_every_alert() -> None:

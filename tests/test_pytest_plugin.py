@@ -56,10 +56,13 @@ def test_the_openai_sdk_in_process_through_provider_shapes(
     sse_chaos_proxy: SSEChaosProxy,
 ) -> None:
     """The shape variants through the plugin's proxy: the SDK's own stream helper still
-    assembles the exact answer from Azure's, include_usage's and DeepSeek's shapes."""
+    assembles the exact answer from Azure's, include_usage's and DeepSeek's shapes (the
+    include_usage chunk comes to a request that asks for it, as from the providers)."""
     client = OpenAI(base_url=sse_chaos_proxy.openai_base_url, api_key="test", max_retries=0)
     with client.chat.completions.stream(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "hi"}],
+        stream_options={"include_usage": True},
     ) as stream:
         for _ in stream:
             pass
@@ -71,9 +74,8 @@ def test_the_openai_sdk_in_process_through_provider_shapes(
         "include_usage": b'"choices":[],"usage":{',
         "reasoning_content": b'"content":null,"reasoning_content":',
     }[sse_chaos_proxy.strategy]
-    body = httpx.post(
-        sse_chaos_proxy.stream_url("openai"), json=sse_chaos_proxy.stream_body(), timeout=30
-    ).content
+    asking = {**sse_chaos_proxy.stream_body(), "stream_options": {"include_usage": True}}
+    body = httpx.post(sse_chaos_proxy.stream_url("openai"), json=asking, timeout=30).content
     assert marker in body
 
 
@@ -124,6 +126,12 @@ def test_default_is_random_seed_1_and_a_header_overrides_one_request(
     )
     assert text == sse_chaos_proxy.expected_text("responses")
     assert headers["X-SSE-Proxy-Chaos-Seed"] == "99"
+    body = sse_chaos_proxy.stream_body("openai")
+    url = sse_chaos_proxy.stream_url("openai")
+    plain = httpx.post(url, json=body, headers=sse_chaos_proxy.chaos_header("choices_n2", 1))
+    assert b'"index":1' not in plain.content  # the request did not ask for n > 1
+    forced = sse_chaos_proxy.chaos_header("choices_n2", 1, force=True)
+    assert b'"index":1' in httpx.post(url, json=body, headers=forced).content
 
 
 @pytest.mark.asyncio
@@ -255,9 +263,10 @@ def test_entry_point_registers_the_fixture_in_any_project(tmp_path: Path) -> Non
     assert "fixture 'sse_chaos_proxy' not found" in disabled.stdout.decode()
 
 
-def test_the_captured_log_of_a_failing_test_is_json_lines(tmp_path: Path) -> None:
-    """A user's failing test shows the proxy's log as the contract has it (JSON lines on
-    stderr, JSON values), not structlog's development rendering with Python reprs."""
+def test_a_failing_test_is_quiet_and_the_proxy_logs_to_a_file(tmp_path: Path) -> None:
+    """A user's failing test shows its own failure, no proxy log line (in its captured
+    stderr, or between the progress dots); the proxy's lines are JSON, as the contract
+    has them, in a file in pytest's base temporary directory."""
     (tmp_path / "test_user.py").write_text(
         textwrap.dedent(
             """
@@ -271,28 +280,37 @@ def test_the_captured_log_of_a_failing_test_is_json_lines(tmp_path: Path) -> Non
                 with urllib.request.urlopen(req) as resp:
                     resp.read()
                 assert False, "the user's own failure"
+
+            def test_after(sse_chaos_proxy):
+                pass
             """
         )
     )
+    base = tmp_path / "base"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            *(f"--basetemp={base}", "test_user.py"),
+        ],
         cwd=tmp_path,
         capture_output=True,
         timeout=120,
         check=False,
         env=cli_env(),
     )
-    out = proc.stdout.decode()
-    assert "1 failed" in out, out
-    captured = out.split("Captured stderr call", 1)[1].split("\n", 1)[1]
-    lines = [ln for ln in captured.splitlines() if ln.startswith("{")]
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert "1 failed, 1 passed" in out, out
+    assert "the user's own failure" in out
+    assert "stream.summary" not in out
+    assert "Captured stderr" not in out
+    assert "Captured stdout call" not in out  # nothing on the user's stdout
+    lines = (base / "sse-chaos-proxy.log").read_text().splitlines()
     events = [json.loads(ln) for ln in lines]
     (summary,) = [e for e in events if e["event"] == "stream.summary"]
     assert summary["verdict"] == "broken"
     assert summary["client_request_id"] is None  # JSON null, not the repr None
-    assert "Captured stdout call" not in out  # nothing on the user's stdout
     for repr_only in ("=None", "=False", "=True", "{'"):
-        assert repr_only not in captured, repr_only
+        assert all(repr_only not in ln for ln in lines), repr_only
 
 
 @pytest.mark.sse_chaos("utf8", seed=2)
@@ -340,10 +358,57 @@ def test_the_assertion_helper_fails_with_the_diagnosis_fix_and_rerun(tmp_path: P
         check=False,
         env=cli_env(),
     )
-    out = proc.stdout.decode()
+    out = proc.stdout.decode() + proc.stderr.decode()
     assert "1 failed" in out, out
     assert "diagnosis: character boundary:" in out
+    assert "stream.summary" not in out  # the proxy logs to a file, named here:
+    assert "proxy log: " in out
+    assert "sse-chaos-proxy.log" in out
     assert "fix (python): decode with one codecs.getincrementaldecoder" in out
     assert "reproduce: pytest 'test_user.py::test_stream[utf8:3]'" in out
     assert "cuts read apart" in out
     assert "assert '" not in out  # no string diff from pytest
+
+
+def test_the_fixtures_rewrites_carry_text_in_their_first_event(tmp_path: Path) -> None:
+    """As test-client plans them: under ``bom`` the first event carries text, so a client
+    that drops the first event after a BOM (its first line reads ``\\ufeffdata:``) fails,
+    with the diagnosis; the same client passes a strategy that only cuts."""
+    (tmp_path / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import codecs, json
+
+            import httpx
+            import pytest
+
+            @pytest.mark.parametrize("sse_chaos_proxy", ["bom", "utf8"], indirect=True)
+            def test_stream(sse_chaos_proxy):
+                body = sse_chaos_proxy.stream_body("openai")
+                decoder = codecs.getincrementaldecoder("utf-8")()  # not utf-8-sig: the bug
+                buf = ""
+                with httpx.stream("POST", sse_chaos_proxy.stream_url("openai"), json=body) as r:
+                    for chunk in r.iter_raw():
+                        buf += decoder.decode(chunk)
+                text = ""
+                for line in buf.split("\\n"):
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        for c in json.loads(line[6:])["choices"]:
+                            text += c["delta"].get("content") or ""
+                sse_chaos_proxy.assert_text(text, "openai")
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+    out = proc.stdout.decode()
+    assert "1 failed, 1 passed" in out, out
+    assert "FAILED test_user.py::test_stream[bom]" in out
+    assert "diagnosis: spec conformance (bom): 3 of " in out  # "The", the first token
+    assert "must be skipped once" in out

@@ -1,4 +1,5 @@
 # aiohttp-sse-client: its EventSource (POST), the OpenAI Chat stream, stop at [DONE].
+# CONFORMANCE_TIMEOUT (seconds): aiohttp's ClientTimeout(sock_read=...), passed through.
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +8,11 @@ import os
 import sys
 from datetime import timedelta
 
+import aiohttp
 from aiohttp_sse_client import client as sse_client
+
+timeout = os.environ.get("CONFORMANCE_TIMEOUT")
+options = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(sock_read=float(timeout))}
 
 
 async def main() -> None:
@@ -18,6 +23,7 @@ async def main() -> None:
         json=json.loads(os.environ["SSE_PROXY_STREAM_BODY"]),
         reconnection_time=timedelta(0),
         max_connect_retry=0,
+        **options,
     ) as source:
         async for event in source:
             if event.data == "[DONE]":

@@ -1,5 +1,9 @@
 // @microsoft/fetch-event-source in Node: fetchEventSource with openWhenHidden (no document).
+// CONFORMANCE_TIMEOUT (seconds): its signal: AbortSignal.timeout (the whole answer).
 import { fetchEventSource } from "@microsoft/fetch-event-source";
+
+const timeout = process.env.CONFORMANCE_TIMEOUT;
+const signal = timeout === undefined ? undefined : AbortSignal.timeout(Number(timeout) * 1000);
 
 // a browser library: it calls window.setTimeout/clearTimeout and, when a stream ends,
 // document.removeEventListener, so Node needs these stand-ins (without them every stream
@@ -12,6 +16,7 @@ let done = false;
 await fetchEventSource(process.env.SSE_PROXY_STREAM_URL, {
   method: "POST", headers: { "content-type": "application/json" }, body: process.env.SSE_PROXY_STREAM_BODY,
   openWhenHidden: true,
+  signal,
   onmessage(event) {
     if (event.data === "[DONE]") { done = true; return; }
     text += JSON.parse(event.data).choices.find((c) => c.index === 0)?.delta?.content ?? "";

@@ -1,4 +1,5 @@
 # httpx-sse: EventSource over httpx, the OpenAI Chat stream, stop at [DONE].
+# httpx.Client(timeout=30): a read timeout; CONFORMANCE_TIMEOUT (seconds) sets it instead.
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from httpx_sse import connect_sse
 body = json.loads(os.environ["SSE_PROXY_STREAM_BODY"])
 parts = []
 with (
-    httpx.Client(timeout=30) as client,
+    httpx.Client(timeout=float(os.environ.get("CONFORMANCE_TIMEOUT", "30"))) as client,
     connect_sse(client, "POST", os.environ["SSE_PROXY_STREAM_URL"], json=body) as source,
 ):
     for event in source.iter_sse():

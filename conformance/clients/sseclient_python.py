@@ -1,4 +1,5 @@
 # sseclient-py: SSEClient over a streamed requests response, the OpenAI Chat stream.
+# requests' timeout=30: connect and read; CONFORMANCE_TIMEOUT (seconds) sets it instead.
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ response = requests.post(
     os.environ["SSE_PROXY_STREAM_URL"],
     json=json.loads(os.environ["SSE_PROXY_STREAM_BODY"]),
     stream=True,
-    timeout=30,
+    timeout=float(os.environ.get("CONFORMANCE_TIMEOUT", "30")),
 )
 parts = []
 for event in sseclient.SSEClient(response).events():

@@ -16,6 +16,7 @@ __all__ = [
     "ErrorEvent",
     "InvalidJson",
     "Level",
+    "Linger",
     "McpInvalidMessage",
     "McpNotificationInvalid",
     "McpUnexpectedMessage",
@@ -171,25 +172,37 @@ class ErrorEvent(Alert):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stall(Alert):
-    """No event for ``stall_threshold`` while the stream is open: the user sees nothing.
+    """No progress (text, reasoning or tool-call arguments) for ``stall_threshold`` while
+    the stream is open, whatever else arrived: the user sees nothing new.
 
     Raised by the shell's timer (the core has no clock), while the stall is going on;
-    ``gap_ms`` is the silence so far, ``after_event`` how many events came before it.
+    ``gap_ms`` is the time without progress so far, ``after_event`` how many events came
+    before it. What arrived meanwhile: ``comments`` (comment lines), ``pings`` (the API's
+    keep-alive events), ``events`` (every event, pings and empty deltas included).
+    ``kept_alive_by_comments``: something arrived and it was all comments and pings, so a
+    client whose only deadline is a read timeout waits on.
     """
 
     name: ClassVar[str] = "sse.stall"
     gap_ms: float
     threshold_ms: float
     after_event: int
+    comments: int = 0
+    pings: int = 0
+    events: int = 0
+    kept_alive_by_comments: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StallEnd(Alert):
-    """Events resumed after a stall; ``gap_ms`` is the whole silence."""
+    """Progress resumed after a stall; ``gap_ms`` is the whole time without it, with the
+    comments and pings that arrived meanwhile."""
 
     name: ClassVar[str] = "sse.stall_end"
     gap_ms: float
     after_event: int
+    comments: int = 0
+    pings: int = 0
 
     @property
     def level(self) -> Level:
@@ -257,3 +270,18 @@ class McpNotificationInvalid(Alert):
     PROGRESS_ORDER: ClassVar[str] = "progress_order"
     PROGRESS_VALUE: ClassVar[str] = "progress_value"
     LOG_LEVEL: ClassVar[str] = "log_level"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Linger(Alert):
+    """The terminal marker arrived and the body stayed open past ``linger_threshold``:
+    a client that waits for the connection to close, not for the marker, hangs here.
+
+    Raised once per stream by the shell's timer; ``open_ms`` is how long the body has
+    stayed open after the last event.
+    """
+
+    name: ClassVar[str] = "sse.linger"
+    open_ms: float
+    threshold_ms: float
+    after_event: int

@@ -156,6 +156,8 @@ class EventStreamParser:
         "_block_dropped",
         "_block_start",
         "_bom_buf",
+        "_comment_epoch",
+        "_comments_since",
         "_counts",
         "_data",
         "_data_map",
@@ -179,6 +181,7 @@ class EventStreamParser:
         "_skipping",
         "_track_frames",
         "alerts",
+        "comments",
         "event_count",
         "last_data",
         "tentative_end",
@@ -206,6 +209,12 @@ class EventStreamParser:
         self._max_frame = max_frame
         self._limit = min(max_line, max_frame)  # a line under both needs neither check
         self.event_count = 0
+        self.comments = 0
+        """Comment lines seen (``: keep-alive``): counted where they are skipped anyway."""
+        # the comments since the last dispatched event, and that event's count (read
+        # lazily: no event path resets anything)
+        self._comment_epoch = -1
+        self._comments_since = 0
         # stream state
         self._bom_buf: bytes | None = b""  # START: bytes that may begin a BOM; None after
         self._offset = 0  # stream offset of the first byte not yet split into lines
@@ -251,6 +260,18 @@ class EventStreamParser:
         lf, crlf, cr = self._counts
         lf += 2 * (self.event_count - self._general_events)
         return {"lf": lf, "crlf": crlf, "cr": cr}
+
+    @property
+    def comments_since_event(self) -> int:
+        """Comment lines since the last dispatched event (all of them, before the first)."""
+        return self._comments_since if self._comment_epoch == self.event_count else 0
+
+    def _comment(self, n: int) -> None:
+        if self._comment_epoch != self.event_count:
+            self._comment_epoch = self.event_count
+            self._comments_since = 0
+        self._comments_since += n
+        self.comments += n
 
     def set_callbacks(
         self,
@@ -733,6 +754,7 @@ class EventStreamParser:
         j = i + buf.count(runs.sep, start, end)
         if self._clean_region(buf[start:end], pos) is None:
             return self._lines(lines[i:j], pos, runs.seplen), j
+        self._comment(j - i)
         return pos + end - start, j
 
     def _data_run(
@@ -950,7 +972,8 @@ class EventStreamParser:
             if REPLACEMENT in text:  # valid UTF-8, so upstream sent it encoded
                 self._report_fffd(line, text, pos)
         if text[0] == ":":
-            return  # comment
+            self._comment(1)
+            return
         colon = text.find(":")
         skip = 0
         if colon < 0:

@@ -207,6 +207,34 @@ class StreamReassembler:
         return self._acc.text_length > 0
 
     @property
+    def terminal_seen(self) -> bool:
+        """Whether the dialect's terminal marker (or an end it takes as one) has arrived."""
+        return self._acc.terminal_seen
+
+    @property
+    def keepalives(self) -> tuple[int, int]:
+        """(comment lines, ping events) so far: what keeps a connection busy, not the answer.
+        The comment lines are counted up to the last dispatched event (those after it are
+        :attr:`comments_since_event`)."""
+        parser = self._parser
+        return parser.comments - parser.comments_since_event, self._acc.pings
+
+    @property
+    def comments_since_event(self) -> int:
+        """Comment lines since the last dispatched event."""
+        return self._parser.comments_since_event
+
+    def progress(self) -> int:
+        """A count that grows with the answer and with nothing else: characters of text,
+        reasoning and tool-call arguments (events, for a dialect without text, or before
+        the dialect is known). It may walk the text: for a timer, never per event."""
+        described = self._dialect
+        if described is None or not described.carries_text:
+            return self._parser.event_count
+        acc = self._acc
+        return acc.text_length + acc.reasoning_length + acc.tool_progress
+
+    @property
     def reasoning(self) -> tuple[str, int]:
         """(reasoning text, its length): reasoning streamed apart from the answer."""
         return self._acc.reasoning, self._acc.reasoning_length

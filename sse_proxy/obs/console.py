@@ -74,6 +74,10 @@ def safe(text: str) -> str:
     return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
 
 
+# Messages a person reads whole (an upstream's error says what failed, in its own words):
+# a wider cut, and only between words.
+_MESSAGES = frozenset({"error", "message", "reason", "detail"})
+_MESSAGE_WIDTH = 400
 _RESET = "\x1b[0m"
 _STYLE = {
     "ok": "\x1b[32m",
@@ -109,7 +113,8 @@ def is_terminal(stream: Any) -> bool:
 
 
 def console_value(value: Any, width: int = 80) -> str:
-    """One value for a person: a bare word as is, JSON for the rest, never a Python repr."""
+    """One value for a person: a bare word as is, JSON for the rest, never a Python repr;
+    a long one cut between words (never inside one), with an ellipsis."""
     if isinstance(value, bool) or value is None:
         return "true" if value is True else "false" if value is False else "null"
     if isinstance(value, int | float):
@@ -118,7 +123,13 @@ def console_value(value: Any, width: int = 80) -> str:
         return value
     # (JSON escapes C0 itself, not DEL or C1; a key or a default=str value may hold any)
     text = safe(orjson.dumps(value, default=str).decode())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if space > width // 2:  # the last whole word; a word longer than half: cut inside it
+        cut = cut[:space]
+    return cut + "…"
 
 
 def _ms(value: Any) -> str:
@@ -159,7 +170,11 @@ class ConsoleLines:
         return text + _exception_text(exc_info, exception)
 
     def _fields(self, items: Any) -> list[str]:
-        return [f"{safe(str(k))}={console_value(v)}" for k, v in items if v is not None]
+        return [
+            f"{safe(str(k))}={console_value(v, _MESSAGE_WIDTH if k in _MESSAGES else 80)}"
+            for k, v in items
+            if v is not None
+        ]
 
     def _line(self, event: str, level: str, d: dict[str, Any]) -> str:
         stream_id = d.pop("stream_id", None)

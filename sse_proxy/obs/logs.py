@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, TextIO
@@ -33,6 +34,7 @@ __all__ = [
     "configure_logging",
     "console_value",
     "get_logger",
+    "log_this_thread",
     "new_stream_id",
     "resolve_format",
     "write_line",
@@ -219,11 +221,37 @@ def _configured_base() -> Any:
     return base
 
 
+_THREAD = threading.local()
+"""A logger for the proxy code of one thread (:func:`log_this_thread`), if any."""
+
+
+def log_this_thread(out: TextIO | None, level: str = "info") -> None:
+    """Every line the proxy logs from this thread goes to ``out`` as JSON, at ``level``
+    and above, whatever the process configured (None: back to that). The pytest plugin's
+    proxy runs on a thread of its own in the user's test process: its lines go to a file,
+    not into the test's captured output, nor between pytest's progress dots."""
+    if out is None:
+        _THREAD.__dict__.pop("logger", None)
+        return
+    _THREAD.logger = structlog.wrap_logger(
+        structlog.WriteLogger(out),
+        processors=_processors(*_rendering("json", out, None)),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
+        cache_logger_on_first_use=False,
+    )
+
+
 def get_logger(**bind: Any) -> Any:
     """The proxy's logger. Where nobody configured structlog (the pytest plugin in a user's
     suite, a library user of ``start_proxy``), lines still follow the contract: JSON on
     stderr, or human lines when stderr is a terminal, at info level; structlog's own
-    default (a development renderer with Python reprs, on stdout) is never used."""
+    default (a development renderer with Python reprs, on stdout) is never used. A thread
+    given its own (:func:`log_this_thread`) logs there."""
+    own = getattr(_THREAD, "logger", None)
+    if own is not None:
+        return own.bind(**bind) if bind else own
     if structlog.is_configured():
         base = _configured_base()
         return base.bind(**bind) if bind else base

@@ -179,6 +179,14 @@ class Metrics:
             ["event"],
             registry=reg,
         )
+        self.stalls_kept_alive = Counter(
+            "sse_proxy_stalls_kept_alive",
+            "Stalls (sse.stall) during which only comments or ping events arrived: a client "
+            "whose only deadline is a read timeout waits through them. All stalls and the "
+            "bodies that stayed open after their terminal marker (sse.linger) are in "
+            "sse_proxy_alerts_total.",
+            registry=reg,
+        )
         self.upstream_errors = Counter(
             "sse_proxy_upstream_errors", "Upstream failures, by kind.", ["kind"], registry=reg
         )
@@ -309,6 +317,9 @@ class Metrics:
         totals["streams"] += 1
         totals["verdict." + verdict] += 1
         totals["bytes"] += int(get("bytes") or 0)
+        kept_alive = get("stalls_kept_alive")
+        if kept_alive:
+            self.stalls_kept_alive.inc(kept_alive)
         if alerts:
             for name, count in alerts.items():
                 if count:
@@ -440,6 +451,7 @@ METRIC_NAMES = frozenset(
         "sse_proxy_events_total",
         "sse_proxy_alerts_total",
         "sse_proxy_streams_with_alert_total",
+        "sse_proxy_stalls_kept_alive_total",
         "sse_proxy_upstream_errors_total",
         "sse_proxy_output_tokens_total",
         "sse_proxy_input_tokens_total",

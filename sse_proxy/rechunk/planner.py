@@ -21,15 +21,16 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.names import MODES  # the one definition; re-exported here
 from sse_proxy.rechunk.rewrites import apply_rewrites
 from sse_proxy.rechunk.sensitive import CONTEXT, sensitive_positions
-from sse_proxy.rechunk.shapes.rewriter import DialectOf, ShapeRewriter
+from sse_proxy.rechunk.shapes.rewriter import DialectOf, RequestOf, ShapeRewriter
 from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.rechunk.strategies import combined_cut_points, split_at
+from sse_proxy.rechunk.timefaults import KindOf, Pause, Timeline
 
 __all__ = [
     "DEFAULT_MAX_HOLD",
@@ -51,12 +52,15 @@ class Write:
     """One write toward the client, made after sleeping ``delay`` seconds.
 
     ``cut``: the write starts at a cut the client must meet as a read boundary; the shell
-    waits (bounded) until the client has read everything written before it.
+    waits (bounded) until the client has read everything written before it. ``pause``: a
+    fault in time the shell performs before the write (a stall, a drip's wait); unlike
+    ``delay`` it is the test, not the harness's pacing.
     """
 
     data: bytes
     delay: float = 0.0
     cut: bool = False
+    pause: Pause | None = None
 
 
 def _new_ends(frame_ends: Sequence[int], lo: int, hi: int) -> list[int]:
@@ -77,6 +81,10 @@ class Planner(ABC):
     @abstractmethod
     def flush(self) -> list[Write]:
         """End of stream: every byte still held, as writes."""
+
+    def end_pause(self) -> Pause | None:
+        """After the last write: what the shell does before it ends the body (a linger)."""
+        return None
 
 
 class PassthroughPlanner(Planner):
@@ -179,10 +187,19 @@ class ChaosPlanner(Planner):
     """
 
     def __init__(
-        self, spec: ChaosSpec, max_hold: int = DEFAULT_MAX_HOLD, *, dialect: DialectOf = None
+        self,
+        spec: ChaosSpec,
+        max_hold: int = DEFAULT_MAX_HOLD,
+        *,
+        dialect: DialectOf = None,
+        request: RequestOf = None,
+        kind: KindOf = None,
     ) -> None:
         """``max_hold``: the most bytes held (frames waiting, plus a partial frame);
-        ``dialect``: the stream's, for the variants (a function: the observer's detection)."""
+        ``dialect``: the stream's, for the variants (a function: the observer's detection);
+        ``request``: the request that asked for the stream, for the variants that only
+        some requests make possible (unless ``spec.force``); ``kind``: its dialect's facts,
+        for a fault in time (:mod:`.timefaults`)."""
         if max_hold < 0:
             raise ValueError("max_hold must be >= 0")
         self.spec = spec
@@ -193,10 +210,21 @@ class ChaosPlanner(Planner):
         self._delay_rng = random.Random(f"delay:{spec.seed}")
         self._rechunkers = spec.rechunkers
         self._rewrites = spec.rewrites
-        self._shapes = (
-            ShapeRewriter(spec.variants, spec.seed, dialect=dialect) if spec.variants else None
+        self.shapes = (
+            ShapeRewriter(
+                spec.variants, spec.seed, dialect=dialect, request=request, force=spec.force
+            )
+            if spec.variants
+            else None
         )
-        self._hold = bool(self._rewrites) or spec.coalesce or self._shapes is not None
+        """The stream's shape and token variants (None: the spec names none)."""
+        self._timeline = None if spec.fault is None else Timeline(spec.fault, spec.timing, kind)
+        self._hold = (
+            bool(self._rewrites)
+            or spec.coalesce
+            or self.shapes is not None
+            or self._timeline is not None
+        )
         self._group_limit = spec.frames_per_write if spec.coalesce else 1
         self._holder = FrameHolder()
         self._fed = 0
@@ -233,9 +261,13 @@ class ChaosPlanner(Planner):
         partial rest, unrewritten."""
         return self._flush_shapes() + self._emit_group() + self._emit_held()
 
+    def end_pause(self) -> Pause | None:
+        """The fault's pause before the body ends (a linger), if it has one."""
+        return None if self._timeline is None else self._timeline.end()
+
     def _flush_shapes(self) -> list[Write]:
         """What the variants still hold, as frames (before any partial rest)."""
-        held = self._shapes.flush() if self._shapes is not None else b""
+        held = self.shapes.flush() if self.shapes is not None else b""
         if not held:
             return []
         self._mid_frame = False
@@ -246,19 +278,40 @@ class ChaosPlanner(Planner):
         if self._mid_frame:
             self._mid_frame = False  # this frame end completes the frame written in part
         else:
-            if self._shapes is not None and not shaped:
-                out = self._shapes.rewrite(frame)
+            if self.shapes is not None and not shaped:
+                out = self.shapes.rewrite(frame)
                 if not out:
                     return []  # held by a variant (it comes out with a later frame)
             if self._rewrites:
                 out = apply_rewrites(self._rewrites, out, self._rewrite_rng, first=self._first)
         self._first = False
+        if self._timeline is not None and out:
+            return self._timed(out)
         if out:
             self._group.append(out)
             self._group_bytes += len(out)
         if len(self._group) >= self._group_limit:
             return self._emit_group()
         return []
+
+    def _timed(self, frame: bytes) -> list[Write]:
+        """A frame through the fault in time: what waits for a pause goes out on its own,
+        the pause on its first write (what is grouped before it goes first)."""
+        assert self._timeline is not None
+        writes: list[Write] = []
+        for piece, pause in self._timeline.frame(frame):
+            if pause is None:
+                self._group.append(piece)
+                self._group_bytes += len(piece)
+                if len(self._group) >= self._group_limit:
+                    writes += self._emit_group()
+                continue
+            writes += self._emit_group()
+            paused = self._emit(piece, (len(piece),) if piece == frame else ())
+            if paused:
+                paused[0] = replace(paused[0], pause=pause)
+            writes += paused
+        return writes
 
     def _emit_group(self) -> list[Write]:
         if not self._group:
@@ -326,9 +379,12 @@ def make_planner(
     *,
     max_hold: int = DEFAULT_MAX_HOLD,
     dialect: DialectOf = None,
+    request: RequestOf = None,
+    kind: KindOf = None,
 ) -> Planner:
     """The planner for a stream in ``mode`` (passthrough, frames or chaos); ``dialect``
-    for the shape and token variants (see :class:`ChaosPlanner`)."""
+    and ``request`` for the shape and token variants, ``kind`` for a fault in time (see
+    :class:`ChaosPlanner`)."""
     if mode == "passthrough":
         return PassthroughPlanner()
     if mode == "frames":
@@ -336,5 +392,5 @@ def make_planner(
     if mode == "chaos":
         if spec is None:
             raise ChaosSpecError("chaos mode needs a chaos spec (strategy and seed)")
-        return ChaosPlanner(spec, max_hold, dialect=dialect)
+        return ChaosPlanner(spec, max_hold, dialect=dialect, request=request, kind=kind)
     raise ChaosSpecError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")

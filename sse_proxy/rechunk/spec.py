@@ -1,4 +1,5 @@
-"""Chaos specs: which strategies, which seed, parsed from flags or the per-request header.
+"""Chaos specs: which strategies, which seed, which fault in time, parsed from flags or the
+per-request header.
 
 A spec is plain data. Names are validated and put in one canonical order here, so the same
 spec always renders the same header value and always draws from the seeded generators in
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from sse_proxy.errors import ChaosSpecError
+from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, SETTINGS, TIME_FAULTS, TimeSettings
 
 __all__ = [
     "DEFAULT_DELAY_MS",
@@ -57,13 +59,16 @@ SHAPE_VARIANTS: tuple[str, ...] = (
     "usage_chunks",
     "reasoning_content",
     "reasoning",
+    "reasoning_with_content",
     "role_only",
     "first_text",
     "finish_with_text",
     "choices_n2",
     "openrouter_comments",
     "vllm_usage",
+    "usage_on_last_choice",
     "no_ids",
+    "tool_calls_empty",
     "tool_args_whole",
     "tool_args_chars",
     "tool_interleaved",
@@ -80,11 +85,14 @@ SHAPE_VARIANTS: tuple[str, ...] = (
     "output_items",
     "annotations",
     "in_progress_repeated",
+    "late_item_done",
     # Gemini
     "thoughts",
     "no_text_part",
     "finish_alone",
     "function_calls_one_chunk",
+    "function_call_no_args",
+    "signature_apart",
 )
 """API-equivalent shapes of one dialect's stream (:mod:`sse_proxy.rechunk.shapes`): the
 events change within what the API allows, the assembled message does not."""
@@ -115,7 +123,9 @@ _ORDER = {name: i for i, name in enumerate(_ALL_NAMES)}
 _NAME_SPLIT = re.compile(r"[+,]")
 _UINT = re.compile(r"[0-9]{1,20}")
 _CUT_AT = re.compile(r"cut:([0-9]{1,12})")
-_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write")
+_KEYS = ("strategy", "seed", "k", "delay_ms", "frames_per_write", "force", "fault", *SETTINGS)
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+_NO_FAULT = ("", "none")
 MAX_AT = 64
 """The most ``cut:N`` items one spec may carry."""
 
@@ -187,7 +197,12 @@ class ChaosSpec:
     the jitter before each write that carries a cut, ``frames_per_write`` how many frames
     ``coalesce`` merges. ``at`` (``cut:N`` in a strategy) are offsets of the bytes the
     client receives where a cut is made whatever the strategies, each one a cut the client
-    must read apart: `test-client`'s every-cut pass.
+    must read apart: `test-client`'s every-cut pass. ``force`` serves the variants whose
+    shape providers send only when the request asks for it (``n > 1``, tools,
+    ``include_usage``) to every request, for hardening: without it such a variant is left
+    out of a stream whose request did not ask. ``fault``: a fault in time
+    (:mod:`sse_proxy.rechunk.timefaults`) performed on the stream, with ``timing``; a
+    spec may have a fault and no strategy (the writes then go out as they come).
     """
 
     strategies: tuple[str, ...]
@@ -196,10 +211,17 @@ class ChaosSpec:
     delay_ms: float = DEFAULT_DELAY_MS
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE
     at: tuple[int, ...] = ()
+    force: bool = False
+    fault: str | None = None
+    timing: TimeSettings = DEFAULT_TIMING
 
     def __post_init__(self) -> None:
         """Reject bad specs at construction, so the data path never meets one."""
-        if not self.strategies and not self.at:
+        if self.fault is not None and self.fault not in TIME_FAULTS:
+            raise ChaosSpecError(
+                f"unknown chaos fault {_short(self.fault)}; valid: none, {', '.join(TIME_FAULTS)}"
+            )
+        if not self.strategies and not self.at and self.fault is None:
             raise ChaosSpecError(f"empty chaos strategy; {_valid_names()}")
         if len(self.at) > MAX_AT or any(
             isinstance(a, bool) or not isinstance(a, int) or a < 1 for a in self.at
@@ -236,9 +258,15 @@ class ChaosSpec:
         k: int = DEFAULT_K,
         delay_ms: float = DEFAULT_DELAY_MS,
         frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+        *,
+        force: bool = False,
+        fault: str | None = None,
+        timing: TimeSettings = DEFAULT_TIMING,
     ) -> ChaosSpec:
-        """Build from CLI/config options; a missing seed is drawn (and must then be logged)."""
-        names, at = parse_strategy(strategy)
+        """Build from CLI/config options; a missing seed is drawn (and must then be logged).
+        With a ``fault``, an empty ``strategy`` is allowed: the fault alone."""
+        fault = _fault_name(fault)
+        names, at = ((), ()) if fault and not strategy.strip() else parse_strategy(strategy)
         return cls(
             strategies=names,
             seed=draw_seed() if seed is None else seed,
@@ -246,6 +274,9 @@ class ChaosSpec:
             delay_ms=float(delay_ms),
             frames_per_write=frames_per_write,
             at=at,
+            force=force,
+            fault=fault,
+            timing=timing,
         )
 
     @property
@@ -275,19 +306,25 @@ class ChaosSpec:
 
     @property
     def rechunk_only(self) -> bool:
-        """True when the client receives exactly the upstream bytes (no rewrite or variant
-        active)."""
-        return not self.rewrites and not self.variants
+        """True when the client receives exactly the upstream bytes (no rewrite, variant
+        or keep-alive fault active)."""
+        return not self.rewrites and not self.variants and self.fault != "stall_keepalive"
 
     def header_value(self) -> str:
         """Canonical ``strategy=...; seed=...`` text; parsing it gives this spec back."""
-        parts = [f"strategy={self.strategy}", f"seed={self.seed}"]
+        parts = [f"strategy={self.strategy}"] if self.strategy else []
+        parts.append(f"seed={self.seed}")
         if self.k != DEFAULT_K:
             parts.append(f"k={self.k}")
         if self.delay_ms != DEFAULT_DELAY_MS:
             parts.append(f"delay_ms={self.delay_ms!r}")
         if self.frames_per_write != DEFAULT_FRAMES_PER_WRITE:
             parts.append(f"frames_per_write={self.frames_per_write}")
+        if self.force:
+            parts.append("force=1")
+        if self.fault is not None:
+            parts.append(f"fault={self.fault}")
+            parts += [f"{k}={v!r}" for k, v in self.timing.differing().items()]
         return "; ".join(parts)
 
 
@@ -295,6 +332,25 @@ def _parse_uint(key: str, value: str) -> int:
     if not _UINT.fullmatch(value):
         raise ChaosSpecError(f"chaos {key} must be a non-negative integer, got {_short(value)}")
     return int(value)
+
+
+def _parse_flag(key: str, value: str) -> bool:
+    found = _FLAGS.get(value.lower())
+    if found is None:
+        raise ChaosSpecError(f"chaos {key} must be 1 or 0 (true or false), got {_short(value)}")
+    return found
+
+
+def _fault_name(value: str | None) -> str | None:
+    """A fault name as given (``none`` or empty: no fault); ``ChaosSpecError`` if unknown."""
+    if value is None or value.strip().lower() in _NO_FAULT:
+        return None
+    name = value.strip().lower()
+    if name not in TIME_FAULTS:
+        raise ChaosSpecError(
+            f"unknown chaos fault {_short(value.strip())}; valid: none, {', '.join(TIME_FAULTS)}"
+        )
+    return name
 
 
 def _parse_delay(value: str) -> float:
@@ -315,15 +371,21 @@ def parse_chaos_header(
     k: int = DEFAULT_K,
     delay_ms: float = DEFAULT_DELAY_MS,
     frames_per_write: int = DEFAULT_FRAMES_PER_WRITE,
+    force: bool = False,
+    fault: str | None = None,
+    timing: TimeSettings = DEFAULT_TIMING,
 ) -> ChaosSpec:
-    """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``.
+    """Parse ``X-SSE-Proxy-Chaos: strategy=random; seed=42; k=5; delay_ms=2``, or a fault in
+    time: ``fault=stall_keepalive; stall=30; keepalive_every=2`` (keys ``stall``,
+    ``keepalive_every``, ``linger``, ``drip_rate``).
 
     Keys are case-insensitive and whitespace is ignored; a bare first item is taken as the
     strategy (``X-SSE-Proxy-Chaos: bytewise``). A key the header does not name keeps the
     server's setting, passed in: ``default_seed`` (None: a fresh seed is drawn),
-    ``strategy`` (None: the header must name one), ``k``, ``delay_ms``,
-    ``frames_per_write``. Anything else wrong is a :class:`ChaosSpecError` whose one-line
-    message is fit for a 400 response.
+    ``strategy`` (None: the header must name one, or a fault), ``k``, ``delay_ms``,
+    ``frames_per_write``, ``force`` (``force=1``: serve the variants the request did not
+    ask for too), ``fault`` (``fault=none`` clears it) and ``timing``. Anything else wrong
+    is a :class:`ChaosSpecError` whose one-line message is fit for a 400 response.
     """
     fields: dict[str, str] = {}
     for i, part in enumerate(value.split(";")):
@@ -346,10 +408,18 @@ def parse_chaos_header(
         if key in fields:
             raise ChaosSpecError(f"chaos key {key!r} given twice")
         fields[key] = val
-    if "strategy" not in fields and strategy is None:
-        raise ChaosSpecError(f"chaos header needs strategy=NAME[+NAME...]; {_valid_names()}")
+    fault = _fault_name(fields["fault"]) if "fault" in fields else fault
+    if "strategy" not in fields and strategy is None and fault is None:
+        raise ChaosSpecError(
+            f"chaos header needs strategy=NAME[+NAME...] or fault=NAME; {_valid_names()}"
+        )
     seed = _parse_uint("seed", fields["seed"]) if "seed" in fields else default_seed
-    names, at = parse_strategy(fields.get("strategy", strategy or ""))
+    given = fields.get("strategy", strategy or "")
+    names, at = ((), ()) if fault is not None and not given.strip() else parse_strategy(given)
+    try:
+        timing = timing.changed({k: v for k, v in fields.items() if k in SETTINGS})
+    except ValueError as exc:
+        raise ChaosSpecError(f"chaos {exc}") from None
     return ChaosSpec(
         strategies=names,
         seed=draw_seed() if seed is None else seed,
@@ -361,4 +431,7 @@ def parse_chaos_header(
             else frames_per_write
         ),
         at=at,
+        force=_parse_flag("force", fields["force"]) if "force" in fields else force,
+        fault=fault,
+        timing=timing,
     )

@@ -22,7 +22,7 @@ from sse_proxy.server.replies import json_error, too_large
 from sse_proxy.server.routes import PathRefused, Route, RouteTable, resolve_dot_segments
 from sse_proxy.settings import Config
 
-__all__ = ["admit", "chaos_allowed", "chaos_spec"]
+__all__ = ["admit", "chaos_allowed", "chaos_spec", "config_spec"]
 
 
 def admit(request: web.Request, parts: ProxyParts) -> Exchange | web.Response:
@@ -125,13 +125,30 @@ def chaos_spec(request: web.Request, cfg: Config) -> ChaosSpec | None:
                 f"{CHAOS_HEADER} is not allowed on this server "
                 "(start it with --mode chaos or --allow-chaos-header)"
             )
+        chaos = cfg.mode == "chaos"
         return parse_chaos_header(  # what the header does not name, the server's settings
             header,
             default_seed=cfg.seed,
-            strategy=cfg.chaos if cfg.mode == "chaos" else None,
+            strategy=cfg.chaos if chaos else None,
             k=cfg.chaos_k,
             delay_ms=cfg.delay_ms,
+            force=cfg.chaos_force,
+            fault=cfg.chaos_fault if chaos and cfg.chaos_fault != "none" else None,
+            timing=cfg.chaos_timing,
         )
     if cfg.mode != "chaos":
         return None
-    return ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
+    return config_spec(cfg)
+
+
+def config_spec(cfg: Config) -> ChaosSpec:
+    """The server's own chaos spec (chaos mode); ``ChaosSpecError`` if it is bad."""
+    return ChaosSpec.from_options(
+        cfg.chaos,
+        cfg.seed,
+        k=cfg.chaos_k,
+        delay_ms=cfg.delay_ms,
+        force=cfg.chaos_force,
+        fault=cfg.chaos_fault or None,
+        timing=cfg.chaos_timing,
+    )

@@ -49,6 +49,10 @@ class RequestContext:
     _headers: Mapping[str, str] | None = None
     """The request's headers, read only for an MCP stream (:attr:`rpc_request`)."""
     _rpc: RpcRequest | None = None
+    keep_request: bool = False
+    """Keep the parsed body (:attr:`request_json`): set for a stream whose chaos spec has
+    shape variants, which serve some shapes only to requests that ask for them."""
+    _request: dict[str, Any] | None = None
 
     @classmethod
     def from_headers(
@@ -99,6 +103,13 @@ class RequestContext:
             self._rpc = RpcRequest.from_http("GET", self._headers)
         return self._rpc
 
+    def request_json(self) -> dict[str, Any] | None:
+        """The request body as a JSON object, when :attr:`keep_request` was set before it
+        was read (None: not kept, not JSON, or larger than :data:`MODEL_BODY_LIMIT`)."""
+        if self._body is not None:
+            self._parse()
+        return self._request
+
     def fields(self) -> dict[str, Any]:
         """The request's own log fields (the response's come from :class:`StreamMeta`)."""
         return {
@@ -147,5 +158,7 @@ class RequestContext:
         if type(obj) is dict:
             self._model = short_str(obj.get("model"))
             self._schemas = ToolSchemas.from_request(obj)
+            if self.keep_request:
+                self._request = obj
         if (type(obj) is dict and obj.get("jsonrpc") == "2.0") or type(obj) is list:
             self._rpc = RpcRequest.from_http(self._method, self._headers or {}, obj)

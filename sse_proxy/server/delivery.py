@@ -22,20 +22,37 @@ body byte written before it.
 Only the writes marked ``cut`` wait, so passthrough and frames never come here, and
 ``bytewise`` waits at its thousand cuts that matter, not at each of its thirty thousand
 writes.
+
+A fault in time (``Write.pause``: a stall, a drip's wait, a linger before the body ends) is
+performed here too, by :func:`hold`, which the mock upstream shares. Its seconds are the
+test, so they are not counted in ``waited`` (a harness does not credit them to the client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeAlias
 
+from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.rechunk.planner import Write
+from sse_proxy.rechunk.timefaults import Pause, StreamKind
 from sse_proxy.server.peer import PeerQueue, unsent
 
-__all__ = ["CUT_CAP", "CUT_MAX", "FIRST_CAP", "MISS_BUDGET", "PACE", "Delivery", "Reported"]
+__all__ = [
+    "CUT_CAP",
+    "CUT_MAX",
+    "FIRST_CAP",
+    "MISS_BUDGET",
+    "PACE",
+    "Delivery",
+    "Reported",
+    "hold",
+    "stream_kind",
+]
 
 CUT_CAP: Final = 0.15
 """Seconds one cut waits for the client to read what went before it, from its last
@@ -54,6 +71,32 @@ _STEPS: Final = (0.0, 0.0, 0.0005, 0.001)  # then 0.001 s a poll: the event loop
 
 Reported: TypeAlias = Callable[[], int | None]
 """Body bytes the client's own code says it has taken so far; None: it says nothing."""
+
+
+@functools.cache
+def stream_kind(dialect: str) -> StreamKind | None:
+    """What a fault in time needs of a dialect (None until the stream's is known)."""
+    described = DIALECTS.get(dialect)
+    if described is None:
+        return None
+    return StreamKind(dialect, described.terminal_frame, described.ping_frame)
+
+
+async def hold(pause: Pause, write: Callable[[bytes], Awaitable[None]]) -> int:
+    """Perform ``pause``: wait its seconds, writing its keep-alive every ``every`` seconds
+    meanwhile (none at its very end: what follows does). Returns the bytes written."""
+    if not pause.keepalive or pause.every <= 0:
+        await asyncio.sleep(pause.seconds)
+        return 0
+    loop = asyncio.get_running_loop()
+    end = loop.time() + pause.seconds
+    sent = 0
+    while (left := end - loop.time()) > pause.every:
+        await asyncio.sleep(pause.every)
+        await write(pause.keepalive)
+        sent += len(pause.keepalive)
+    await asyncio.sleep(max(left, 0.0))
+    return sent
 
 
 class _Drain:
@@ -89,6 +132,7 @@ class Delivery:
         "_transport",
         "cut_cap",
         "cuts",
+        "fault_began",
         "missed_for",
         "read_apart",
         "reported",
@@ -113,6 +157,8 @@ class Delivery:
         self.read_apart: int | None = 0
         self.waited = 0.0
         self.missed_for = 0.0
+        self.fault_began: float | None = None
+        """When a fault in time began on this stream (``time.monotonic``), None: not yet."""
 
     @property
     def measured(self) -> bool:
@@ -129,8 +175,11 @@ class Delivery:
         write: Callable[[bytes], Awaitable[None]],
         wrote: Callable[[bytes], None] | None,
     ) -> None:
-        """Make ``writes``: the jitter and the wait before each one that carries a cut."""
+        """Make ``writes``: the fault's pause, the jitter and the wait before each one that
+        carries a cut."""
         for w in writes:
+            if w.pause is not None:
+                await self.hold(w.pause, write, wrote)
             if w.delay:
                 await asyncio.sleep(w.delay)
                 self.waited += w.delay
@@ -140,6 +189,24 @@ class Delivery:
             self.sent += len(w.data)
             if wrote is not None:
                 wrote(w.data)
+
+    async def hold(
+        self,
+        pause: Pause,
+        write: Callable[[bytes], Awaitable[None]],
+        wrote: Callable[[bytes], None] | None = None,
+    ) -> None:
+        """A fault's pause (before a write, or before the body ends): not ``waited``."""
+        if pause.began and self.fault_began is None:
+            self.fault_began = time.monotonic()
+
+        async def keepalive(data: bytes) -> None:
+            await write(data)
+            self.sent += len(data)
+            if wrote is not None:
+                wrote(data)
+
+        await hold(pause, keepalive)
 
     def close(self) -> None:
         if self._probe is not None:

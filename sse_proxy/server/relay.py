@@ -35,12 +35,12 @@ from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
-from sse_proxy.rechunk.planner import Planner, Write, make_planner
+from sse_proxy.rechunk.planner import ChaosPlanner, Planner, Write, make_planner
 from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.server.client_writer import ClientGone, ClientWriter, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.decompress import DecodeFailed, ObserverDecoder, make_observer_decoder
-from sse_proxy.server.delivery import Delivery
+from sse_proxy.server.delivery import Delivery, stream_kind
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.headers import (
     is_event_stream,
@@ -238,11 +238,15 @@ class _SseRelay:
                 )
                 self.mode = "passthrough"
             else:
+                spec = ex.spec
                 self.planner = make_planner(
                     mode,
-                    ex.spec,
+                    spec,
                     max_hold=cfg.max_frame_bytes,
                     dialect=lambda: self.reassembler.dialect,  # its variants: the detected one
+                    # what the request asked for, for the variants only some requests get
+                    request=ex.ctx.request_json if spec is not None and spec.variants else None,
+                    kind=lambda: stream_kind(self.reassembler.dialect),
                 )
                 if mode == "chaos":
                     self.delivery = ex.delivery = Delivery(request.transport)
@@ -303,6 +307,7 @@ class _SseRelay:
             self.sink,
             ex.ctx,
             stall_threshold=cfg.stall_threshold,
+            linger_threshold=cfg.linger_threshold,
             now=time.monotonic,
             on_alert=span.alert if span is not None else None,
             opened=self.opened,
@@ -485,6 +490,7 @@ class _SseRelay:
                                     seen(chunk, out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
+                        watch.last = now()  # a fault's pause is not the upstream's idling
                     if owed:
                         owed = False
                         self.ex.first_byte_sent()
@@ -495,6 +501,9 @@ class _SseRelay:
                     chunk = await readany()
                 if self.planner is not None:
                     await self._send(self.planner.flush())
+                    pause = self.planner.end_pause()  # a linger: the body stays open
+                    if pause is not None and self.delivery is not None:
+                        await self.delivery.hold(pause, client.write, self.taps.wrote)
         except ClientGone:
             ended_by = "client_disconnect"
         except TimeoutError:
@@ -695,6 +704,9 @@ class _SseRelay:
         mcp = fields.get("mcp")
         if mcp is not None:  # an MCP stream: when its first progress and its response came
             mcp.update(obs.mcp_times(started))
+        planner = self.planner
+        if isinstance(planner, ChaosPlanner) and planner.shapes is not None:
+            fields.update(planner.shapes.fields())  # the variants left out, or forced
         if self.cfg.log_text:
             fields["text"] = reassembler.text
         self.taps.finish(

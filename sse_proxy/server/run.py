@@ -28,8 +28,8 @@ from sse_proxy.errors import ChaosSpecError, ConfigError, ProxyError, UsageError
 from sse_proxy.inspect.web import close_feeds
 from sse_proxy.obs.logs import configure_logging, get_logger
 from sse_proxy.obs.redact import redact_url
-from sse_proxy.rechunk.spec import ChaosSpec
 from sse_proxy.server.admin import make_admin_app
+from sse_proxy.server.admission import config_spec
 from sse_proxy.server.app import make_app
 from sse_proxy.server.exchange import ProxyState
 from sse_proxy.server.keys import (
@@ -85,7 +85,7 @@ def _validate_chaos(cfg: Config) -> None:
     """A bad chaos spec is a startup error, never a crash of the data path."""
     if cfg.mode == "chaos":
         try:
-            ChaosSpec.from_options(cfg.chaos, cfg.seed, k=cfg.chaos_k, delay_ms=cfg.delay_ms)
+            config_spec(cfg)
         except ChaosSpecError as exc:
             raise ConfigError(f"chaos: {exc}") from None
 

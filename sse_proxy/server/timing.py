@@ -1,8 +1,17 @@
-"""A stream's timing: time to first token, inter-event gaps, stalls, the verdict fields.
+"""A stream's timing: time to first token, inter-event gaps, stalls, lingers, the verdict
+fields.
 
 The relay calls :meth:`StreamObserver.tick` after every upstream read; it adds one counter
 comparison per read, and everything else happens at an alert, at a timer, or once at the
 end of the stream.
+
+A stall is time without progress (text, reasoning, tool-call arguments), whatever else
+arrives: comments, ping events and empty deltas keep a connection busy and a read timeout
+quiet, not the user informed. Progress is looked at by the stream's one timer, not per
+event, so a stall is timed from the last event-carrying read before the look that saw the
+answer grow: at most a threshold late when pings follow the last text closely. Once the
+terminal marker is in, the same timer watches for a body that stays open after it (a
+linger).
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from itertools import compress
 from typing import Any
 
 from sse_proxy.core import StreamReassembler
-from sse_proxy.core.alerts import Alert, Stall, StallEnd, Truncated
+from sse_proxy.core.alerts import Alert, Linger, Stall, StallEnd, Truncated
 from sse_proxy.core.dialects.mcp import McpAccumulator
 from sse_proxy.core.streammeta import StreamMeta, has_text, meta_of
 from sse_proxy.core.verdict import verdict
@@ -122,8 +131,9 @@ class StreamObserver:
 
     ``tick`` runs after every upstream read (cheap unless events were dispatched); a timer
     callback (one handle per stream, not a task) logs ``sse.stall`` while a stall goes
-    on, and the read that ends it logs ``sse.stall_end``. ``on_alert`` (traces) sees
-    every alert of the stream.
+    on, and the read that ends it logs ``sse.stall_end``; after the terminal marker the
+    same callback logs ``sse.linger`` once the body has stayed open ``linger_threshold``
+    seconds. ``on_alert`` (traces) sees every alert of the stream.
     """
 
     def __init__(
@@ -133,6 +143,7 @@ class StreamObserver:
         ctx: RequestContext,
         *,
         stall_threshold: float,
+        linger_threshold: float = 0.0,
         now: Callable[[], float],
         on_alert: Callable[[Alert], None] | None = None,
         opened: float | None = None,
@@ -157,6 +168,14 @@ class StreamObserver:
         self._new_gaps = array("d")
         self.stalled_since: float | None = None
         self.stalls = 0
+        self.stalls_kept_alive = 0
+        self.linger_threshold = linger_threshold
+        self.lingered = False
+        # the answer's size at the last look that saw it grow, and when that was (the
+        # last event-carrying read then); what else had arrived by then
+        self.last_progress = self.opened
+        self._progress = 0
+        self._marks = (0, 0, 0)  # comment lines, pings, events
         self._bound: tuple[str | None, str | None] = (None, None)
         self._watch: Watch | None = None
         self.timeout_kind: str | None = None
@@ -185,10 +204,10 @@ class StreamObserver:
                 self._bucket_gaps()
         else:
             self.first_event = now
-        if self.stalled_since is not None:
-            self._stall_end(now)
         self.events = n
         self.last_event = now
+        if self.stalled_since is not None:
+            self._stall_end(now)
         if self.first_text is None:
             if self._mcp:
                 self._mcp_marks(now)
@@ -262,44 +281,124 @@ class StreamObserver:
     # -- stall timer -------------------------------------------------------------------
 
     def start(self, watchdog: Watchdog | None = None) -> None:
-        """Watch for stalls (on ``watchdog``, the app's, so that the running loop is not
-        looked up for each stream)."""
-        if self.threshold > 0:
-            self._watch = (watchdog or Watchdog.of()).watch(self.threshold, self._check)
+        """Watch for stalls and lingers (on ``watchdog``, the app's, so that the running
+        loop is not looked up for each stream)."""
+        first = self._every()
+        if first is not None:
+            self._watch = (watchdog or Watchdog.of()).watch(first, self._check)
+
+    def _every(self, left: float | None = None) -> float | None:
+        """When to look next: at a stall's deadline (``left``) or a threshold from now,
+        and at least every linger threshold (a terminal marker is seen only by looking)."""
+        stall, linger = self.threshold, self.linger_threshold
+        times = [t for t in (left if left is not None else stall, linger) if t > 0]
+        return min(times) if times else None
 
     def stop(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
 
-    def _check(self) -> float:
+    def _check(self) -> float | None:
         """At the deadline the watch was set for: the time to the moved one, or report the
-        stall (once) and look again a threshold later."""
+        stall (once) and look again a threshold later; past the terminal marker, the
+        linger (once). None: nothing left to watch."""
         if self.catch_up is not None:
             self.catch_up()
-        left = self.last_event + self.threshold - self.now()
+        now = self.now()
+        reassembler = self.reassembler
+        if reassembler.terminal_seen:  # the answer is complete: not a stall, maybe a linger
+            return self._linger(now)
+        if self.threshold <= 0:
+            return self._every()
+        progress = reassembler.progress()
+        if progress != self._progress:  # it grew: by the last event-carrying read at the latest
+            if self.stalled_since is not None:
+                self._stall_end(self.last_event)
+            else:
+                self._moved(progress, self.last_event)
+        left = self.last_progress + self.threshold - now
         if left > 0:
-            return left
+            return self._every(left)
         if self.stalled_since is None:
-            self.stalled_since = self.last_event
+            self.stalled_since = self.last_progress
             self.stalls += 1
-            gap = self.now() - self.last_event
+            comments, pings, events = self._since()
+            kept_alive = bool(comments or pings) and events == pings
+            self.stalls_kept_alive += kept_alive
             self.emit(
                 (
                     Stall(
-                        gap_ms=_ms(gap) or 0.0,
+                        gap_ms=_ms(now - self.last_progress) or 0.0,
                         threshold_ms=_ms(self.threshold) or 0.0,
-                        after_event=self.events,
+                        after_event=self._marks[2],
+                        comments=comments,
+                        pings=pings,
+                        events=events,
+                        kept_alive_by_comments=kept_alive,
                     ),
                 )
             )
-        return self.threshold
+        return self._every()
+
+    def _since(self) -> tuple[int, int, int]:
+        """Comment lines, pings and events since the answer last grew."""
+        reassembler = self.reassembler
+        comments, pings = reassembler.keepalives
+        comments += reassembler.comments_since_event
+        was = self._marks
+        return comments - was[0], pings - was[1], self.events - was[2]
+
+    def _moved(self, progress: int, at: float) -> None:
+        """The answer grew, at ``at`` (the last event-carrying read): count from there."""
+        self._progress = progress
+        self.last_progress = at
+        comments, pings = self.reassembler.keepalives  # (comments: up to the last event)
+        self._marks = (comments, pings, self.events)
+
+    def _linger(self, now: float) -> float | None:
+        """Past the terminal marker: report a body still open ``linger_threshold`` after
+        the last event (once), then stop looking."""
+        threshold = self.linger_threshold
+        if threshold <= 0 or self.lingered:
+            return None
+        left = self.last_event + threshold - now
+        if left > 0:
+            return left
+        self.lingered = True
+        self.emit(
+            (
+                Linger(
+                    open_ms=_ms(now - self.last_event) or 0.0,
+                    threshold_ms=_ms(threshold) or 0.0,
+                    after_event=self.events,
+                ),
+            )
+        )
+        return None
 
     def _stall_end(self, now: float) -> None:
+        """An event during a stall: the stall ends if the answer grew (or is complete)."""
         since = self.stalled_since
+        if since is None:
+            return
+        reassembler = self.reassembler
+        progress = reassembler.progress()
+        if progress == self._progress and not reassembler.terminal_seen:
+            return  # a ping or an empty delta: still stalled
+        comments, pings, _ = self._since()
         self.stalled_since = None
-        if since is not None:
-            self.emit((StallEnd(gap_ms=_ms(now - since) or 0.0, after_event=self.events),))
+        self._moved(progress, now)
+        self.emit(
+            (
+                StallEnd(
+                    gap_ms=_ms(now - since) or 0.0,
+                    after_event=self.events,
+                    comments=comments,
+                    pings=pings,
+                ),
+            )
+        )
 
     # -- end of stream -----------------------------------------------------------------
 
@@ -346,4 +445,6 @@ class StreamObserver:
             "gap_max_ms": _ms(gaps.max) if gaps.count else None,
             "output_tokens_per_s": tps,
             "stalls": self.stalls,
+            "stalls_kept_alive": self.stalls_kept_alive,
+            "linger_ms": _ms(end - self.last_event) if self.lingered else None,
         }

@@ -58,8 +58,11 @@ async def _http(ex: Exchange, headers: CIMultiDict[str]) -> web.StreamResponse:
     cfg = ex.cfg
     ctx = ex.ctx
     data: bytes | AsyncIterator[bytes] | None = None
+    spec = ex.spec
+    if spec is not None and spec.variants:  # some variants depend on what the request asks
+        ctx.keep_request = True
     if request.body_exists:
-        json_body = "json" in request.headers.get("Content-Type", "")
+        json_body = ctx.keep_request or "json" in request.headers.get("Content-Type", "")
         whole = await whole_body(request)
         if whole is not None:
             data = whole

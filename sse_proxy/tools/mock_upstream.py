@@ -3,7 +3,10 @@ and an MCP server (:mod:`sse_proxy.tools.mcp_server`).
 
 It serves the canonical fixtures of :mod:`sse_proxy.tools.fixtures`, clean or with a fault,
 and writes them in seeded random pieces (:func:`sse_proxy.tools.fixtures.split_reads`) so that
-characters and frames straddle TCP writes the way real upstreams make them. Echo and
+characters and frames straddle TCP writes the way real upstreams make them. A fault in time
+(``stall_keepalive``, ``stall_silent``, ``linger``, ``drip``) is performed frame by frame,
+as the chaos proxy performs it (:mod:`sse_proxy.rechunk.timefaults`), its durations the
+app's (``--stall``...) unless a request names its own (``X-Mock-Stall``, ``?stall=``). Echo and
 raw-byte endpoints let proxy tests push any byte stream through. Used by the demo,
 ``sse-proxy mock-upstream``, the client-test harness and the test suite; it never touches
 the network beyond loopback unless told to bind elsewhere.
@@ -26,7 +29,16 @@ from typing import TYPE_CHECKING, Any, Final
 from aiohttp import web
 
 from sse_proxy.errors import UsageError
-from sse_proxy.names import DIALECT_PATHS, MOCK_DELAY_HEADER, MOCK_FAULT_HEADER, MOCK_SEED_HEADER
+from sse_proxy.names import (
+    DIALECT_PATHS,
+    MOCK_DELAY_HEADER,
+    MOCK_FAULT_HEADER,
+    MOCK_SEED_HEADER,
+    MOCK_TIME_HEADERS,
+)
+from sse_proxy.rechunk.shapes.rewriter import split_frames
+from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, Timeline, TimeSettings
+from sse_proxy.server.delivery import hold, stream_kind
 from sse_proxy.server.peer import unsent
 from sse_proxy.tools import fixtures
 from sse_proxy.tools.mcp_server import McpServer, StreamFor
@@ -80,6 +92,7 @@ class _Settings:
     api_key: str | None = None
     tools: bool = False
     lockstep: Lockstep | None = None
+    timing: TimeSettings = DEFAULT_TIMING
 
 
 _SETTINGS: Final = web.AppKey("mock_settings", _Settings)
@@ -142,6 +155,28 @@ def _request_delay(request: web.Request) -> float:
     if not 0 <= value <= _MAX_DELAY:
         raise _bad_request(f"delay must be between 0 and {_MAX_DELAY} seconds")
     return value
+
+
+def _request_timing(request: web.Request) -> TimeSettings:
+    """The faults in time's durations: the app's, with what the request names
+    (``X-Mock-Stall: 2`` or ``?stall=2``...); a bad one is a one-line 400."""
+    given: dict[str, str] = {}
+    for name, header in MOCK_TIME_HEADERS.items():
+        raw = request.headers.get(header, request.query.get(name))
+        if raw is not None:
+            given[name] = raw
+    try:
+        return _settings(request).timing.changed(given)
+    except ValueError as exc:
+        raise _bad_request(str(exc)) from None
+
+
+def timing_of(values: dict[str, str] | None) -> TimeSettings:
+    """Durations given as text (flags), checked; :class:`UsageError` for a bad one."""
+    try:
+        return DEFAULT_TIMING.changed(values or {})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -245,12 +280,36 @@ async def _serve_mcp_sse(request: web.Request, body: bytes, reset: bool) -> web.
     return await _serve_sse(request, body, reset=reset)
 
 
+async def _serve_timed(
+    request: web.Request, body: bytes, dialect: str, fault: str
+) -> web.StreamResponse:
+    """``body`` frame by frame with a fault in time: the pauses the timeline puts in front
+    of frames (a stall with its keep-alives, a drip's waits), and a linger at the end."""
+    timeline = Timeline(fault, _request_timing(request), stream_kind(dialect))
+    resp = await _start_sse(request)
+    try:
+        for frame in split_frames(body):
+            for piece, pause in timeline.frame(frame):
+                if pause is not None:
+                    await hold(pause, resp.write)
+                await resp.write(piece)
+        end = timeline.end()
+        if end is not None:
+            await hold(end, resp.write)
+        await resp.write_eof()
+    except (ConnectionResetError, ConnectionError):
+        pass  # the client left: the fault is over
+    return resp
+
+
 async def _serve_stream(
     request: web.Request, dialect: str, fault: str | None
 ) -> web.StreamResponse:
     """The canonical stream of ``dialect``, broken by ``fault`` if any."""
     if fault is None:
         return await _serve_sse(request, fixtures.clean_stream(dialect))
+    if fixtures.KINDS[fault].timed:
+        return await _serve_timed(request, fixtures.clean_stream(dialect), dialect, fault)
     reset = fixtures.KINDS[fault].reset
     return await _serve_sse(request, fixtures.faulty_stream(fault, dialect), reset=reset)
 
@@ -262,7 +321,7 @@ def _wants_tools(request: web.Request, body: dict[str, Any]) -> bool:
 
 
 async def _serve_tools(request: web.Request, dialect: str) -> web.StreamResponse:
-    """The tool-call fixture of ``dialect``: the answer, then the fixture's two calls."""
+    """The tool-call fixture of ``dialect``: the answer, then the fixture's three calls."""
     return await _serve_sse(request, fixtures.tool_stream(dialect))
 
 
@@ -550,17 +609,19 @@ def make_mock_app(
     tools: bool = False,
     lockstep: Lockstep | None = None,
     mcp_stream: StreamFor | None = None,
+    timing: TimeSettings = DEFAULT_TIMING,
 ) -> web.Application:
     """The mock upstream app; ``fault`` applies to every stream unless a request overrides it.
 
     ``first_text``: the OpenAI Chat stream's first event (the role chunk) carries text.
-    ``tools``: every stream is the tool-call fixture (the answer, then two tool calls), as
+    ``tools``: every stream is the tool-call fixture (the answer, then three tool calls), as
     it is anyway for a request that declares ``tools``.
     With ``api_key``, every ``/v1*`` request must carry it (``Authorization: Bearer``,
     ``x-api-key``, ``x-goog-api-key`` or ``?key=``), like the real APIs: a test of held
     keys then fails unless the key really arrived. A ``lockstep`` paces the streams to an
     in-process proxy's reads (:mod:`sse_proxy.tools.lockstep`). ``mcp_stream`` answers
-    the MCP server's tool calls instead of the fixture (:data:`StreamFor`). Raises
+    the MCP server's tool calls instead of the fixture (:data:`StreamFor`). ``timing``: the
+    faults in time's durations, unless a request names its own. Raises
     :class:`~sse_proxy.errors.UsageError` for an unknown fault, listing the valid kinds.
     """
     if chunk_delay < 0:
@@ -574,6 +635,7 @@ def make_mock_app(
         api_key=api_key,
         tools=tools,
         lockstep=lockstep,
+        timing=timing,
     )
     # (every dialect of the registry has its endpoint here: tests/test_dialect_registry)
     app.router.add_post(DIALECT_PATHS["openai"], _chat_completions)
@@ -612,10 +674,12 @@ async def start_mock_upstream(
     tools: bool = False,
     lockstep: Lockstep | None = None,
     mcp_stream: StreamFor | None = None,
+    timing: TimeSettings = DEFAULT_TIMING,
 ) -> tuple[web.AppRunner, str]:
     """Start the mock on ``host:port`` (0 = ephemeral); return its runner and base URL.
 
-    Stop it with ``await runner.cleanup()``; open streams get one second to finish.
+    Stop it with ``await runner.cleanup()``; open streams get one second to finish. A
+    client that leaves ends its stream's handler (a stall is not waited out for nobody).
     """
     app = make_mock_app(
         fault=fault,
@@ -626,8 +690,9 @@ async def start_mock_upstream(
         tools=tools,
         lockstep=lockstep,
         mcp_stream=mcp_stream,
+        timing=timing,
     )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -648,10 +713,17 @@ async def mock_upstream(
     seed: int = 0,
     chunk_delay: float = 0.0,
     api_key: str | None = None,
+    timing: TimeSettings = DEFAULT_TIMING,
 ) -> AsyncIterator[str]:
     """``async with mock_upstream() as base_url:`` -- started, and cleaned up afterwards."""
     runner, url = await start_mock_upstream(
-        host, port, fault=fault, seed=seed, chunk_delay=chunk_delay, api_key=api_key
+        host,
+        port,
+        fault=fault,
+        seed=seed,
+        chunk_delay=chunk_delay,
+        api_key=api_key,
+        timing=timing,
     )
     try:
         yield url
@@ -667,6 +739,7 @@ async def _serve_forever(
     chunk_delay: float,
     first_text: bool,
     tools: bool = False,
+    timing: TimeSettings = DEFAULT_TIMING,
 ) -> int:
     try:
         runner, url = await start_mock_upstream(
@@ -677,6 +750,7 @@ async def _serve_forever(
             chunk_delay=chunk_delay,
             first_text=first_text,
             tools=tools,
+            timing=timing,
         )
     except (OSError, OverflowError, UnicodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -710,18 +784,23 @@ def run_mock_upstream(
     chunk_delay: float = 0.0,
     first_text: bool = False,
     tools: bool = False,
+    timing: dict[str, str] | None = None,
 ) -> int:
     """Blocking entry for ``sse-proxy mock-upstream``: serve until Ctrl-C or SIGTERM.
 
     Prints one line with the base URL and endpoints; returns the exit code (0). An unknown
-    fault or an unusable address raises :class:`~sse_proxy.errors.UsageError`.
+    fault, a bad duration (``timing``: setting name -> text, as flags give it) or an
+    unusable address raises :class:`~sse_proxy.errors.UsageError`.
     """
     fault = _check_fault(fault)
     if chunk_delay < 0:
         raise UsageError("chunk_delay must be >= 0")
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {port}")
+    durations = timing_of(timing)
     try:
-        return asyncio.run(_serve_forever(host, port, fault, seed, chunk_delay, first_text, tools))
+        return asyncio.run(
+            _serve_forever(host, port, fault, seed, chunk_delay, first_text, tools, durations)
+        )
     except KeyboardInterrupt:  # platforms without loop signal handlers
         return 0

@@ -40,9 +40,10 @@ BAD = (("get_weather", '{"city":"Zürich","unit":"' + SECRET + '"}'), fixtures.T
 @pytest.mark.parametrize("dialect", TOOL_DIALECTS)
 def test_every_dialects_request_declares_the_schemas_it_is_checked_against(dialect: str) -> None:
     schemas = _schemas(dialect)
-    assert len(schemas) == 2
+    assert len(schemas) == 3
     assert "get_weather" in schemas
     assert "get_time" in schemas
+    assert schemas.check("get_location", {}) is None  # a tool without arguments
     assert schemas.check("get_time", {"timezone": "UTC"}) is None
     assert schemas.check("get_time", {}) is not None
     assert schemas.check("unknown", {"anything": 1}) is None  # no schema, nothing to say

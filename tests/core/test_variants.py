@@ -93,7 +93,7 @@ def _calls(dialect: str, details: dict[str, Any]) -> list[tuple[str, Any]]:
         calls = [(c["name"], c["arguments"]) for c in details["function_calls"]]
     else:
         fcs = details["candidates"][0]["function_calls"]
-        return [(c["name"], c["args"]) for c in fcs]
+        return [(c["name"], {} if c["args"] is None else c["args"]) for c in fcs]  # none: {}
     return [(n, json.loads(a)) for n, a in calls]
 
 

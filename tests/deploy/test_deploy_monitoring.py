@@ -102,7 +102,8 @@ def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
 
 
 def test_dashboard_shows_what_the_issue_asks_for() -> None:
-    """Streams/s, verdicts, alerts by kind, TTFT p50/p99 by model, stalls, truncations, errors."""
+    """Streams/s, verdicts, alerts by kind, TTFT p50/p99 by model, stalls (kept alive by
+    comments too), lingering bodies, truncations, errors."""
     joined = "\n".join(_dashboard_exprs())
     for needle in (
         "sum by (verdict) (rate(sse_proxy_streams_total",
@@ -110,6 +111,8 @@ def test_dashboard_shows_what_the_issue_asks_for() -> None:
         "histogram_quantile(0.5, sum by (model, le) (rate(sse_proxy_time_to_first_token",
         "histogram_quantile(0.99, sum by (model, le) (rate(sse_proxy_time_to_first_token",
         'event="sse.stall"',
+        "sse_proxy_stalls_kept_alive_total",
+        'event="sse.linger"',
         'event="sse.truncated"',
         "sse_proxy_upstream_errors_total",
     ):

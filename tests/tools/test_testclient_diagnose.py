@@ -3,6 +3,7 @@ clients that fail on exactly one part, plus fault verdicts and crash attribution
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,80 @@ def test_a_node_crash_inside_node_modules_is_named_from_package_json(tmp_path: P
     assert found == CrashSite(
         "eventsource-parser", "3.1.1", "eventsource-parser/dist/index.js", 120
     )
+
+
+# ------------------------------------------------------------------ sse-proxy diagnose
+
+
+def _diagnose_cli(got: str, *args: str) -> tuple[int, str, str]:
+    from tests.support.cli import run_cli
+
+    done = run_cli("diagnose", *args, stdin=got.encode("utf-8"))
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def test_the_diagnose_command_gives_test_clients_verdict_in_the_clients_language() -> None:
+    from sse_proxy.tools import fixtures
+
+    expected = fixtures.expected_text("openai")
+    cut = expected.replace("ç", "\ufffd\ufffd").replace("€", "\ufffd\ufffd\ufffd")
+    code, out, err = _diagnose_cli(cut, "--dialect", "openai", "--strategy", "utf8", "--lang", "js")
+    assert code == 1, err
+    assert out.startswith("sse-proxy diagnose (utf8): character boundary\n")
+    assert "  evidence: 5 U+FFFD in the output: a read ended inside" in out
+    assert "  spec rule: utf8: a read may end inside a multi-byte UTF-8 character" in out
+    assert "  fix (javascript): create one TextDecoder per stream" in out
+    code, out, _ = _diagnose_cli(cut, "--dialect", "openai", "--lang", "python", "--json")
+    verdict = json.loads(out)
+    assert code == 1
+    assert verdict["passed"] is False
+    assert verdict["family"] == "character boundary"
+    assert verdict["lang"] == "python"
+    assert "codecs.getincrementaldecoder" in verdict["fix"]
+    assert verdict["first_difference"].startswith("at character ")
+    code, out, _ = _diagnose_cli(expected + "\n", "--dialect", "openai", "--json")
+    assert code == 0  # one trailing newline is ignored, as test-client ignores it
+    assert json.loads(out)["passed"] is True
+
+
+def test_the_diagnose_command_tells_a_rewrite_from_a_cut_and_names_a_shape(tmp_path: Path) -> None:
+    from sse_proxy.rechunk.shapes.openai_chat import REASONING
+    from sse_proxy.tools import fixtures
+
+    expected = fixtures.expected_text("openai")
+    lost_first = expected[len("The") :]
+    code, out, _ = _diagnose_cli(lost_first, "--dialect", "openai", "--strategy", "bom")
+    assert code == 1
+    assert "spec conformance (bom)" in out
+    assert "must be skipped once" in out
+    mine = tmp_path / "expected.txt"
+    mine.write_text(expected, encoding="utf-8")
+    code, out, _ = _diagnose_cli(lost_first, "--expected", str(mine))
+    assert "frame boundary" in out  # without the strategy: missing text is a lost frame
+    code, out, _ = _diagnose_cli(
+        "".join(REASONING) + expected,
+        *("--dialect", "openai", "--strategy", "reasoning_content", "--lang", "python", "--json"),
+    )
+    verdict = json.loads(out)
+    assert verdict["family"] == "stream shape (null content: reasoning_content chunk)"
+    assert '"reasoning_content":"Let me"' in verdict["chunk"]
+    assert "DeepSeek" in verdict["providers"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "one of the arguments --expected --dialect is required"),
+        (["--dialect", "cobol"], "--dialect must be one of"),
+        (["--dialect", "openai", "--lang", "cobol"], "--lang must be one of"),
+        (["--dialect", "openai", "--strategy", "nope"], "--strategy: unknown chaos strategy"),
+        (["--expected", "/nonexistent/x.txt"], "--expected: cannot read"),
+        (["--expected", "-"], "--expected and --got cannot both read stdin"),
+    ],
+)
+def test_the_diagnose_commands_usage_errors_are_one_line(args: list[str], message: str) -> None:
+    code, out, err = _diagnose_cli("x", *args)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert out == ""

@@ -35,12 +35,15 @@ EXPECTED = fixtures.MESSAGE
 
 
 def test_default_plan_covers_baseline_strategies_rewrites_combos_and_seeds() -> None:
-    """Without --only every strategy, every rewrite and the combos run once per seed."""
+    """Without --only every strategy, every rewrite and the combos run once per seed; the
+    faults and the stalls once each."""
     cases = plan_cases(only=None, seeds=[1, 2], cut_points=3434, exhaustive=None)
     groups = list(dict.fromkeys(c.group for c in cases))
-    assert groups == ["baseline", *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, "faults"]
+    assert groups == ["baseline", *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, "faults", "stalls"]
     assert all(
-        sorted(c.seed for c in cases if c.group == g) == [1, 2] for g in groups if g != "faults"
+        sorted(c.seed for c in cases if c.group == g) == [1, 2]
+        for g in groups
+        if g not in ("faults", "stalls")
     )
     assert [c.fault for c in cases if c.group == "faults"] == [
         "unterminated",
@@ -48,6 +51,9 @@ def test_default_plan_covers_baseline_strategies_rewrites_combos_and_seeds() -> 
         "error_event",
         "reset",
     ]
+    stalls = [c for c in cases if c.group == "stalls"]
+    assert [c.fault for c in stalls] == ["stall_keepalive", "stall_silent", "linger", "drip"]
+    assert stalls[0].name == "stalls:stall_keepalive"
 
 
 def test_every_cut_pass_is_automatic_only_for_a_short_fixture() -> None:
@@ -209,9 +215,22 @@ def test_skip_drops_groups_and_bang_items_in_only_skip_too() -> None:
     bang = plan_cases(only=["!dataless", "!faults"], seeds=[1], cut_points=5000, exhaustive=None)
     assert bang == skipped
     one_fault = plan_cases(
-        only=None, skip=["faults:reset", "cut"], seeds=[1], cut_points=10, exhaustive=None
+        only=None,
+        skip=["faults:reset", "cut", "stalls:drip"],
+        seeds=[1],
+        cut_points=10,
+        exhaustive=None,
     )
-    assert [c.fault for c in one_fault if c.fault] == ["unterminated", "no_terminal", "error_event"]
+    assert [c.fault for c in one_fault if c.group == "faults"] == [
+        "unterminated",
+        "no_terminal",
+        "error_event",
+    ]
+    assert [c.fault for c in one_fault if c.group == "stalls"] == [
+        "stall_keepalive",
+        "stall_silent",
+        "linger",
+    ]
     assert not [c for c in one_fault if c.cut]
     with pytest.raises(UsageError, match="--skip: unknown chaos strategy"):
         plan_cases(only=None, skip=["bogus"], seeds=[1], cut_points=5, exhaustive=None)

@@ -100,7 +100,7 @@ def test_the_meaning_of_clean_and_broken_streams() -> None:
         assert _read(fixtures.clean_stream(dialect), dialect).end == "whole"
         assert _read(fixtures.clean_stream(dialect), dialect).text == fixtures.MESSAGE
     calls = _read(tool_stream("openai"))
-    assert [name for name, _ in calls.calls] == ["get_weather", "get_time"]
+    assert [name for name, _ in calls.calls] == ["get_weather", "get_time", "get_location"]
 
 
 def _litellm_like(body: bytes, usage: tuple[int, int]) -> bytes:

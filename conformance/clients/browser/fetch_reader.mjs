@@ -1,7 +1,7 @@
 // A correct fetch client: one TextDecoder per stream (stream: true), lines split across
 // reads on CRLF, CR or LF, one event per blank line. OpenAI Chat or raw text.
-export async function stream({ url, body, headers, dialect }) {
-  const response = await fetch(url, { method: "POST", headers, body });
+export async function stream({ url, body, headers, dialect, signal }) {
+  const response = await fetch(url, { method: "POST", headers, body, signal });
   if (!response.ok) throw new Error(`HTTP ${response.status}`);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();

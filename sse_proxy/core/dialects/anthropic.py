@@ -8,6 +8,7 @@ from typing import Any, Final
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 from sse_proxy.core.dialects.descriptor import Dialect, Provider
+from sse_proxy.core.dialects.toolcalls import call_progress
 from sse_proxy.core.streammeta import StreamMeta, anthropic_usage
 
 __all__ = ["DIALECT", "AnthropicAccumulator"]
@@ -114,6 +115,12 @@ class AnthropicAccumulator(JsonAccumulator):
         elif kind == "error":
             self.error_event(obj, index, offset)
             self.terminal_seen = True
+        elif kind == "ping":
+            self.pings += 1
+
+    @property
+    def tool_progress(self) -> int:
+        return call_progress(b.tool for b in self._blocks.values() if b.tool is not None)
 
     def stream_meta(self) -> StreamMeta:
         """One finish reason: the message's ``stop_reason``."""
@@ -183,5 +190,6 @@ DIALECT: Final = Dialect(
     error_frame=b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
     b'"message": "Overloaded"}}\n\n',
     error_ends_stream=True,
+    ping_frame=b'event: ping\ndata: {"type": "ping"}\n\n',
 )
 """The Anthropic Messages API."""

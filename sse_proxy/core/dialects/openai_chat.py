@@ -10,6 +10,7 @@ import msgspec
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, json_loads, text_of
 from sse_proxy.core.dialects.descriptor import Dialect, Provider
+from sse_proxy.core.dialects.toolcalls import call_progress
 from sse_proxy.core.streammeta import StreamMeta, openai_usage
 
 __all__ = ["DIALECT", "OpenAIChatAccumulator"]
@@ -250,6 +251,10 @@ class OpenAIChatAccumulator(JsonAccumulator):
                 if args and type(args) is str:
                     call.parts.append(args)
                     self._fffd(args, data, index, offset)
+
+    @property
+    def tool_progress(self) -> int:
+        return call_progress(c for st in self._choices.values() for c in st.tool_calls.values())
 
     def stream_meta(self) -> StreamMeta:
         """Model, id and usage as sent; one finish reason per choice that gave one."""

@@ -7,6 +7,7 @@ from typing import Any, Final
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 from sse_proxy.core.dialects.descriptor import Dialect, Provider
+from sse_proxy.core.dialects.toolcalls import call_progress
 from sse_proxy.core.streammeta import StreamMeta, openai_usage, short_str
 
 __all__ = ["DIALECT", "OpenAIResponsesAccumulator"]
@@ -115,6 +116,10 @@ class OpenAIResponsesAccumulator(JsonAccumulator):
         details = resp.get("incomplete_details")
         if type(details) is dict:
             self._incomplete = short_str(details.get("reason"))
+
+    @property
+    def tool_progress(self) -> int:
+        return call_progress(self._calls.values())
 
     def stream_meta(self) -> StreamMeta:
         """The finish reason is the response status, or why it is incomplete."""

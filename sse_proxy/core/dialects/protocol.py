@@ -23,6 +23,9 @@ Outcomes, for an accumulator fed by the reassembler:
 * ``terminal_seen`` says the stream ended cleanly (its terminal marker, or an error or a
   block that ends it legitimately); the reassembler reports ``sse.truncated`` otherwise,
   for dialects whose descriptor names a terminal marker.
+* ``pings`` counts the API's keep-alive events; ``tool_progress`` says how far the tool
+  calls got. With the text and reasoning lengths they tell a stall (time without progress,
+  whatever else arrives) from a slow answer.
 * ``fffd_seen`` counts U+FFFD in extracted text, so the reassembler can check every one was
   reported.
 """
@@ -46,6 +49,8 @@ class DialectAccumulator(Protocol):
 
     terminal_seen: bool
     fffd_seen: int
+    pings: int
+    """The API's own keep-alive events seen (Anthropic's ``ping``; 0 where it has none)."""
     tool_schemas: ToolSchemas | None
     locate: Callable[[str, int, int], int]
     """Where character i of an event's data is in the stream (the reassembler sets it)."""
@@ -76,6 +81,10 @@ class DialectAccumulator(Protocol):
 
     @property
     def reasoning_length(self) -> int: ...
+
+    @property
+    def tool_progress(self) -> int:
+        """How far the tool calls got (characters of arguments); for a timer, not per event."""
 
     def stream_meta(self) -> StreamMeta:
         """Model, response id, finish reasons and usage, as the stream reported them so far."""

@@ -14,14 +14,14 @@ most, :class:`~sse_proxy.core.alerts.ToolCallInvalid`, never quoting the argumen
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sse_proxy.core.alerts import Alert, ToolCallInvalid
 from sse_proxy.core.toolschema import VALIDATE_LIMIT, ToolSchemas
 
-__all__ = ["ToolCall", "check_call"]
+__all__ = ["ToolCall", "call_progress", "check_call"]
 
 _NO_ARGS = object()
 
@@ -50,6 +50,11 @@ class ToolCall:
         """Note the first contradiction; it is what gets reported."""
         if self.problem is None:
             self.problem = problem
+
+
+def call_progress(calls: Iterable[ToolCall]) -> int:
+    """Characters of arguments the calls have received so far (how far they got)."""
+    return sum(sum(map(len, call.parts)) for call in calls)
 
 
 def check_call(

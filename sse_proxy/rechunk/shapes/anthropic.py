@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.requires import CITATIONS, TOOLS, WEB_SEARCH
+from sse_proxy.rechunk.shapes.requires import THINKING as THINKING_ENABLED
 
 __all__ = ["STAGES"]
 
@@ -106,6 +108,7 @@ class Thinking(_Blocks):
     ``signature_delta``) before the text, at index 0."""
 
     name = "thinking"
+    requires = THINKING_ENABLED
 
     def take(self, event: Event) -> list[Event]:
         if event.kind != "message_start" or self.shift:
@@ -157,6 +160,7 @@ class Citations(_Blocks):
     source), then their ``text_delta`` pieces."""
 
     name = "citations"
+    requires = CITATIONS
     every = 12
 
     def __init__(self, *args: Any) -> None:
@@ -200,6 +204,7 @@ class ServerTool(_Blocks):
     goes on in a new block."""
 
     name = "server_tool"
+    requires = WEB_SEARCH
     after = 5
 
     def __init__(self, *args: Any) -> None:
@@ -266,6 +271,7 @@ class EmptyPartialJson(_Anthropic):
     """A tool block's first ``input_json_delta`` with ``partial_json: ""``, as Claude sends."""
 
     name = "empty_partial_json"
+    requires = TOOLS
 
     def take(self, event: Event) -> list[Event]:
         obj = event.obj

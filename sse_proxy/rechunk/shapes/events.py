@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from sse_proxy.rechunk.shapes.requires import Request, Requires
+
 __all__ = ["BOM", "Context", "Event", "Stage", "dumps", "parse_frame", "serialize"]
 
 BOM = b"\xef\xbb\xbf"
@@ -131,11 +133,13 @@ def newline_of(frame: bytes) -> str | None:
 
 @dataclass(slots=True)
 class Context:
-    """What the stages of one stream share: its dialect, a seeded generator per stage."""
+    """What the stages of one stream share: its dialect, a seeded generator per stage, and
+    the request that asked for the stream (None: not known)."""
 
     dialect: str
     seed: int
     rngs: dict[str, random.Random] = field(default_factory=dict)
+    request: Request | None = None
 
     def rng(self, name: str) -> random.Random:
         found = self.rngs.get(name)
@@ -146,10 +150,13 @@ class Context:
 
 class Stage:
     """One variant over one stream. Subclasses override :meth:`take` and maybe :meth:`end`;
-    ``dialect`` is the dialect it applies to (None: every dialect)."""
+    ``dialect`` is the dialect it applies to (None: every dialect); ``requires``, what a
+    request must ask for before a provider sends the shape (None: providers send it
+    whatever the request says)."""
 
     name: ClassVar[str] = ""
     dialect: ClassVar[str | None] = None
+    requires: ClassVar[Requires | None] = None
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

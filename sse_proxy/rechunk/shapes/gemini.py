@@ -7,6 +7,7 @@ import copy
 from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.requires import INCLUDE_THOUGHTS, TOOLS
 
 __all__ = ["STAGES"]
 
@@ -74,6 +75,7 @@ class Thoughts(_Gemini):
     the first part of the answer."""
 
     name = "thoughts"
+    requires = INCLUDE_THOUGHTS
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -139,6 +141,7 @@ class FunctionCallsOneChunk(_Gemini):
     """Parallel function calls as several ``functionCall`` parts of one chunk."""
 
     name = "function_calls_one_chunk"
+    requires = TOOLS
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -160,5 +163,70 @@ class FunctionCallsOneChunk(_Gemini):
         return [Event.of(_chunk(held[-1].obj, parts), key=self.key())]
 
 
-STAGES: Final[tuple[type[Stage], ...]] = (Thoughts, NoTextPart, FinishAlone, FunctionCallsOneChunk)
+class FunctionCallNoArgs(_Gemini):
+    """A call to a tool that takes no arguments, whole in one chunk and without ``args``:
+    ``{"functionCall": {"name": "X"}}`` (no ``args``, no ``partialArgs``)."""
+
+    name = "function_call_no_args"
+    requires = TOOLS
+
+    def take(self, event: Event) -> list[Event]:
+        cand = _candidate(event.obj)
+        parts = _parts(cand) if cand is not None else []
+        bare = [
+            {k: v for k, v in p.items() if k != "functionCall"}
+            | {"functionCall": {k: v for k, v in p["functionCall"].items() if k != "args"}}
+            if _no_args_call(p)
+            else p
+            for p in parts
+        ]
+        if bare == parts:
+            return [event]
+        new = copy.deepcopy(event.obj)
+        new["candidates"][0]["content"]["parts"] = bare
+        return [event.changed(new, key=self.key())]
+
+
+def _no_args_call(part: Any) -> bool:
+    call = part.get("functionCall") if type(part) is dict else None
+    return type(call) is dict and call.get("args") == {}
+
+
+class SignatureApart(_Gemini):
+    """The first function call's ``thoughtSignature`` on a part of its own, in the chunk
+    before the call (an empty thought part: ``{"text": "", "thought": true,
+    "thoughtSignature": ...}``), not on the ``functionCall`` part."""
+
+    name = "signature_apart"
+    requires = TOOLS
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.done = False
+
+    def take(self, event: Event) -> list[Event]:
+        cand = _candidate(event.obj)
+        parts = _parts(cand) if cand is not None else []
+        if self.done or not any(type(p) is dict and "functionCall" in p for p in parts):
+            return [event]
+        self.done = True
+        signature = {"text": "", "thought": True, "thoughtSignature": _SIGNATURE}
+        alone = Event.of(_chunk(event.obj, [signature]), key=self.key())
+        unsigned = [
+            {k: v for k, v in p.items() if k != "thoughtSignature"} if type(p) is dict else p
+            for p in parts
+        ]
+        new = copy.deepcopy(event.obj)
+        new["candidates"][0]["content"]["parts"] = unsigned
+        return [alone, event.changed(new)]
+
+
+STAGES: Final[tuple[type[Stage], ...]] = (
+    Thoughts,
+    NoTextPart,
+    FinishAlone,
+    FunctionCallsOneChunk,
+    FunctionCallNoArgs,
+    SignatureApart,
+)
 """Every Gemini variant, in the order they are applied."""

@@ -12,6 +12,7 @@ from sse_proxy.rechunk.shapes.openai_tools import STAGES as TOOL_STAGES
 from sse_proxy.rechunk.shapes.openai_tools import choice_of as _choice
 from sse_proxy.rechunk.shapes.openai_tools import delta_of as _delta
 from sse_proxy.rechunk.shapes.openai_tools import fragment as _fragment
+from sse_proxy.rechunk.shapes.requires import INCLUDE_USAGE, N_CHOICES
 
 __all__ = ["STAGES"]
 
@@ -171,6 +172,7 @@ class IncludeUsage(_Chat):
     with ``choices: []`` and the usage, before ``[DONE]``."""
 
     name = "include_usage"
+    requires = INCLUDE_USAGE
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -284,6 +286,37 @@ class ReasoningField(_Reasoning):
     null_on_content = False
 
 
+class ReasoningWithContent(_Chat):
+    """Reasoning deltas before the answer, the last of them in the same chunk as the first
+    piece of the answer (``{"reasoning_content": "…", "content": "The"}``), as a reasoning
+    parser emits the delta in which the thinking ends and the answer begins."""
+
+    name = "reasoning_with_content"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.done = False
+
+    def take(self, event: Event) -> list[Event]:
+        delta = _delta(event.obj)
+        if self.done or delta is None or not _content(event.obj):
+            return [event]
+        self.done = True
+        head = _head(event.obj)
+        pieces = []
+        for piece in REASONING[:-1]:
+            delta_only = {"content": None, "reasoning_content": piece}
+            chunk = {
+                **head,
+                "choices": [
+                    {"index": 0, "delta": delta_only, "logprobs": None, "finish_reason": None}
+                ],
+            }
+            pieces.append(Event.of(chunk))
+        both = {**delta, "reasoning_content": REASONING[-1]}
+        return [*pieces, event.changed(_with_choice(event.obj, delta=both), key=self.key())]
+
+
 class RoleOnly(_Chat):
     """A first chunk whose delta is ``{"role": "assistant"}`` alone: no ``content`` key."""
 
@@ -370,11 +403,15 @@ class FinishWithText(_Chat):
 
 
 class ChoicesN2(_Chat):
-    """``n: 2``: every chunk of choice 0 followed by the same chunk of choice 1."""
+    """``n: 2``: every chunk of choice 0 followed by the same chunk of choice 1. A request
+    that asked for several choices gets them from the upstream itself: nothing is added."""
 
     name = "choices_n2"
+    requires = N_CHOICES
 
     def take(self, event: Event) -> list[Event]:
+        if N_CHOICES.met(self.ctx.request):
+            return [event]
         choice = _choice(event.obj)
         if choice is None or choice.get("index", 0) != 0:
             return [event]
@@ -421,6 +458,52 @@ class VllmUsage(_Chat):
         return [event.changed({**obj, "usage": _usage(self.completion)}, key=self.key())]
 
 
+class UsageOnLastChoice(_Chat):
+    """The final usage on the last chunk that still has choices: the one with the last text
+    (or tool-call fragment), which carries the finish reason too; no usage-only chunk
+    after it."""
+
+    name = "usage_on_last_choice"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.held: Event | None = None
+        self.final: Event | None = None
+        self.completion = 0
+
+    def take(self, event: Event) -> list[Event]:
+        obj = event.obj
+        final = self.final
+        if final is not None:
+            if type(obj) is dict and obj.get("choices") == [] and obj.get("usage"):
+                # the upstream's own usage chunk: its usage goes on the last choice instead
+                self.final = final.changed({**final.obj, "usage": obj["usage"]})
+                return []
+            self.final = None
+            return [final, event]
+        if _is_finish(obj) and self.held is not None:
+            held, self.held = self.held, None
+            choice = _choice(obj) or {}
+            merged = _with_choice(held.obj, finish_reason=choice.get("finish_reason"))
+            merged["usage"] = obj.get("usage") or _usage(self.completion)
+            self.final = held.changed(merged, key=self.key())
+            return []
+        out = self.release()
+        if _content(obj) or _fragment(obj) is not None:
+            self.completion += 1
+            self.held = event
+            return out
+        return [*out, event]
+
+    def release(self) -> list[Event]:
+        held, self.held = self.held, None
+        return [held] if held is not None else []
+
+    def end(self) -> list[Event]:
+        final, self.final = self.final, None
+        return [*self.release(), *([final] if final is not None else [])]
+
+
 class NoIds(_Chat):
     """Chunks without ``id``, ``created`` or ``system_fingerprint`` (Gemini's
     OpenAI-compatible endpoint)."""
@@ -435,6 +518,20 @@ class NoIds(_Chat):
         return [event.changed(new, key=self.key())]
 
 
+class ToolCallsEmpty(_Chat):
+    """``tool_calls: []`` beside the content of every text delta, as some servers fill
+    the field whether or not there is a call."""
+
+    name = "tool_calls_empty"
+
+    def take(self, event: Event) -> list[Event]:
+        delta = _delta(event.obj)
+        if delta is None or not _content(event.obj):
+            return [event]
+        marked = {**delta, "tool_calls": []}
+        return [event.changed(_with_choice(event.obj, delta=marked), key=self.key())]
+
+
 STAGES: Final[tuple[type[Stage], ...]] = (
     Azure,
     AzureAsyncFilter,
@@ -442,13 +539,16 @@ STAGES: Final[tuple[type[Stage], ...]] = (
     UsageChunks,
     ReasoningContent,
     ReasoningField,
+    ReasoningWithContent,
     RoleOnly,
     FirstText,
     FinishWithText,
     ChoicesN2,
     OpenRouterComments,
     VllmUsage,
+    UsageOnLastChoice,
     NoIds,
+    ToolCallsEmpty,
     *TOOL_STAGES,
 )
 """Every OpenAI Chat variant, in the order they are applied."""

@@ -6,6 +6,7 @@ import copy
 from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.requires import TOOLS
 
 __all__ = ["STAGES", "choice_of", "delta_of", "fragment"]
 
@@ -35,6 +36,7 @@ def _with_choice(obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 class _Chat(Stage):
     dialect = "openai"
+    requires = TOOLS  # tool calls come only to a request that declares tools
 
 
 def fragment(obj: Any) -> dict[str, Any] | None:

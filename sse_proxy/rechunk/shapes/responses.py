@@ -11,6 +11,7 @@ import copy
 from typing import Any, Final
 
 from sse_proxy.rechunk.shapes.events import Event, Stage
+from sse_proxy.rechunk.shapes.requires import HOSTED_SEARCH, REASONING_SUMMARY, TOOLS
 
 __all__ = ["STAGES", "Renumber"]
 
@@ -66,6 +67,7 @@ class ReasoningSummary(_Items):
     streamed as ``response.reasoning_summary_text.delta``, then the message."""
 
     name = "reasoning_summary"
+    requires = REASONING_SUMMARY
 
     def insert(self) -> list[Event]:
         item_id = "rs_mock0000000000000001"
@@ -108,6 +110,7 @@ class OutputItems(_Items):
     so the message is not at ``output_index`` 0."""
 
     name = "output_items"
+    requires = HOSTED_SEARCH
 
     def insert(self) -> list[Event]:
         item_id = "ws_mock0000000000000001"
@@ -138,6 +141,7 @@ class Annotations(_Responses):
     finished part, item and response list the annotations too."""
 
     name = "annotations"
+    requires = HOSTED_SEARCH
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -220,6 +224,40 @@ class InProgressRepeated(_Responses):
         return [event]
 
 
+class LateItemDone(_Responses):
+    """The first item's ``response.output_item.done`` arrives after the next item's events,
+    its ``done`` included: items finish out of ``output_index`` order (their
+    ``output_index`` still says where each goes)."""
+
+    name = "late_item_done"
+    requires = TOOLS  # several output items: the message, then the calls
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.held: Event | None = None
+        self.done = False
+
+    def take(self, event: Event) -> list[Event]:
+        kind = event.kind
+        if self.done or kind not in ("response.output_item.done", *_FINAL):
+            return [event]
+        if self.held is None:
+            if kind != "response.output_item.done":
+                return [event]
+            self.held = event
+            return []
+        held, self.held = self.held, None
+        self.done = True
+        late = held.changed(copy.deepcopy(held.obj), key=self.key())
+        if kind == "response.output_item.done":
+            return [event, late]
+        return [late, event]  # no later item: it stays before the end
+
+    def release(self) -> list[Event]:
+        held, self.held = self.held, None
+        return [held] if held is not None else []
+
+
 class Renumber(_Responses):
     """Every event's ``sequence_number`` in order again, after the variants inserted some."""
 
@@ -244,5 +282,6 @@ STAGES: Final[tuple[type[Stage], ...]] = (
     OutputItems,
     Annotations,
     InProgressRepeated,
+    LateItemDone,
 )
 """Every Responses variant, in the order they are applied (:class:`Renumber` after all)."""

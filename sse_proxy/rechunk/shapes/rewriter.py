@@ -8,6 +8,11 @@ calls) stays the same; what changes is what a client must be ready for. Pure: fr
 seed in, frames out; which provider sends which shape, and where that is documented or was
 reported, is in :mod:`sse_proxy.tools.fixtures.variants`.
 
+A variant that providers send only when the request asks for something (``n > 1``, tools,
+``include_usage``: its :class:`~sse_proxy.rechunk.shapes.requires.Requires`) is served
+only to a request that asks for it, unless forced; the rewriter says which it left out and
+which it forced (:meth:`ShapeRewriter.fields`).
+
 :class:`ShapeRewriter` runs a stream's variants, for the chaos planner (one complete frame
 at a time) and for the test-client (:func:`apply_variants`, with the chunk each variant is
 about marked).
@@ -18,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from sse_proxy.errors import ChaosSpecError
 from sse_proxy.rechunk.shapes import anthropic, gemini, openai_chat, responses, tokens
@@ -32,13 +37,16 @@ from sse_proxy.rechunk.shapes.events import (
     run_stage,
     serialize,
 )
+from sse_proxy.rechunk.shapes.requires import Request, Requires
 
 __all__ = [
     "SHAPE_STAGES",
     "TOKEN_STAGES",
     "VARIANT_DIALECTS",
+    "VARIANT_REQUIRES",
     "DialectOf",
     "Event",
+    "RequestOf",
     "ShapeRewriter",
     "apply_variants",
     "split_frames",
@@ -59,12 +67,21 @@ VARIANT_DIALECTS: Final[Mapping[str, str | None]] = MappingProxyType(
 )
 """The dialect each variant applies to (None: every dialect)."""
 
+VARIANT_REQUIRES: Final[Mapping[str, Requires | None]] = MappingProxyType(
+    {name: stage.requires for name, stage in {**SHAPE_STAGES, **TOKEN_STAGES}.items()}
+)
+"""What a request must ask for before providers send each variant (None: nothing)."""
+
 _FRAME_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 _KNOWN: Final = frozenset(d for d in VARIANT_DIALECTS.values() if d) | {"text"}
 
 DialectOf = str | Callable[[], str | None] | None
 """The stream's dialect: a name, or a function that says it once known (the observer's:
 ``lambda: reassembler.dialect``), or None (unknown: the variants do nothing)."""
+
+RequestOf = Request | Callable[[], Request | None] | None
+"""The request that asked for the stream, parsed: the object, a function that gives it
+when first asked (the proxy's request context), or None (unknown: it asks for nothing)."""
 
 
 def split_frames(body: bytes) -> list[bytes]:
@@ -86,10 +103,20 @@ class ShapeRewriter:
     its reassembler detected, asked at the first data event; the planners do not detect
     dialects themselves); then every variant of that dialect, and every token variant,
     applies in a fixed order, and for Responses the ``sequence_number`` of every event is
-    counted anew. Variants of another dialect do nothing.
+    counted anew. Variants of another dialect do nothing, and so does a variant whose
+    requirement the ``request`` does not meet, unless ``force``: :attr:`not_applicable`
+    and :attr:`forced` name them, with what the request did not ask for.
     """
 
-    def __init__(self, names: Sequence[str], seed: int, *, dialect: DialectOf = None) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        seed: int,
+        *,
+        dialect: DialectOf = None,
+        request: RequestOf = None,
+        force: bool = False,
+    ) -> None:
         unknown = [n for n in names if n not in VARIANT_DIALECTS]
         if unknown:
             raise ChaosSpecError(f"unknown variant {unknown[0]!r}")
@@ -97,10 +124,16 @@ class ShapeRewriter:
         self._names = sorted(set(names), key=order.index)
         self._seed = seed
         self._dialect = dialect
+        self._request = request
+        self._force = force
         self._stages: list[Stage] | None = None
         self._newline = "\n"
         self._first = True
         self._bom = False
+        self.not_applicable: dict[str, str] = {}
+        """Variants left out: the request did not ask for what they need (name -> what)."""
+        self.forced: dict[str, str] = {}
+        """Variants served although the request did not ask for what they need."""
 
     @property
     def active(self) -> bool:
@@ -108,12 +141,20 @@ class ShapeRewriter:
         return bool(self._stages)
 
     def _start(self, dialect: str) -> None:
-        ctx = Context(dialect, self._seed)
+        request = self._request() if callable(self._request) else self._request
+        ctx = Context(dialect, self._seed, request=request)
         stages: list[Stage] = []
         for name in self._names:
             cls = SHAPE_STAGES.get(name) or TOKEN_STAGES[name]
-            if cls.dialect in (None, dialect):
-                stages.append(cls(ctx))
+            if cls.dialect not in (None, dialect):
+                continue
+            needs = cls.requires
+            if needs is not None and not needs.met(request):
+                if not self._force:
+                    self.not_applicable[name] = needs.what
+                    continue
+                self.forced[name] = needs.what
+            stages.append(cls(ctx))
         if stages and dialect == "responses":
             stages.append(responses.Renumber(ctx))
         self._stages = stages
@@ -161,13 +202,30 @@ class ShapeRewriter:
     def flush(self) -> bytes:
         return self.serialize(self.end())
 
+    def fields(self) -> dict[str, Any]:
+        """For ``stream.summary``: the variants left out (``variants_not_applicable``) and
+        those forced (``variants_forced``), each with what the request did not ask for."""
+        out: dict[str, Any] = {}
+        if self.not_applicable:
+            out["variants_not_applicable"] = dict(self.not_applicable)
+        if self.forced:
+            out["variants_forced"] = dict(self.forced)
+        return out
+
 
 def apply_variants(
-    names: Sequence[str], body: bytes, dialect: str, seed: int = 1
+    names: Sequence[str],
+    body: bytes,
+    dialect: str,
+    seed: int = 1,
+    *,
+    request: RequestOf = None,
+    force: bool = True,
 ) -> list[tuple[bytes, str | None]]:
     """A whole stream of ``dialect`` through ``names``: each output frame and the variant
-    it is the key chunk of (None for the others). ``b"".join`` of them is the stream."""
-    rewriter = ShapeRewriter(names, seed, dialect=dialect)
+    it is the key chunk of (None for the others). ``b"".join`` of them is the stream.
+    Every variant applies (``force``) unless told to judge by ``request``."""
+    rewriter = ShapeRewriter(names, seed, dialect=dialect, request=request, force=force)
     out: list[tuple[bytes, str | None]] = []
     frames = split_frames(body)
     tail = b""

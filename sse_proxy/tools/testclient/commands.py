@@ -9,17 +9,29 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from sse_proxy.rechunk.shapes.rewriter import VARIANT_REQUIRES
 from sse_proxy.tools.testclient.fixture import Fixture, uses_first_text
-from sse_proxy.tools.testclient.plan import BASELINE, FAULTS, Case, HarnessOptions
+from sse_proxy.tools.testclient.plan import BASELINE, FAULTS, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import free_port
 from sse_proxy.tools.testclient.run import DUMMY_KEYS, client_env
 from sse_proxy.tools.testclient.shapes import SEEDED, is_variant_group
+from sse_proxy.tools.testclient.stalls import DRIP_RATE, STALL_SECONDS, keepalive_every
 
 __all__ = ["by_hand", "rerun_line"]
 
 
 def _cmd_text(command: Sequence[str]) -> str:
     return shlex.join(command)
+
+
+def _forces(options: HarnessOptions, case: Case) -> bool:
+    """Whether ``--all-shapes`` changes ``case``: a variant that needs what a request may
+    not ask for."""
+    return (
+        options.all_shapes
+        and is_variant_group(case.group)
+        and VARIANT_REQUIRES.get(case.strategy or "") is not None
+    )
 
 
 def rerun_line(options: HarnessOptions, case: Case) -> str:
@@ -29,8 +41,14 @@ def rerun_line(options: HarnessOptions, case: Case) -> str:
         parts += ["--fixture", options.fixture]
     if options.tools:
         parts.append("--tools")
+    if _forces(options, case):
+        parts.append("--all-shapes")
     if case.cut is not None:
         parts += ["--only", f"cut:{case.cut}"]
+    elif case.group == STALLS:
+        parts += ["--only", case.name]
+        if options.patience is not None:
+            parts += ["--patience", f"{options.patience:g}"]
     elif case.fault is not None:
         parts += ["--only", f"{FAULTS}:{case.fault}"]
     elif is_variant_group(case.group):
@@ -58,9 +76,12 @@ def by_hand(
     """One shell command that reproduces ``case`` with the real commands, or None.
 
     Cut and fault cases need the harness's own tiny upstreams, and a browser case the
-    harness's page, so they have none. The ports are free when the report is written.
+    harness's page, so they have none; a ``stalls`` case is the mock upstream performing
+    the fault (the client's patience is yours to keep). The ports are free when the report
+    is written.
     """
-    if case.cut is not None or case.fault is not None or options.browser is not None:
+    stall = case.group == STALLS
+    if case.cut is not None or (case.fault is not None and not stall) or options.browser:
         return None
     up_port, px_port = ports or (free_port(), free_port())
     if fixture.recording is not None and options.fixture:
@@ -71,6 +92,11 @@ def by_hand(
             up.append("--first-text")
         if options.tools:
             up.append("--tools")
+        if stall and case.fault is not None:
+            every = keepalive_every(options.stall_patience)
+            up += ["--fault", case.fault, "--stall", f"{STALL_SECONDS:g}"]
+            up += ["--linger", f"{STALL_SECONDS:g}", "--keepalive-every", f"{every:g}"]
+            up += ["--drip-rate", f"{DRIP_RATE:g}"]
     serve = [
         "sse-proxy",
         "serve",
@@ -81,8 +107,12 @@ def by_hand(
     ]
     if case.group == BASELINE:
         serve += ["--mode", "frames"]
+    elif stall:
+        pass  # passthrough: the mock performs the fault
     else:
         serve += ["--mode", "chaos", "--chaos", case.strategy or "random", "--seed", str(case.seed)]
+        if _forces(options, case):
+            serve.append("--chaos-force")
     if options.chaos_k != 3:
         serve += ["--chaos-k", str(options.chaos_k)]
     if options.delay_ms:

@@ -36,6 +36,7 @@ __all__ = [
     "rules_for",
     "short_diff",
     "split_parts",
+    "wiring_diagnosis",
 ]
 
 DIFF_LINES: Final = 24
@@ -262,6 +263,28 @@ def final_cr(
         "kept waiting for a LF that never came; at the end of the stream, end the line "
         "and dispatch",
         f"final CR: {FINAL_CR_RULE}",
+    )
+
+
+WIRING_FAMILY: Final = "wiring (the script's default export)"
+_SCRIPT_WIRING: Final = re.compile(
+    r"TypeError: (?P<what>\S+ has no default export that is a function"
+    r"|the default export resolved to .*, not a string)"
+)
+
+
+def wiring_diagnosis(stderr: str) -> Diagnosis | None:
+    """A browser script the harness could not call as a client (no default export, or one
+    that does not resolve to a string): a wiring error, like a failing baseline, not a
+    parser's crash."""
+    found = _SCRIPT_WIRING.search(stderr)
+    if found is None:
+        return None
+    return Diagnosis(
+        WIRING_FAMILY,
+        f"{found['what']}: the harness imports the script and awaits its default export, "
+        "called with {url, body, headers, dialect}, for the streamed text; the script was "
+        "never run as a client, so nothing is known about its parser",
     )
 
 

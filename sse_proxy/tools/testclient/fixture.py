@@ -123,7 +123,7 @@ def _text_of(dialect: str, body: bytes) -> str:
 def load_fixture(dialect: str, path: str | None, *, tools: bool = False) -> Fixture:
     """The mock's canonical stream of ``dialect``, or the recording / capture at ``path``.
 
-    ``tools``: the tool-call fixture (the text, then two calls), whose expected output is
+    ``tools``: the tool-call fixture (the text, then three calls), whose expected output is
     the text and the calls as :mod:`sse_proxy.tools.fixtures.tools` prints them.
     """
     if path is None and tools:

@@ -1,8 +1,12 @@
 """The machine-readable reports: JSON (``--report FILE``) and JUnit XML (``--junit FILE``).
 
 The JSON report only ever gains keys: each case's ``delivery`` (cuts, read apart,
-attempts) and its diagnosis' ``hint``, the run's ``delivery`` total (per group too) and
-its ``root_causes`` came after the first consumers.
+attempts), its ``timing`` (a ``stalls`` case: when the fault began, when the client ended)
+and its diagnosis' ``hint``, the run's ``delivery`` total (per group too) and its
+``root_causes`` came after the first consumers; then each shape case's ``requires``,
+``reason`` (``not_applicable`` cases) and ``forced``, and the run's ``all_shapes`` and
+``cases_not_applicable``. JUnit reports a ``not_applicable`` case as skipped, with the
+reason, and a forced one with a ``forced`` property.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from sse_proxy.tools.testclient.fixture import Fixture
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.plan import HarnessOptions
 from sse_proxy.tools.testclient.report import _groups, delivery_total, exit_passed
-from sse_proxy.tools.testclient.run import OUTCOMES, CaseResult, RunResult
+from sse_proxy.tools.testclient.run import NOT_APPLICABLE, OUTCOMES, CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
 from sse_proxy.tools.testclient.summary import root_causes
 
@@ -37,6 +41,7 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
         "outcome": result.outcome,
         "exit_code": result.exit_code,
         "duration_s": result.duration,
+        "timing": None if result.timing is None else result.timing.fields(),
         "delivery": None
         if result.delivered is None
         else {
@@ -53,6 +58,12 @@ def _result_json(options: HarnessOptions, fixture: Fixture, result: CaseResult) 
                 c.progress for c in result.mcp_calls if c.progress_token is not None
             ),
         }
+    if result.not_applicable is not None:
+        item["requires"] = result.not_applicable
+        item["reason"] = result.applicability
+    elif result.forced is not None:
+        item["requires"] = result.forced
+        item["forced"] = result.applicability
     if result.diagnosis is not None:
         d = result.diagnosis
         item["diagnosis"] = {
@@ -109,6 +120,7 @@ def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> di
         "endpoint": fixture.path,
         "expected_text": fixture.expected,
         "tools": fixture.tools,
+        "all_shapes": options.all_shapes,
         "fail_on": list(options.fail_on),
         "passed": exit_passed(options, run),
         "cases_total": len(run.results),
@@ -118,6 +130,7 @@ def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> di
             for level in LEVELS
         },
         "cases_not_run": run.not_run,
+        "cases_not_applicable": sum(1 for r in run.results if r.outcome == NOT_APPLICABLE),
         "summary": summary,
         "delivery": {
             "cuts": cuts,
@@ -136,6 +149,7 @@ def report_json(options: HarnessOptions, fixture: Fixture, run: RunResult) -> di
 def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.ElementTree:
     """JUnit XML (``--junit FILE``): one testcase per case, grouped by strategy."""
     failures = sum(1 for r in results if not r.passed)
+    skipped = sum(1 for r in results if r.outcome == NOT_APPLICABLE)
     suites = ET.Element("testsuites")
     suite = ET.SubElement(
         suites,
@@ -144,7 +158,7 @@ def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.E
         tests=str(len(results)),
         failures=str(failures),
         errors="0",
-        skipped="0",
+        skipped=str(skipped),
         time=f"{sum(r.duration for r in results):.3f}",
     )
     props = ET.SubElement(suite, "properties")
@@ -160,15 +174,28 @@ def report_junit(options: HarnessOptions, results: Sequence[CaseResult]) -> ET.E
             name=result.case.name,
             time=f"{result.duration:.3f}",
         )
+        if result.forced is not None:
+            props = ET.SubElement(tc, "properties")
+            ET.SubElement(props, "property", name="forced", value=result.applicability or "")
+        if result.not_applicable is not None:
+            ET.SubElement(tc, "skipped", message=result.applicability or "")
+            continue
         if result.diagnosis is None:
+            continue
+        if result.passed:  # information (a drip read without a deadline): not a failure
+            d = result.diagnosis
+            ET.SubElement(tc, "system-out").text = f"{d.family}: {d.reason}"
             continue
         failure = ET.SubElement(
             tc,
             "failure",
             type=result.diagnosis.family,
-            message=f"{result.diagnosis.family}: {result.diagnosis.reason}",
+            message=f"{result.diagnosis.family}: {result.diagnosis.reason}"
+            + (f" ({result.applicability})" if result.forced is not None else ""),
         )
         body = [f"reproduce: {rerun_line(options, result.case)}"]
+        if result.forced is not None:
+            body.append(f"{result.applicability} (--all-shapes)")
         if result.diagnosis.rule:
             body.append(f"spec rule: {result.diagnosis.rule}")
         if result.cut_context:

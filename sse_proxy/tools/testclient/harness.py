@@ -12,12 +12,16 @@ it printed is compared with the text it must print:
 * ``shapes`` and ``tokens``: the same message in the shapes real providers send (an Azure
   first chunk without choices, reasoning beside ``content: null``, a ``thinking`` block)
   and in other deltas (one character each, split inside grapheme clusters), one variant
-  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with two tool calls, which
+  per case (:mod:`.shapes`); with ``--tools`` the fixture ends with three tool calls, which
   the client prints too (:mod:`sse_proxy.tools.fixtures.tools`);
 * ``faults``: the stream stops inside a frame (``unterminated``), ends between frames
   without its terminal marker (``no_terminal``), sends the API's error event
   (``error_event``) or is reset (``reset``): the fixtures' fault names; there the client
   must *report failure*;
+* ``stalls``: faults in time (:mod:`.stalls`): the text stops while comments keep the
+  connection busy, or with nothing at all, the body stays open after the terminal marker,
+  the rest drips; the client must report a stall within ``--patience`` seconds and stop
+  at the terminal marker;
 * for a short fixture, every two-way cut: the stream is served in exactly two writes, split
   at byte ``c``, for every ``c`` in ``1..n-1``.
 
@@ -51,6 +55,7 @@ from typing import IO, Any
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import UsageError
 from sse_proxy.names import DIALECT_PATHS
+from sse_proxy.rechunk.timefaults import DAY
 from sse_proxy.tools.fixtures.streams import TOOL_DIALECTS
 from sse_proxy.tools.testclient.diagnose import Diagnosis, diagnose, diagnose_fault
 from sse_proxy.tools.testclient.fixture import load_fixture
@@ -61,6 +66,7 @@ from sse_proxy.tools.testclient.plan import (
     HarnessOptions,
     fault_kinds,
     plan_cases,
+    stall_kinds,
 )
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.report import cut_pass_note, exit_passed, render_report
@@ -119,6 +125,10 @@ def _validate(options: HarnessOptions) -> None:
         raise UsageError("--jobs must be at least 1")
     if not options.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if options.patience is not None and not 0 < options.patience <= DAY:
+        raise UsageError(
+            f"--patience must be above 0 and at most {DAY:g} seconds, not {options.patience:g}"
+        )
     if options.seed is not None and options.seed < 0:
         raise UsageError("--seed must be a non-negative integer")
     if options.tools and options.fixture:
@@ -175,6 +185,7 @@ def run_test_client(options: HarnessOptions, out: IO[str] | None = None) -> int:
         exhaustive=options.exhaustive,
         faults=fault_kinds(fixture.dialect),
         variants=[*shapes, *tokens],
+        stalls=stall_kinds(fixture.dialect),
     )
     log_stream = _configure_proxy_log(options.proxy_log)
     try:
@@ -215,11 +226,12 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
         cases.append(
             ReportCase(
                 name=r.case.name,
-                verdict=r.outcome,
+                verdict=r.outcome.replace("_", " ") + (" (forced)" if r.forced else ""),
                 received=r.output,
                 expected=r.expected,
                 diagnosis=None if d is None else f"{d.family}: {d.reason}",
-                note=(f"cut {r.cut_context}; " if r.cut_context else "")
+                note=(f"{r.applicability}; " if r.applicability else "")
+                + (f"cut {r.cut_context}; " if r.cut_context else "")
                 + (f"{r.delivered}; " if r.delivered is not None else "")
                 + f"rerun: {rerun_line(options, r.case)}",
                 stream=fixture.short if cut is not None else (r.sent[0] if r.sent else None),
@@ -230,10 +242,16 @@ def _write_html(options: HarnessOptions, fixture: Any, results: Sequence[CaseRes
             )
         )
     failed = sum(not r.passed for r in results)
+    skipped = sum(1 for r in results if r.not_applicable is not None)
     cuts, apart = delivery_total(results)
     got = ""
     if cuts:
         got = f" {cuts} cuts, paced." if apart is None else f" {apart} of {cuts} cuts read apart."
+    if skipped:
+        got += f" {skipped} not applicable to this client's request."
+    forced = sum(1 for r in results if r.forced is not None)
+    if forced:
+        got += f" {forced} forced (--all-shapes)."
     write_report(
         options.html or "",
         f"sse-proxy test-client: {shlex.join(options.command or options.subject)}",

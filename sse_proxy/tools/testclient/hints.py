@@ -123,6 +123,56 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         "message_stop, response.completed), inside a frame, or after an error event",
         None: "fail when the stream ends without its terminal marker",
     },
+    "wiring (the script's default export)": {
+        _JS: "export default async function ({ url, body, headers, dialect }) { ... return "
+        "text; } (the harness awaits the default export for the streamed text)",
+        None: "the script's default export must be an async function that resolves to the "
+        "streamed text",
+    },
+    "time boundary (stall kept alive by comments)": {
+        _JS: "a read timeout, or an idle timer every byte resets, never fires while comments "
+        "arrive: keep a timer only text deltas reset (then controller.abort()), or bound the "
+        "whole answer with fetch(url, {signal: AbortSignal.timeout(ms)}); EventSource has no "
+        "timeout at all: a watchdog timer that calls es.close()",
+        _PY: "httpx's read timeout (the openai and anthropic SDKs' timeout=) never fires while "
+        "comments arrive: time the text itself, a deadline reset on each text delta "
+        "(asyncio.timeout around each step of the stream, or a watchdog that closes the "
+        "response), or bound the whole answer",
+        None: "give up when no text arrived for a while, whatever else arrives: a read timeout "
+        "never fires while comments or pings keep the connection busy",
+    },
+    "time boundary (silent stall)": {
+        _JS: "set a deadline: the openai SDK's timeout option (new OpenAI({timeout: ms})), "
+        "fetch(url, {signal: AbortSignal.timeout(ms)}) for the whole answer, or an "
+        "AbortController a read timer resets; EventSource has none: a watchdog timer that "
+        "calls es.close()",
+        _PY: "set a read timeout: OpenAI(timeout=httpx.Timeout(600, read=30)) (anthropic and "
+        "httpx alike), requests' timeout=(connect, read); a default read timeout of minutes "
+        "is a hang to a user",
+        None: "set a read timeout (or a deadline on the whole answer)",
+    },
+    "time boundary (waits for the close)": {
+        _JS: "stop at the terminal marker ([DONE], message_stop, response.completed): break "
+        "out of the read loop and call reader.cancel() (EventSource: es.close()); never wait "
+        "for the body to end",
+        _PY: "stop at the terminal marker ([DONE], message_stop, response.completed) and close "
+        "the response; never wait for the body to end",
+        None: "end at the terminal marker, not at the end of the body",
+    },
+    "time boundary (no whole-answer deadline)": {
+        _JS: "bound the whole answer: fetch(url, {signal: AbortSignal.timeout(ms)}) (the "
+        "openai SDK takes the same signal in a request's options)",
+        _PY: "bound the whole answer: asyncio.timeout(total) around the stream, or a deadline "
+        "checked at each event (httpx's timeouts are per read, never total)",
+        None: "put a deadline on the whole answer",
+    },
+    "time boundary (silent truncation after a stall)": {
+        _JS: "a stall that ends the answer is a failure: throw when the stream ends, or a "
+        "deadline fires, before the terminal marker",
+        _PY: "a stall that ends the answer is a failure: raise when the stream ends, or a "
+        "deadline fires, before the terminal marker",
+        None: "report a stall as a failure, never as the end of the answer",
+    },
     "output flood": {
         _JS: "write only the streamed text with process.stdout.write; log with console.error",
         _PY: "write only the streamed text to sys.stdout; log to sys.stderr",

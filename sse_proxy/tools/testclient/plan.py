@@ -10,7 +10,13 @@ from typing import Final
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ChaosSpecError, UsageError
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, ChaosSpec
-from sse_proxy.tools.fixtures.faults import ENDINGS, KINDS, TEST_CLIENT_LEGACY_NAMES, names_help
+from sse_proxy.tools.fixtures.faults import (
+    ENDINGS,
+    KINDS,
+    TEST_CLIENT_LEGACY_NAMES,
+    TIMED,
+    names_help,
+)
 from sse_proxy.tools.testclient.severity import LEVELS, severity_of
 from sse_proxy.tools.testclient.shapes import SEEDED, SHAPES, TOKENS, group_of, is_variant_group
 
@@ -20,13 +26,18 @@ __all__ = [
     "CUT_BUDGET",
     "CUT_GAP",
     "DEFAULT_COMBOS",
+    "DEFAULT_PATIENCE",
     "FAULTS",
     "FAULT_KINDS",
+    "STALLS",
+    "STALL_KINDS",
     "Case",
     "HarnessOptions",
     "default_jobs",
+    "fault_description",
     "fault_kinds",
     "plan_cases",
+    "stall_kinds",
 ]
 
 DEFAULT_COMBOS: Final[tuple[str, ...]] = (
@@ -40,6 +51,10 @@ DEFAULT_COMBOS: Final[tuple[str, ...]] = (
 BASELINE: Final = "baseline"
 CUT: Final = "cut"
 FAULTS: Final = "faults"
+STALLS: Final = "stalls"
+DEFAULT_PATIENCE: Final = 5.0
+"""Seconds from a stall's start (a linger's, a drip's) that a client has to end the case:
+report the stall (exit non-zero), or exit with the whole answer after a linger."""
 CUT_BUDGET: Final = 600
 """The every-cut pass runs by default only up to this many cut points (one run each)."""
 CUT_GAP: Final = 0.015
@@ -48,6 +63,23 @@ CUT_GAP: Final = 0.015
 FAULT_KINDS: Final[dict[str, str]] = {name: KINDS[name].description for name in ENDINGS}
 """The `faults` group (the fixtures' :data:`~sse_proxy.tools.fixtures.ENDINGS`): a correct
 client must report failure on each."""
+
+
+STALL_KINDS: Final[dict[str, str]] = {name: KINDS[name].description for name in TIMED}
+"""The ``stalls`` group: the faults in time (:mod:`sse_proxy.rechunk.timefaults`)."""
+
+
+def fault_description(kind: str) -> str:
+    """What a fault of the ``faults`` or ``stalls`` group does to the stream."""
+    return FAULT_KINDS.get(kind) or STALL_KINDS[kind]
+
+
+def stall_kinds(dialect: str) -> tuple[str, ...]:
+    """The faults in time that apply to ``dialect``: a linger only where a terminal marker
+    says the answer is complete (without one, the close is the end)."""
+    described = DIALECTS.get(dialect)
+    marker = described is not None and described.terminal_marker is not None
+    return tuple(kind for kind in STALL_KINDS if marker or kind != "linger")
 
 
 def fault_kinds(dialect: str) -> tuple[str, ...]:
@@ -72,7 +104,8 @@ def default_jobs() -> int:
 @dataclass(frozen=True, slots=True)
 class Case:
     """One run of CMD: a chaos ``strategy`` with ``seed``, the baseline, a two-way ``cut``,
-    or a ``fault``. A ``probe`` runs one part of a failed combination alone."""
+    or a ``fault`` (of the ``faults`` group, or of ``stalls``: a fault in time). A
+    ``probe`` runs one part of a failed combination alone."""
 
     group: str
     strategy: str | None = None
@@ -85,6 +118,8 @@ class Case:
     def name(self) -> str:
         if self.cut is not None:
             return f"cut={self.cut}"
+        if self.group == STALLS:
+            return f"{STALLS}:{self.fault}"
         if self.fault is not None:
             return f"fault={self.fault}"
         if self.group == BASELINE:
@@ -135,6 +170,16 @@ class HarnessOptions:
     browser: str | None = None
     """``chromium`` or ``firefox``: the client is ``script`` in that browser, not CMD."""
     script: str | None = None
+    all_shapes: bool = False
+    """Serve every shape variant, also those the client's request does not make possible
+    (``n > 1``, tools...): hardening, each such case marked forced."""
+    patience: float | None = None
+    """``stalls``: seconds from a stall's start in which the client must report it (None:
+    :data:`DEFAULT_PATIENCE`, and a drip is reported as information only)."""
+
+    @property
+    def stall_patience(self) -> float:
+        return DEFAULT_PATIENCE if self.patience is None else self.patience
 
     @property
     def subject(self) -> tuple[str, ...]:
@@ -177,9 +222,20 @@ def _items(values: Sequence[str] | None) -> list[str]:
 
 
 def _normalise_group(
-    item: str, flag: str, faults: Sequence[str], variants: Sequence[str] = ()
+    item: str,
+    flag: str,
+    faults: Sequence[str],
+    variants: Sequence[str] = (),
+    stalls: Sequence[str] = tuple(STALL_KINDS),
 ) -> str:
-    if item in (BASELINE, FAULTS, CUT, SHAPES, TOKENS):
+    if item in (BASELINE, FAULTS, CUT, SHAPES, TOKENS, STALLS):
+        return item
+    if item.startswith(STALLS + ":"):
+        kind = item.split(":", 1)[1]
+        if kind not in STALL_KINDS:
+            raise UsageError(f"{flag}: unknown stall {kind!r}; valid: {', '.join(STALL_KINDS)}")
+        if kind not in stalls:
+            raise UsageError(f"{flag}: {kind!r} does not apply to this dialect")
         return item
     group, colon, name = item.partition(":")
     if (colon and group in (SHAPES, TOKENS)) or item in variants:
@@ -212,15 +268,18 @@ def plan_cases(
     skip: Sequence[str] = (),
     faults: Sequence[str] = tuple(FAULT_KINDS),
     variants: Sequence[str] = (),
+    stalls: Sequence[str] = tuple(STALL_KINDS),
 ) -> list[Case]:
     """The cases to run, in report order. ``cut_points`` is ``len(short fixture) - 1``.
 
     Without ``only``: the baseline, every strategy, every rewrite, the default combinations,
     the ``shapes`` and ``tokens`` groups (``variants``: those that apply to the fixture),
-    the ``faults`` group, and the every-cut pass when ``exhaustive`` (``None``: when there
-    are at most :data:`CUT_BUDGET` cut points). ``only`` picks groups: strategy names or
-    combinations, ``baseline``, ``shapes`` and ``tokens`` (or ``shapes:NAME``, a variant's
-    name), ``faults`` (or ``faults:KIND``), ``cut``, ``cut:N``, ``cut:A-B``; an ``!name``
+    the ``faults`` and ``stalls`` groups (``stalls``: the faults in time that apply), and
+    the every-cut pass when ``exhaustive`` (``None``: when there are at most
+    :data:`CUT_BUDGET` cut points). ``only`` picks groups: strategy names or combinations,
+    ``baseline``, ``shapes`` and ``tokens`` (or ``shapes:NAME``, a variant's name),
+    ``faults`` (or ``faults:KIND``), ``stalls`` (or ``stalls:KIND``), ``cut``, ``cut:N``,
+    ``cut:A-B``; an ``!name``
     item in ``only`` skips it. ``skip`` drops groups (the same names; ``cut`` drops every
     cut) from whatever was selected. A variant runs once, unless its output depends on the
     seed (``retokenize``): then once per seed.
@@ -232,11 +291,11 @@ def plan_cases(
         only_items = [i for i in only_items if not i.startswith("!")] or None
         if only_items is None and not skip_items:
             raise UsageError("--only: nothing selected")
-    skipped = {_normalise_group(i, "--skip", faults, variants) for i in skip_items if i}
+    skipped = {_normalise_group(i, "--skip", faults, variants, stalls) for i in skip_items if i}
     groups: list[str] = []
     cuts: list[int] = []
     if only_items is None:
-        groups = [BASELINE, *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, SHAPES, TOKENS, FAULTS]
+        groups = [BASELINE, *STRATEGIES, *REWRITES, *DEFAULT_COMBOS, SHAPES, TOKENS, FAULTS, STALLS]
         run_cuts = exhaustive if exhaustive is not None else cut_points <= CUT_BUDGET
         if run_cuts:
             cuts = list(range(1, cut_points + 1))
@@ -247,16 +306,23 @@ def plan_cases(
                     c for c in _parse_cut_range(item, cut_points, "--only") if c not in cuts
                 )
             else:
-                groups.append(_normalise_group(item, "--only", faults, variants))
+                groups.append(_normalise_group(item, "--only", faults, variants, stalls))
     if CUT in skipped:
         cuts = []
     cases: list[Case] = []
     seen: set[str] = set()
     wanted_faults: list[str] = []
+    wanted_stalls: list[str] = []
     for group in groups:
         if group in seen or group in skipped:
             continue
         seen.add(group)
+        if group == STALLS or group.startswith(STALLS + ":"):
+            kinds = stalls if group == STALLS else [group.split(":", 1)[1]]
+            wanted_stalls += [
+                k for k in kinds if k not in wanted_stalls and f"{STALLS}:{k}" not in skipped
+            ]
+            continue
         if group == FAULTS or group.startswith(FAULTS + ":"):
             kinds = faults if group == FAULTS else [group.split(":", 1)[1]]
             wanted_faults += [
@@ -277,6 +343,7 @@ def plan_cases(
         strategy = None if group == BASELINE else group
         cases.extend(Case(group, strategy, seed) for seed in seeds)
     cases.extend(Case(FAULTS, None, 1, fault=kind) for kind in wanted_faults)
+    cases.extend(Case(STALLS, None, 1, fault=kind) for kind in wanted_stalls)
     cases.extend(Case(CUT, None, 0, c) for c in sorted(cuts))
     if not cases:
         raise UsageError("nothing selected to run (check --only and --skip)")

@@ -10,7 +10,9 @@
   stopped and the case reported as a flood. stderr keeps its last :data:`ERR_KEEP` bytes.
   The harness's own memory stays bounded whatever CMD prints.
 * The timeout does not count the seconds the proxy held writes back (``credit``): the
-  harness's pacing is never blamed on the client.
+  harness's pacing is never blamed on the client. A case may have another deadline
+  (``until``: the ``stalls`` group's patience, counted from when the fault began), which
+  replaces the timeout once it is known.
 
 No asyncio subprocess transport is involved (its ``wait()`` waits for the pipes too, and
 its transports complain after the loop closed): a plain ``Popen``, the pipes read with
@@ -41,6 +43,7 @@ ERR_KEEP: Final = 64 << 10
 """Bytes of stderr kept (the last ones: a traceback's end is what tells)."""
 _READ = 65536
 _POLL = 0.02
+_UNTIL_POLL = 0.05  # a deadline that may come sooner (a stall's patience) is looked at often
 
 
 def output_limit(expected: str) -> int:
@@ -61,6 +64,8 @@ class Ran:
     flooded: bool = False
     """It printed more than the bound: stopped there, ``out`` cut at the bound."""
     seconds: float = 0.0
+    started: float = 0.0
+    """When it started (``time.monotonic``); ``seconds`` count from there."""
 
 
 class _Pipe:
@@ -134,8 +139,10 @@ async def run_command(
     timeout: float,  # noqa: ASYNC109 - the deadline moves (credit), asyncio.timeout cannot
     out_limit: int,
     credit: Callable[[], float] = lambda: 0.0,
+    until: Callable[[], float | None] | None = None,
 ) -> Ran:
-    """Run CMD in a session of its own; see the module docstring for what ends it."""
+    """Run CMD in a session of its own; see the module docstring for what ends it.
+    ``until``: the deadline (``time.monotonic``) once it is known, instead of the timeout."""
     loop = asyncio.get_running_loop()
     started = time.monotonic()
     try:
@@ -181,8 +188,10 @@ async def run_command(
 
             loop.add_reader(pidfd, exited)
             watched.append(pidfd)
-        poll = _POLL if pidfd < 0 else 1.0
-        code, hung, flooded = await _wait(proc, out, err, changed, started, timeout, credit, poll)
+        poll = _POLL if pidfd < 0 else 1.0 if until is None else _UNTIL_POLL
+        code, hung, flooded = await _wait(
+            proc, out, err, changed, started, timeout, credit, poll, until
+        )
     finally:
         for fd in watched:
             loop.remove_reader(fd)
@@ -203,6 +212,7 @@ async def run_command(
         hung=hung,
         flooded=flooded,
         seconds=time.monotonic() - started,
+        started=started,
     )
 
 
@@ -215,6 +225,7 @@ async def _wait(
     timeout: float,  # noqa: ASYNC109
     credit: Callable[[], float],
     poll: float,
+    until: Callable[[], float | None] | None = None,
 ) -> tuple[int | None, bool, bool]:
     """Until CMD exits (then the grace for its output), floods, or runs out of time."""
     exited_at: float | None = None
@@ -230,7 +241,10 @@ async def _wait(
                 return code, False, False
             left = exited_at + GRACE - now
         else:
-            left = started + timeout + credit() - now
+            limit = None if until is None else until()
+            if limit is None:
+                limit = started + timeout + credit()
+            left = limit - now
             if left <= 0:
                 return None, True, False
         changed.clear()

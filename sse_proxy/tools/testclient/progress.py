@@ -30,6 +30,7 @@ class Progress:
         for case in cases:
             self.left[case.group] = self.left.get(case.group, 0) + 1
         self.group_failed: dict[str, int] = {}
+        self.group_skipped: dict[str, int] = {}
         self.printed = 0
 
     def _write(self, text: str) -> None:
@@ -49,6 +50,8 @@ class Progress:
         if not passed:
             self.failed += 1
             self.group_failed[group] = self.group_failed.get(group, 0) + 1
+        elif outcome == "not_applicable":
+            self.group_skipped[group] = self.group_skipped.get(group, 0) + 1
         if self.tty:
             line = (
                 f"\r\x1b[K[{self.done:>{len(str(self.total))}}/{self.total}] "
@@ -68,7 +71,9 @@ class Progress:
         while self.printed < len(self.order) and self.left[self.order[self.printed]] == 0:
             group = self.order[self.printed]
             failed = self.group_failed.get(group, 0)
-            self._write(
-                f"test-client: {group}: {'all passed' if not failed else f'{failed} failed'}\n"
-            )
+            skipped = self.group_skipped.get(group, 0)
+            verdict = "all passed" if not failed else f"{failed} failed"
+            if skipped:
+                verdict += f" ({skipped} not applicable to the request)"
+            self._write(f"test-client: {group}: {verdict}\n")
             self.printed += 1

@@ -20,11 +20,12 @@ from sse_proxy.tools.testclient.plan import (
     BASELINE,
     CUT,
     CUT_BUDGET,
-    FAULT_KINDS,
     FAULTS,
+    STALLS,
     HarnessOptions,
+    fault_description,
 )
-from sse_proxy.tools.testclient.run import CaseResult, RunResult
+from sse_proxy.tools.testclient.run import NOT_APPLICABLE, CaseResult, RunResult
 from sse_proxy.tools.testclient.severity import LEVELS
 from sse_proxy.tools.testclient.shapes import variant_lines, variant_summary
 from sse_proxy.tools.testclient.summary import root_causes, short_blocks, wiring_fits
@@ -101,6 +102,11 @@ def delivery_total(results: Sequence[CaseResult]) -> tuple[int, int | None]:
     return cuts, sum(d.read_apart or 0 for d in got)
 
 
+def _applicability(items: Sequence[CaseResult]) -> str | None:
+    """A shape row's ``not applicable: ...`` or ``forced: ...`` (None: neither)."""
+    return next((r.applicability for r in items if r.applicability is not None), None)
+
+
 def _fault_count(items: Sequence[CaseResult], outcome: str) -> int:
     want = "pass" if outcome == "reported" else outcome
     return sum(1 for r in items if r.outcome == want)
@@ -123,7 +129,7 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
         out.append(f"note: {fixture.note}")
     out.append("")
     groups = _rows(results)
-    chaos = {g: items for g, items in groups.items() if g != FAULTS}
+    chaos = {g: items for g, items in groups.items() if g not in (FAULTS, STALLS)}
     width = max([len(_group_label(g)) for g in chaos] + [24])
     if chaos:
         header = (
@@ -140,6 +146,11 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             if undelivered:
                 note = f"NOT DELIVERED ({undelivered} of {len(items)})"
                 verdict = note if not failed else f"{verdict}; {note}"
+            marked = _applicability(items)
+            if marked is not None and all(r.outcome == NOT_APPLICABLE for r in items):
+                verdict = marked  # the stream had no such shape: nothing was judged
+            elif marked is not None:
+                verdict = f"{verdict} ({marked})"
             seen = items[0].case.severity
             row = (
                 f"{_group_label(group):<{width}}  {seen:<4}  {len(items):>5}  "
@@ -164,15 +175,33 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
             )
             out.append(f"{kind:<{width}}  {cells}  {verdict}")
         out.append("-" * (len(header) + 30))
+    stalls = groups.get(STALLS, [])
+    if stalls:
+        out += _stalls_table(options, stalls, width)
     total_failed = sum(1 for r in results if not r.passed)
     cuts, apart = delivery_total(results)
     got = ""
     if cuts:
         got = f"; {cuts} cuts, paced" if apart is None else f"; {apart} of {cuts} cuts read apart"
-    out.append(
-        f"{len(results)} cases, {len(results) - total_failed} passed, {total_failed} failed{got}"
-    )
+    skipped = sum(1 for r in results if r.outcome == NOT_APPLICABLE)
+    passed = len(results) - total_failed - skipped
+    tally = f"{len(results)} cases, {passed} passed, {total_failed} failed"
+    if skipped:
+        tally += f", {skipped} not applicable to this client's request"
+    out.append(tally + got)
     out += mcp_lines(results)
+    forced = sum(1 for r in results if r.forced is not None)
+    if skipped:
+        out.append(
+            f"({skipped} shape variants need what the client's request did not ask for, such "
+            "as n > 1 or tools: providers never send them to it; --all-shapes serves them "
+            "anyway, for hardening)"
+        )
+    elif forced:
+        out.append(
+            f"({forced} shape variants were forced (--all-shapes): the client's request did "
+            "not ask for what they need, so providers would not send them to it)"
+        )
     ignored = [r for r in results if not r.passed and r.case.severity not in options.fail_on]
     if ignored:
         levels = "/".join(options.fail_on)
@@ -218,6 +247,39 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
     return "\n".join(out) + "\n"
 
 
+def _stalls_table(options: HarnessOptions, items: Sequence[CaseResult], width: int) -> list[str]:
+    """One row per fault in time: what the client did, and when (from the fault's start)."""
+    out = [
+        "",
+        f"stalls: faults in time; a correct client reports a stall within "
+        f"{options.stall_patience:g} s (--patience) and stops at the terminal marker",
+    ]
+    header = f"{'fault':<{width}}  {'outcome':>8}  {'after':>7}"
+    out += [header + "  verdict", "-" * (len(header) + 30)]
+    for result in items:
+        timing = result.timing
+        after = "-"
+        if timing is not None and timing.began is not None:
+            after = f"{max(timing.ended - timing.began, 0.0):.1f} s"
+        d = result.diagnosis
+        if result.outcome == "info" and d is not None:
+            verdict = f"info: {d.reason.removeprefix('information: ').split(': ')[0]}"
+        elif result.passed:
+            verdict = (
+                "ok: whole answer at the terminal marker"
+                if result.case.fault == "linger" or result.exit_code == 0
+                else f"ok: reported the stall (exit {result.exit_code})"
+            )
+        else:
+            said = "?" if d is None else d.reason.split(": ")
+            verdict = f"FAIL: {': '.join(said[:2] if said[0] == 'hang' else said[:1])}"
+        out.append(
+            f"{result.case.fault or '':<{width}}  {result.outcome:>8}  {after:>7}  {verdict}"
+        )
+    out.append("-" * (len(header) + 30))
+    return out
+
+
 def failure_block(
     options: HarnessOptions, fixture: Fixture, group: str, items: list[CaseResult], n: int
 ) -> list[str]:
@@ -229,10 +291,12 @@ def failure_block(
     got = f": {first.delivered}" if first.delivered is not None else ""
     out.append(f"first failing case: {first.case.name}{got}")
     if first.case.fault is not None:
-        out.append(f"  the fault: {FAULT_KINDS[first.case.fault]}")
+        out.append(f"  the fault: {fault_description(first.case.fault)}")
     if first.cut_context:
         out.append(f"  the cut falls {first.cut_context}")
     out.append(f"  diagnosis: {diagnosis.family}: {diagnosis.reason}")
+    if first.forced is not None:
+        out.append(f"  {first.applicability} (--all-shapes)")
     if diagnosis.chunk is not None:
         out += variant_lines(diagnosis, first.case.severity)
     elif diagnosis.rule:

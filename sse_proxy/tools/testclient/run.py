@@ -41,6 +41,7 @@ from sse_proxy.tools.testclient.diagnose import (
     flood_diagnosis,
     normalize_output,
     split_parts,
+    wiring_diagnosis,
 )
 from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
 from sse_proxy.tools.testclient.mcp import (
@@ -50,10 +51,17 @@ from sse_proxy.tools.testclient.mcp import (
     mcp_upstream,
     sent_short,
 )
-from sse_proxy.tools.testclient.plan import BASELINE, Case, HarnessOptions
+from sse_proxy.tools.testclient.plan import BASELINE, STALLS, Case, HarnessOptions
 from sse_proxy.tools.testclient.process import Ran, output_limit, run_command
 from sse_proxy.tools.testclient.progress import Progress
 from sse_proxy.tools.testclient.shapes import diagnose_variant, is_variant_group
+from sse_proxy.tools.testclient.stalls import (
+    Timing,
+    diagnose_stall,
+    keepalive_every,
+    proxy_settings,
+    text_before,
+)
 from sse_proxy.tools.testclient.watch import CaseWatch, Delivered
 
 if TYPE_CHECKING:
@@ -62,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTEMPTS",
     "DUMMY_KEYS",
+    "NOT_APPLICABLE",
     "OUTCOMES",
     "CaseResult",
     "RunResult",
@@ -71,9 +80,23 @@ __all__ = [
     "run_cases",
 ]
 
-OUTCOMES: Final[tuple[str, ...]] = ("pass", "wrong", "crash", "hang", "silent", "undelivered")
+OUTCOMES: Final[tuple[str, ...]] = (
+    "pass",
+    "wrong",
+    "crash",
+    "hang",
+    "silent",
+    "undelivered",
+    "not_applicable",
+    "info",
+)
 """``silent``: a fault case the client did not report (exit 0 on a broken stream);
-``undelivered``: the client passed, but not every cut reached it as a read boundary."""
+``undelivered``: the client passed, but not every cut reached it as a read boundary;
+``not_applicable``: a shape variant the client's request did not make possible (``n > 1``,
+tools...) was left out of its stream: the case says nothing, and does not fail; ``info``:
+not a failure, but worth knowing (a ``stalls:drip`` case the client read on through
+without a whole-answer deadline)."""
+NOT_APPLICABLE: Final = "not_applicable"
 ATTEMPTS: Final = 3
 """Runs of a case that passed without every cut read apart, before it is ``undelivered``."""
 _STDERR_TAIL_LINES = 12
@@ -102,10 +125,28 @@ class CaseResult:
     """The last bytes the client was sent (re-chunked streams), for the diagnosis."""
     mcp_calls: tuple[McpCall, ...] | None = None
     """MCP: the tool calls the case's server answered (None: not an MCP case)."""
+    not_applicable: str | None = None
+    """A shape case left out: what the client's request did not ask for (``n > 1``)."""
+    forced: str | None = None
+    """A shape case served with ``--all-shapes`` although the request did not ask for
+    what it needs: that (``n > 1``)."""
+    timing: Timing | None = None
+    """A ``stalls`` case: when the fault began and when the client ended."""
 
     @property
     def passed(self) -> bool:
-        return self.outcome == "pass"
+        """Not failed: it passed, it is information only, or it did not apply to the
+        client's request."""
+        return self.outcome in ("pass", "info", NOT_APPLICABLE)
+
+    @property
+    def applicability(self) -> str | None:
+        """``not applicable: the request did not ask for n > 1``, ``forced: ...``, or None."""
+        if self.not_applicable is not None:
+            return f"not applicable: the request did not ask for {self.not_applicable}"
+        if self.forced is not None:
+            return f"forced: the request did not ask for {self.forced}"
+        return None
 
     def stderr_tail(self, lines: int = _STDERR_TAIL_LINES) -> str:
         return "\n".join(self.stderr.rstrip().splitlines()[-lines:])
@@ -203,7 +244,10 @@ class _Runner:
         }
         if self.browser is not None:  # the front door lets the harness's pages in
             settings["allow_origins"] = (self.browser.origin,)
-        if case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
+        if case.group == STALLS:  # the proxy performs the fault on the clean stream
+            assert case.fault is not None
+            settings.update(proxy_settings(case.fault, self.options.stall_patience))
+        elif case.cut is not None:  # exactly one cut, there: the proxy makes it and waits
             settings.update(mode="chaos", chaos=f"cut:{case.cut}")
         elif case.fault is not None:
             settings.update(mode="passthrough")
@@ -211,10 +255,12 @@ class _Runner:
             settings.update(mode="frames")
         else:
             settings.update(mode="chaos", chaos=case.strategy or "random")
+            if is_variant_group(case.group):  # the variants the request did not ask for too
+                settings["chaos_force"] = self.options.all_shapes
         if seen is not None:  # MCP: the mock's MCP server answers every case its way
             held = lockstep if case.fault is None else None
             return mcp_upstream(fixture, case, held, seen), settings
-        if case.fault is not None:
+        if case.fault is not None and case.group != STALLS:
             stream = fixture.fault(case.fault)
             return (lambda: start_fault_server(stream, fixture.headers)), settings
         if case.cut is not None:
@@ -233,7 +279,7 @@ class _Runner:
     def expected(self, case: Case) -> str:
         if case.cut is not None:
             return self.fixture.short_expected
-        if case.fault is not None:
+        if case.fault is not None and case.group != STALLS:
             return self.fixture.fault(case.fault).text
         return self.fixture.expected
 
@@ -272,6 +318,14 @@ class _Runner:
         started = time.monotonic()
         watch = CaseWatch()
         seen = McpSeen() if DIALECTS[self.fixture.dialect].rpc else None
+        until = None
+        if case.group == STALLS:  # the client's limit: the fault's start and the patience
+            patience = self.options.stall_patience
+
+            def until() -> float | None:
+                began = watch.fault_began()
+                return None if began is None else began + patience
+
         async with self.stack(case, seen) as stack:
             writes = None
             runner = stack._proxy
@@ -286,7 +340,11 @@ class _Runner:
                 if runner is not None:
                     runner.app[STREAM_TAPS].append(page.reads.tap)
                 ran = await self.browser.run_case(
-                    page, timeout=self.options.timeout, out_limit=out_limit, credit=watch.held_back
+                    page,
+                    timeout=self.options.timeout,
+                    out_limit=out_limit,
+                    credit=watch.held_back,
+                    until=until,
                 )
             else:
                 env = client_env(stack.url, self.fixture, case.name)
@@ -296,11 +354,59 @@ class _Runner:
                     timeout=self.options.timeout,
                     out_limit=out_limit,
                     credit=watch.held_back,
+                    until=until,
                 )
+            began = watch.fault_began()
+        if case.group == STALLS:
+            timing = Timing(  # from the client's start (a browser's: its tab's)
+                began=None if began is None else max(began - ran.started, 0.0),
+                ended=ran.seconds,
+                patience=self.options.stall_patience,
+            )
+            return self.judge_stall(case, ran, round(time.monotonic() - started, 3), timing)
         calls = None if seen is None else seen.calls
         result = self.judge_run(case, ran, round(time.monotonic() - started, 3), watch, calls)
         result.sent = None if writes is None else writes.one_stream()
         return result
+
+    def judge_stall(self, case: Case, ran: Ran, duration: float, timing: Timing) -> CaseResult:
+        """The verdict on a ``stalls`` case: what the client did about the fault in time."""
+        assert case.fault is not None
+        fixture = self.fixture
+        output = normalize_output(ran.out)
+        if fixture.tools:
+            from sse_proxy.tools.fixtures.tools import canonical_output
+
+            output = canonical_output(output)
+        expected = self.expected(case)
+        if ran.flooded:
+            outcome: str = "wrong"
+            diagnosis: Diagnosis | None = flood_diagnosis(len(output.encode()), len(expected))
+        else:
+            outcome, diagnosis = diagnose_stall(
+                case.fault,
+                dialect=fixture.dialect,
+                expected=expected,
+                before=text_before(fixture.body, fixture.dialect, case.fault),
+                output=output,
+                exit_code=ran.code,
+                hung=ran.hung,
+                timing=timing,
+                every=keepalive_every(timing.patience),
+                strict_drip=self.options.patience is not None,
+            )
+        return CaseResult(
+            case=case,
+            outcome=outcome,
+            exit_code=ran.code,
+            output=output,
+            stderr=ran.err.decode("utf-8", "replace"),
+            duration=duration,
+            expected=expected,
+            diagnosis=diagnosis,
+            flooded=ran.flooded,
+            timing=timing,
+        )
 
     def judge_run(
         self,
@@ -328,6 +434,12 @@ class _Runner:
             mcp_calls=mcp_calls,
         )
         result.delivered = watch.delivered()
+        if is_variant_group(case.group) and case.strategy is not None:
+            missing = watch.not_applicable(case.strategy)
+            if missing is not None:  # the stream was the upstream's: nothing to judge
+                result.outcome, result.diagnosis = NOT_APPLICABLE, None
+                result.not_applicable = missing
+            result.forced = watch.forced(case.strategy)
         return result
 
     def judge(
@@ -346,9 +458,14 @@ class _Runner:
     ) -> CaseResult:
         expected = self.expected(case)
         diagnosis: Diagnosis | None
-        if flooded:
+        wiring = (
+            wiring_diagnosis(stderr) if self.browser is not None and code not in (0, None) else None
+        )
+        if wiring is not None:  # the script was never called as a client
+            diagnosis = wiring
+        elif flooded:
             diagnosis = flood_diagnosis(len(output.encode("utf-8")), len(expected))
-        elif case.fault is not None:
+        elif case.fault is not None and case.group != STALLS:
             diagnosis = diagnose_fault(
                 case.fault,
                 self.fixture.expected,
@@ -396,7 +513,7 @@ class _Runner:
             outcome = "hang"
         elif flooded:
             outcome = "wrong"
-        elif case.fault is not None:
+        elif case.fault is not None and case.group != STALLS:
             outcome = "silent"
         elif code != 0:
             outcome = "crash"

@@ -201,10 +201,11 @@ def families_summary(families: Sequence[str]) -> str:
 
 def variant_summary(results: Sequence[Any]) -> list[str]:
     """One line per variant group that failed (the report's, under its table): how many
-    variants failed, their families by kind."""
+    variants failed, their families by kind (the variants that did not apply to the
+    client's request are not counted)."""
     out: list[str] = []
     for group in (SHAPES, TOKENS):
-        items = [r for r in results if r.case.group == group]
+        items = [r for r in results if r.case.group == group and r.outcome != "not_applicable"]
         failed = [r for r in items if not r.passed]
         if not failed:
             continue

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from sse_proxy.tools.testclient.commands import rerun_line
 from sse_proxy.tools.testclient.diagnose import OUTSIDE, first_difference
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
-from sse_proxy.tools.testclient.plan import BASELINE, CUT, FAULT_KINDS, FAULTS, HarnessOptions
+from sse_proxy.tools.testclient.plan import (
+    BASELINE,
+    CUT,
+    FAULTS,
+    STALLS,
+    HarnessOptions,
+    fault_description,
+)
 from sse_proxy.tools.testclient.run import CaseResult
 from sse_proxy.tools.testclient.shapes import variant_lines
 
@@ -29,8 +36,8 @@ _TAIL_LINES = 5
 
 def _label(result: CaseResult) -> str:
     case = result.case
-    if case.group == FAULTS:
-        return f"faults:{case.fault}"
+    if case.group in (FAULTS, STALLS):
+        return f"{case.group}:{case.fault}"
     if case.group == CUT:
         return "cut"
     return "baseline" if case.group == BASELINE else case.group
@@ -56,6 +63,8 @@ def wiring_fits(result: CaseResult) -> bool:
     d = result.diagnosis
     if d is None:
         return False
+    if d.family.startswith("wiring"):
+        return True
     return d.family == "wrong output" or (not result.output and d.site is None)
 
 
@@ -86,12 +95,14 @@ def short_blocks(options: HarnessOptions, items: dict[str, list[CaseResult]]) ->
             out.append(f"  reproduce: {rerun_line(options, first.case)}")
             continue
         if first.case.fault is not None:
-            out.append(f"  the fault: {FAULT_KINDS[first.case.fault]}")
+            out.append(f"  the fault: {fault_description(first.case.fault)}")
         if first.cut_context:
             out.append(f"  the cut falls {first.cut_context}")
         d = first.diagnosis
         assert d is not None
         out.append(f"  diagnosis: {d.family}: {d.reason}")
+        if first.forced is not None:
+            out.append(f"  {first.applicability} (--all-shapes)")
         if d.chunk is not None:  # a shape or token variant: the chunk and who sends it
             out += variant_lines(d, first.case.severity)
         elif d.rule:

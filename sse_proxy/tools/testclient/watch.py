@@ -3,7 +3,8 @@
 A :class:`CaseWatch` is a tap factory installed in the case's proxy app. For each SSE
 stream it keeps the :class:`~sse_proxy.server.delivery.Delivery` (live: the seconds the
 proxy held writes back are not the client's, see :mod:`.process`), the last bytes written
-(the stream's final line ending decides one diagnosis), and at the end the cut counts.
+(the stream's final line ending decides one diagnosis), at the end the cut counts, and
+which shape variants the stream's request did not make possible (left out, or forced).
 """
 
 from __future__ import annotations
@@ -40,18 +41,22 @@ class Delivered:
 
 
 class _StreamWatch:
-    __slots__ = ("ended", "ex", "tail")
+    __slots__ = ("ended", "ex", "forced", "not_applicable", "tail")
 
     def __init__(self, ex: Exchange) -> None:
         self.ex = ex
         self.tail = b""
         self.ended = False
+        self.not_applicable: dict[str, str] = {}
+        self.forced: dict[str, str] = {}
 
     def wrote(self, data: bytes) -> None:
         self.tail = (self.tail + data[-_TAIL:])[-_TAIL:]
 
     def finish(self, end: StreamEnd) -> None:
         self.ended = True
+        self.not_applicable = dict(end.fields.get("variants_not_applicable") or {})
+        self.forced = dict(end.fields.get("variants_forced") or {})
 
 
 class CaseWatch:
@@ -68,6 +73,29 @@ class CaseWatch:
     def held_back(self) -> float:
         """Seconds the proxy has held writes back so far (jitter, waits, pacing)."""
         return sum(s.ex.delivery.waited for s in self.streams if s.ex.delivery is not None)
+
+    def not_applicable(self, variant: str) -> str | None:
+        """What no request of the case asked for that ``variant`` needs, when it was left
+        out of every stream of the case (None: some stream had it, or none ended)."""
+        ended = [s for s in self.streams if s.ended]
+        if not ended or any(variant not in s.not_applicable for s in ended):
+            return None
+        return ended[0].not_applicable[variant]
+
+    def forced(self, variant: str) -> str | None:
+        """What the request did not ask for that ``variant`` needs, when it was served
+        anyway (``--all-shapes``)."""
+        return next((s.forced[variant] for s in self.streams if variant in s.forced), None)
+
+    def fault_began(self) -> float | None:
+        """When a fault in time began on one of the case's streams (``time.monotonic``);
+        None: not yet."""
+        began = [
+            s.ex.delivery.fault_began
+            for s in self.streams
+            if s.ex.delivery is not None and s.ex.delivery.fault_began is not None
+        ]
+        return min(began) if began else None
 
     def delivered(self) -> Delivered | None:
         """The cuts of every chaos stream of the case; None: no stream was re-chunked."""

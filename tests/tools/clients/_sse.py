@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -23,8 +24,17 @@ from urllib.parse import urlsplit
 Dispatch = Callable[[str, str], None]
 
 
-def reads() -> Iterator[bytes]:
-    """POST the dialect's streaming body to SSE_PROXY_STREAM_URL; yield the raw reads."""
+class Deadline(Exception):
+    """A client's deadline fired (its message says which)."""
+
+
+def reads(wait: Callable[[], tuple[float, str]] | None = None) -> Iterator[bytes]:
+    """POST the dialect's streaming body to SSE_PROXY_STREAM_URL; yield the raw reads.
+
+    ``wait``: before each read, (seconds it may take, what that deadline is); the read
+    raises :class:`Deadline` past it (a socket timeout: a read timeout, or less when a
+    deadline of the client's own is nearer). Default: a 30 s read timeout.
+    """
     url = urlsplit(os.environ["SSE_PROXY_STREAM_URL"])
     body = os.environ.get("SSE_PROXY_STREAM_BODY", "{}").encode()
     conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
@@ -35,10 +45,23 @@ def reads() -> Iterator[bytes]:
         body=body,
         headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
     )
+    sock = conn.sock
     resp = conn.getresponse()
     if resp.status != 200:
         sys.exit(f"HTTP {resp.status}: {resp.read()[:200]!r}")
-    while chunk := resp.read1(65536):
+    while True:
+        what = "read timeout"
+        if wait is not None and sock is not None:
+            left, what = wait()
+            if left <= 0:
+                raise Deadline(what)
+            sock.settimeout(left)
+        try:
+            chunk = resp.read1(65536)
+        except TimeoutError:
+            raise Deadline(what) from None
+        if not chunk:
+            break
         yield chunk
     conn.close()
 
@@ -251,36 +274,66 @@ def run(
     report_faults: bool = False,
     text_of: Callable[[str, str, str], str] = delta_text,
     calls: Callable[[str], ToolCalls] = ToolCalls,
+    stop_at_marker: bool = True,
+    read_timeout: float = 30.0,
+    stall_after: float | None = None,
+    whole_deadline: float | None = None,
+    deadline_is_the_end: bool = False,
 ) -> None:
     """Stream, parse with ``make_parser(dispatch)``'s ``feed``, print the joined text
     (each event's text from ``text_of``); with ``SSE_PROXY_TOOLS`` set, then the calls
     assembled by ``calls(dialect)``, a ``tool_call NAME ARGS`` line each.
 
     ``report_faults``: exit non-zero on an error event, on a stream without its terminal
-    marker, or one that ends inside a frame, as a careful client does.
+    marker, or one that ends inside a frame, as a careful client does. ``stop_at_marker``:
+    stop reading at the terminal marker (else: at the body's end). Deadlines, each a
+    non-zero exit with the text so far printed: ``read_timeout`` between two reads,
+    ``stall_after`` seconds without text, ``whole_deadline`` seconds for the whole answer;
+    ``deadline_is_the_end``: a fired deadline ends the answer instead (exit 0).
     """
     dialect = os.environ.get("SSE_PROXY_DIALECT", "openai")
     parts: list[str] = []
     ended = False
     tools = calls(dialect) if os.environ.get("SSE_PROXY_TOOLS") else None
+    started = last_text = time.monotonic()
 
     def dispatch(event: str, data: str) -> None:
-        nonlocal ended
+        nonlocal ended, last_text
         if report_faults:
             why = failure(dialect, event, data)
             if why:
                 emit("".join(parts))
                 sys.exit(why)
-            ended = ended or is_terminal(dialect, data)
-        parts.append(text_of(dialect, event, data))
+        ended = ended or is_terminal(dialect, data)
+        text = text_of(dialect, event, data)
+        if text:
+            last_text = time.monotonic()
+        parts.append(text)
         if tools is not None and dialect != "text":
             tools.event(event, data)
 
+    def wait() -> tuple[float, str]:
+        now = time.monotonic()
+        limits = [(read_timeout, f"read timeout ({read_timeout:g} s)")]
+        if stall_after is not None:
+            limits.append((last_text + stall_after - now, f"no text for {stall_after:g} s"))
+        if whole_deadline is not None:
+            limits.append((started + whole_deadline - now, f"deadline ({whole_deadline:g} s)"))
+        return min(limits)
+
     parser = make_parser(dispatch)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    for chunk in reads():
-        text = chunk.decode("utf-8", "replace") if decode_each_read else decoder.decode(chunk)
-        parser.feed(text)  # type: ignore[attr-defined]
+    try:
+        for chunk in reads(wait):
+            text = chunk.decode("utf-8", "replace") if decode_each_read else decoder.decode(chunk)
+            parser.feed(text)  # type: ignore[attr-defined]
+            if stop_at_marker and ended:
+                break
+    except Deadline as exc:
+        emit("".join(parts))
+        if deadline_is_the_end:
+            return
+        sys.exit(f"stalled: {exc}")
     parser.feed(decoder.decode(b"", final=True))  # type: ignore[attr-defined]
     emit("".join(parts) + (tools.lines() if tools is not None else ""))
     if report_faults and dialect in _TERMINAL and not ended:

@@ -23,6 +23,7 @@ from sse_proxy.tools.testclient.process import Ran
 __all__ = ["BrowserRun", "request_headers"]
 
 _POLL = 0.25
+_UNTIL_POLL = 0.05  # a deadline that may come sooner (a stall's patience) is looked at often
 
 
 def request_headers(dialect: str) -> dict[str, str]:
@@ -89,6 +90,7 @@ class BrowserRun:
         timeout: float,  # noqa: ASYNC109 - the deadline moves (credit), as for a command
         out_limit: int,
         credit: Callable[[], float] = lambda: 0.0,
+        until: Callable[[], float | None] | None = None,
     ) -> Ran:
         """Show ``page`` in a fresh context and wait for its answer; the context is gone
         when this returns (and with it the page's connections to the proxy). The clock
@@ -99,25 +101,30 @@ class BrowserRun:
         try:
             assert page.answer is not None
             while verdict is None:
-                left = started + timeout + credit() - time.monotonic()
+                now = time.monotonic()
+                limit = None if until is None else until()
+                if limit is None:
+                    limit = started + timeout + credit()
+                left = limit - now
                 if left <= 0:
                     break
+                step = min(left, _POLL if until is None else _UNTIL_POLL)
                 with contextlib.suppress(TimeoutError):
-                    verdict = await asyncio.wait_for(asyncio.shield(page.answer), min(left, _POLL))
+                    verdict = await asyncio.wait_for(asyncio.shield(page.answer), step)
         finally:
             await self.browser.close_context(context)
             self.pages.close_case(page)
         seconds = time.monotonic() - started
         console = page.console_text()
         if verdict is None:
-            return Ran(None, b"", _utf8(console), hung=True, seconds=seconds)
+            return Ran(None, b"", _utf8(console), hung=True, seconds=seconds, started=started)
         if page.too_big or (verdict.output is not None and len(verdict.output) > out_limit):
             out = _utf8(verdict.output or "")[:out_limit]
-            return Ran(None, out, _utf8(console), flooded=True, seconds=seconds)
+            return Ran(None, out, _utf8(console), flooded=True, seconds=seconds, started=started)
         if verdict.error is not None:
             err = verdict.error + ("\n" + console if console else "")
-            return Ran(1, b"", _utf8(err), seconds=seconds)
-        return Ran(0, _utf8(verdict.output or ""), _utf8(console), seconds=seconds)
+            return Ran(1, b"", _utf8(err), seconds=seconds, started=started)
+        return Ran(0, _utf8(verdict.output or ""), _utf8(console), seconds=seconds, started=started)
 
 
 def _utf8(text: str) -> bytes:
