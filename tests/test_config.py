@@ -300,6 +300,14 @@ def _clean_env(**extra: str) -> dict[str, str]:
         (["--upstream", "http://127.0.0.1:1", "--record-on", "maybe"], {}, "--record-on"),
         (["--upstream", "http://127.0.0.1:1", "--record-on", "broken"], {}, "record_dir"),
         (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_RECORD_MAX_BYTES": "0"}, "RECORD"),
+        (
+            ["--upstream", "http://127.0.0.1:1", "--record", "r", "--record-max-files", "0"],
+            {},
+            "record_max_files",
+        ),
+        (["--upstream", "http://127.0.0.1:1", "--record-max-files", "lots"], {}, "--record-max"),
+        (["--upstream", "http://127.0.0.1:1", "--record-max-bytes", "-5"], {}, "record_max_bytes"),
+        (["--upstream", "http://127.0.0.1:1", "--record-max-bytes", "1GB"], {}, "--record-max"),
     ],
 )
 def test_cli_bad_value_exits_2_with_one_line(
