@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from array import array
@@ -712,6 +713,7 @@ def sse_proxy_has_loop_flag() -> bool:
 
 def contender_unavailable(name: str) -> str | None:
     """None if ``name`` can run here, else why not (printed as a note; the row is skipped)."""
+    name = name.partition("+")[0]  # (observers: the proxy they run in)
     if name == "nginx":
         return nginx_available()
     if name.endswith("-uvloop"):
@@ -818,6 +820,7 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
         argv += ["--port", str(port), "--mode", "passthrough", "--log-level", SSE_LOG_LEVEL]
         env = {**os.environ, "PYTHONPATH": with_pythonpath(BASELINE_SRC)}
         return Service(name, argv, port, log=log, cwd=BASELINE_SRC, env=env)
+    name, *extras = name.split("+")
     mode = name.removeprefix("sse-")
     sse_loop: str | None = None
     if mode in LOOPS:  # sse-asyncio / sse-uvloop: passthrough on that loop
@@ -826,10 +829,79 @@ def start_contender(name: str, upstream: Service, workdir: Path) -> Service | No
     argv += ["--mode", mode, "--log-level", SSE_LOG_LEVEL]
     if sse_loop is not None and sse_proxy_has_loop_flag():
         argv += ["--loop", sse_loop]  # without the flag, sse-proxy runs on asyncio
+    argv += observer_args(extras, workdir)
     if PROXY_SRC is None:
         return Service(name, argv, port, log=log)
     env = {**os.environ, "PYTHONPATH": with_pythonpath(PROXY_SRC)}
     return Service(name, argv, port, log=log, cwd=PROXY_SRC, env=env)
+
+
+# -- observers: "sse-uvloop+obs+broken" is sse-uvloop with these options -----------------------
+
+OTLP_URL: str | None = None  # the bench's OTLP receiver (start_otlp_sink), for "+obs"
+OBSERVER_MODELS = "gpt-4o-mini,gpt-4o-mini-2024-07-18"  # the rig's request and response models
+OBSERVERS: dict[str, str] = {
+    "obs": "the inspector, per-model metrics, OTLP spans and streaming metrics",
+    "ui": "the inspector alone",
+    "models": "per-model metrics alone",
+    "otlp": "OTLP spans and streaming metrics alone",
+    "broken": "the flight recorder keeping broken streams (--record DIR --record-on broken)",
+    "all": "recording every stream (--record DIR)",
+}
+
+
+def observer_args(extras: Sequence[str], workdir: Path) -> list[str]:
+    """``serve`` options for a contender's ``+extra`` suffixes (:data:`OBSERVERS`); each
+    recording contender gets a new folder under ``workdir``."""
+    out: list[str] = []
+    for extra in extras:
+        if extra == "obs":
+            if OTLP_URL is None:
+                raise RuntimeError("+obs needs the OTLP receiver: rig.OTLP_URL (start_otlp_sink)")
+            out += ["--ui", "--metrics-models", OBSERVER_MODELS, "--otlp-endpoint", OTLP_URL]
+        elif extra == "ui":
+            out += ["--ui"]
+        elif extra == "models":
+            out += ["--metrics-models", OBSERVER_MODELS]
+        elif extra == "otlp":
+            if OTLP_URL is None:
+                raise RuntimeError("+otlp needs the OTLP receiver: rig.OTLP_URL (start_otlp_sink)")
+            out += ["--otlp-endpoint", OTLP_URL]
+        elif extra in ("broken", "all"):
+            where = Path(tempfile.mkdtemp(prefix=f"record-{extra}-", dir=workdir))
+            out += ["--record", str(where)]
+            if extra == "broken":
+                out += ["--record-on", "broken"]
+        else:
+            raise RuntimeError(f"unknown observer {extra!r} (one of {', '.join(OBSERVERS)})")
+    return out
+
+
+async def _otlp_handler(request: Any) -> Any:
+    from aiohttp import web
+
+    await request.read()
+    return web.Response(body=b"", content_type="application/x-protobuf")
+
+
+def _role_otlp(argv: Sequence[str]) -> int:
+    """An OTLP/HTTP receiver that accepts every export and keeps nothing."""
+    from aiohttp import web
+
+    ap = argparse.ArgumentParser(prog="bench.rig _otlp")
+    ap.add_argument("--port", type=int, required=True)
+    args = ap.parse_args(argv)
+    app = web.Application(client_max_size=64 << 20)
+    for path in ("/v1/traces", "/v1/metrics", "/v1/logs"):
+        app.router.add_post(path, _otlp_handler)
+    run_on("asyncio", _serve(app, args.port, backlog=128))
+    return 0
+
+
+def start_otlp_sink(workdir: Path) -> Service:
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.rig", "_otlp", "--port", str(port)]
+    return Service("otlp", argv, port, log=workdir / "otlp.log")
 
 
 def nginx_available() -> str | None:
@@ -906,7 +978,12 @@ def peer_versions(names: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one of the rig's processes: ``_upstream``, ``_bare`` or ``_load``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    roles = {"_upstream": _role_upstream, "_bare": _role_bare, "_load": _role_load}
+    roles = {
+        "_upstream": _role_upstream,
+        "_bare": _role_bare,
+        "_load": _role_load,
+        "_otlp": _role_otlp,
+    }
     if not argv or argv[0] not in roles:
         print(f"usage: python -m bench.rig {{{','.join(roles)}}} ...", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.names import MODES
 from sse_proxy.rechunk.spec import REWRITES, STRATEGIES, VARIANTS
 from sse_proxy.rechunk.timefaults import CHAOS_FAULTS, SETTINGS
-from sse_proxy.settings import LOG_LEVELS, LOOPS, Config
+from sse_proxy.settings import LOG_LEVELS, LOOPS, RECORD_ON, Config
 
 __all__ = [
     "DIRECTORY",
@@ -107,6 +107,10 @@ SERVE_FLAGS = (
     "log_level",
     "log_text",
     "record_dir",
+    "record_on",
+    "record_max_stream_bytes",
+    "record_max_files",
+    "record_max_bytes",
     "workers",
     "loop",
     "stall_threshold",
@@ -454,9 +458,36 @@ def add_serve(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentPar
             "--record",
             dest="record_dir",
             metavar="DIR",
-            help="record every SSE stream into DIR as .ssrec (default off)",
+            help="record SSE streams into DIR as .ssrec, each written when it ends (default off)",
         ),
         DIRECTORY,
+    )
+    logs.add_argument(
+        "--record-on",
+        choices=RECORD_ON,
+        help="write a stream's recording only when it ends this badly or worse: ok (every "
+        "stream), degraded (degraded or broken), broken (default ok)",
+    )
+    logs.add_argument(
+        "--record-max-stream-bytes",
+        type=int,
+        metavar="BYTES",
+        help="most of one stream kept in memory for its recording, in bytes; past it its "
+        "head and its tail are kept, marked truncated "
+        f"(default {_bytes(_D.record_max_stream_bytes)})",
+    )
+    logs.add_argument(
+        "--record-max-files",
+        type=int,
+        metavar="N",
+        help=f"recordings kept in DIR; the oldest go first (default {_D.record_max_files})",
+    )
+    logs.add_argument(
+        "--record-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="most of DIR the recordings may take, in bytes; the oldest go first "
+        f"(default {_bytes(_D.record_max_bytes)})",
     )
     logs.add_argument(
         "--metrics-models",

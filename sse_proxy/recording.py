@@ -5,13 +5,21 @@ timing included::
 
     {"format": "sse-proxy-recording", "version": 1, "stream_id": ..., "recorded_at": ...,
      "request": {"method", "path", "query", "headers"},      # secrets redacted
-     "response": {"status", "reason", "headers"}}
+     "response": {"status", "reason", "headers"},
+     "verdict": "broken",                                    # the stream's, when it ended
+     "truncated": {"kept", "dropped", "max_stream_bytes"}}   # only if it was cut
     {"t": 0.0123, "data": "<base64 of one upstream read>"}   # one line per read
     ...
+    {"gap": 123456}                                          # only if it was cut
+    {"t": 9.87, "data": "..."}                               # the last reads
     {"end": "upstream_eof", "t": 1.5, "bytes": 12345}        # how the stream ended
 
-``t`` is seconds since the request was forwarded. This module is pure (no I/O beyond the
-file the caller names); the proxy's recorder and ``replay``/``check`` share it.
+``t`` is seconds since the request was forwarded. A stream larger than the recorder's
+bound is kept as its first and last reads, with the bytes left out between them counted
+by the ``gap`` line (cut at frame ends where it could be); ``bytes`` at the end is what the
+stream had in all. ``verdict`` and ``truncated`` are optional (older recordings have
+neither). This module is pure (no I/O beyond the file the caller names); the proxy's
+recorder and ``replay``/``check`` share it.
 """
 
 from __future__ import annotations
@@ -19,17 +27,20 @@ from __future__ import annotations
 import base64
 import json
 import re
+from binascii import b2a_base64
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from sse_proxy.errors import UsageError
 from sse_proxy.sniff import looks_like
 
 __all__ = [
     "FORMAT",
+    "READ_LINE",
     "Recording",
     "encode_end",
+    "encode_gap",
     "encode_header",
     "encode_read",
     "is_recording",
@@ -57,13 +68,29 @@ class Recording:
     def body(self) -> bytes:
         return b"".join(data for _, data in self.reads)
 
+    @property
+    def truncated(self) -> dict[str, Any] | None:
+        """How a recording cut short was cut (``kept``, ``dropped`` bytes...); None: whole."""
+        cut = self.meta.get("truncated")
+        return cut if isinstance(cut, dict) else None
+
 
 def encode_header(meta: dict[str, Any]) -> bytes:
     return _line({"format": FORMAT, "version": VERSION, **meta})
 
 
+READ_LINE: Final = b'{"t":%.6f,"data":"%s"}\n'
+"""One read's line, filled with its time and the base64 of its bytes (a JSON object: the
+time with six decimals, as ``round(t, 6)`` reads back)."""
+
+
 def encode_read(t: float, data: bytes) -> bytes:
-    return _line({"t": round(t, 6), "data": base64.b64encode(data).decode("ascii")})
+    return READ_LINE % (t, b2a_base64(data, newline=False))
+
+
+def encode_gap(dropped: int) -> bytes:
+    """Where a truncated recording left bytes out, and how many."""
+    return _line({"gap": dropped})
 
 
 def encode_end(ended_by: str, t: float, total: int) -> bytes:

@@ -23,6 +23,7 @@ __all__ = [
     "LOG_LEVELS",
     "LOOPS",
     "MODES",
+    "RECORD_ON",
     "Config",
     "RouteSpec",
     "SettingError",
@@ -33,6 +34,8 @@ LOG_FORMATS = ("auto", "json", "console")
 """``auto``: human lines when stderr is a terminal, JSON lines otherwise."""
 LOOPS = ("auto", "uvloop", "asyncio")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+RECORD_ON = ("ok", "degraded", "broken")
+"""``record_on``: the least verdict a recording is written for (``ok``: every stream)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,10 @@ class Config:
     log_text: bool = False
     max_alerts_per_kind: int = 10
     record_dir: str = ""
+    record_on: str = "ok"
+    record_max_stream_bytes: int = 4 << 20
+    record_max_files: int = 1000
+    record_max_bytes: int = 1 << 30
     workers: int = 1
     worker_max_restarts: int = 5
     worker_restart_window: float = 60.0
@@ -195,6 +202,10 @@ def _validate(cfg: Config) -> None:
         raise bad("loop", f"must be one of {', '.join(LOOPS)}")
     if cfg.log_level not in LOG_LEVELS:
         raise bad("log_level", f"must be one of {', '.join(LOG_LEVELS)}")
+    if cfg.record_on not in RECORD_ON:
+        raise bad("record_on", f"must be one of {', '.join(RECORD_ON)}")
+    if cfg.record_on != "ok" and not cfg.record_dir:
+        raise bad("record_on", "needs record_dir (--record DIR): where to write")
     for name in (
         "max_line_bytes",
         "max_frame_bytes",
@@ -206,9 +217,18 @@ def _validate(cfg: Config) -> None:
         "chaos_k",
         "ui_streams",
         "ui_stream_bytes",
+        "record_max_stream_bytes",
+        "record_max_files",
+        "record_max_bytes",
     ):
         if getattr(cfg, name) < 1:
             raise bad(name, "must be at least 1")
+    if cfg.record_max_stream_bytes > cfg.record_max_bytes:
+        raise bad(
+            "record_max_stream_bytes",
+            f"must not exceed record_max_bytes ({cfg.record_max_bytes}): "
+            "one recording could never be kept",
+        )
     for name in _FLOAT_FIELDS:
         # NaN passes every comparison below it (and then fails every request); infinity
         # is no timeout a timer can arm: both are refused here, at startup.

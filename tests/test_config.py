@@ -181,6 +181,16 @@ BAD_FLAGS: list[tuple[dict[str, Any], list[str]]] = [
     ({"admin_prefix": "/_ops/"}, ["admin_prefix"]),
     ({"dialect": "klingon"}, ["dialect", "klingon"]),
     ({"no_such_setting": 1}, ["unknown setting", "no_such_setting"]),
+    ({"record_on": "sometimes"}, ["record_on", "ok, degraded, broken", "sometimes"]),
+    ({"record_on": "broken"}, ["--record-on", "record_on", "needs record_dir"]),
+    ({"record_dir": "r", "record_max_files": 0}, ["record_max_files", "at least 1"]),
+    ({"record_max_files": "many"}, ["--record-max-files", "integer", "many"]),
+    ({"record_max_bytes": -1}, ["record_max_bytes", "at least 1"]),
+    ({"record_max_stream_bytes": 0}, ["record_max_stream_bytes", "at least 1"]),
+    (
+        {"record_max_stream_bytes": 2048, "record_max_bytes": 1024},
+        ["record_max_stream_bytes", "must not exceed record_max_bytes (1024)"],
+    ),
 ]
 
 
@@ -288,6 +298,17 @@ def _clean_env(**extra: str) -> dict[str, str]:
         (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_IDLE_TIMEOUT": "nan"}, "finite"),
         (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_CONNECT_TIMEOUT": "-inf"}, "finite"),
         (["--upstream", "http://127.0.0.1:1", "--allow-origin", "localhost:5173"], {}, "origin"),
+        (["--upstream", "http://127.0.0.1:1", "--record-on", "maybe"], {}, "--record-on"),
+        (["--upstream", "http://127.0.0.1:1", "--record-on", "broken"], {}, "record_dir"),
+        (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_RECORD_MAX_BYTES": "0"}, "RECORD"),
+        (
+            ["--upstream", "http://127.0.0.1:1", "--record", "r", "--record-max-files", "0"],
+            {},
+            "record_max_files",
+        ),
+        (["--upstream", "http://127.0.0.1:1", "--record-max-files", "lots"], {}, "--record-max"),
+        (["--upstream", "http://127.0.0.1:1", "--record-max-bytes", "-5"], {}, "record_max_bytes"),
+        (["--upstream", "http://127.0.0.1:1", "--record-max-bytes", "1GB"], {}, "--record-max"),
     ],
 )
 def test_cli_bad_value_exits_2_with_one_line(

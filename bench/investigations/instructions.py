@@ -33,7 +33,9 @@ window's count is an upper bound of what the burst's first bytes wait for.
 
 Contenders as in ``burst_pair``: ``bare-uvloop`` (the bare aiohttp proxy of
 ``bench_proxy.py``) and ``sse-uvloop`` (this tree, or ``sse-uvloop@TREE``, e.g. a
-``git archive`` of main), in passthrough on uvloop. Each burst is the outside harness's:
+``git archive`` of main), in passthrough on uvloop; ``sse-uvloop+obs`` (``+broken``, ``+all``)
+with the observers of :func:`bench.rig.observer_args`, an OTLP receiver started for them.
+Each burst is the outside harness's:
 ``--streams`` streams started within 20 ms, On the Bench's paced shape cut to ``--events``
 deltas. The proxy runs about fifty times slower under valgrind, so the bursts are few.
 """
@@ -55,13 +57,14 @@ from bench import harness, rig
 from bench.bench_scale import ScaleLoad
 
 
-def _argv(name: str, upstream: str, port: int, level: str) -> list[str]:
+def _argv(name: str, upstream: str, port: int, level: str, workdir: Path) -> list[str]:
     if name == "bare-uvloop":
         argv = [sys.executable, "-m", "bench.rig", "_bare", "--upstream", upstream]
         return [*argv, "--port", str(port), "--loop", "uvloop"]
+    name, *extras = name.split("+")  # sse-uvloop+obs: with the observers of bench.rig
     argv = [sys.executable, "-m", "sse_proxy", "serve", "--upstream", upstream]
     argv += ["--port", str(port), "--mode", "passthrough", "--log-level", level]
-    return [*argv, "--loop", "uvloop"]
+    return [*argv, "--loop", "uvloop", *rig.observer_args(extras, workdir)]
 
 
 SIMULATED = ("I1mr", "D1mr", "D1mw", "Bcm", "Bim")
@@ -96,7 +99,7 @@ def one_round(name: str, src: str, workdir: Path, args: argparse.Namespace) -> d
         cwd = Path(src)
     if paths:
         env["PYTHONPATH"] = harness.with_pythonpath(Path(os.pathsep.join(paths)))
-    argv = _argv(name, upstream.url, port, args.sse_log_level)
+    argv = _argv(name, upstream.url, port, args.sse_log_level, workdir)
     try:
         svc = harness.Service(
             name, valgrind + argv, port, log=workdir / f"{port}.log", env=env, cwd=cwd, wait_s=180
@@ -191,8 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     contenders = []
     for spec in args.contenders.split(","):
         name, _, src = spec.strip().partition("@")
-        if name not in ("bare-uvloop", "sse-uvloop"):
-            print(f"instructions: unknown contender {name!r} (bare-uvloop, sse-uvloop[@TREE])")
+        if name.partition("+")[0] not in ("bare-uvloop", "sse-uvloop"):
+            print(
+                f"instructions: unknown contender {name!r} "
+                "(bare-uvloop, sse-uvloop[+obs...][@TREE])"
+            )
             return 2
         contenders.append((spec.strip(), name, src))
     where = "each burst's window" if args.window else "the bursts"
@@ -205,12 +211,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = ("Ir", *SIMULATED) if args.simulate else ("Ir",)
     counts: dict[str, list[dict[str, float]]] = {spec: [] for spec, _, _ in contenders}
     with tempfile.TemporaryDirectory(prefix="instructions-") as tmp:
-        for r in range(args.rounds):
-            for spec, name, src in contenders:
-                got = one_round(name, src, Path(tmp), args)
-                counts[spec].append(got)
-                more = "".join(f", {k} {got.get(k, 0):,.0f}" for k in shown[1:])
-                print(f"   round {r + 1}: {spec}: {got['Ir']:,.0f}{more}", flush=True)
+        sink = rig.start_otlp_sink(Path(tmp))  # (for +obs contenders)
+        rig.OTLP_URL = sink.url
+        try:
+            for r in range(args.rounds):
+                for spec, name, src in contenders:
+                    got = one_round(name, src, Path(tmp), args)
+                    counts[spec].append(got)
+                    more = "".join(f", {k} {got.get(k, 0):,.0f}" for k in shown[1:])
+                    print(f"   round {r + 1}: {spec}: {got['Ir']:,.0f}{more}", flush=True)
+        finally:
+            sink.stop()
     head = "".join(f"{k:>9}" for k in shown[1:])
     print(f"\n{'contender':<40}{'instructions/request':>22}{'spread':>9}{head}")
     mids: dict[str, dict[str, float]] = {}
@@ -220,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spread = (max(values) - min(values)) / mid["Ir"] if mid["Ir"] else 0.0
         more = "".join(f"{mid[k]:>9,.0f}" for k in shown[1:])
         print(f"{spec:<40}{mid['Ir']:>22,.0f}{spread:>8.1%}{more}")
-    first = next((s for s, n, _ in contenders if n == "sse-uvloop"), None)
+    first = next((s for s, n, _ in contenders if n.startswith("sse-uvloop")), None)
     if first is not None:
         ref = mids[first]
         for spec, mid in mids.items():

@@ -61,21 +61,23 @@ def _layer(filename: str) -> str:
 
 
 def _role_profiled(argv: Sequence[str]) -> int:
-    """Run a module as ``__main__`` with a cProfile toggled by SIGUSR1/SIGUSR2."""
+    """Run a module as ``__main__`` with a cProfile toggled by SIGUSR1/SIGUSR2 (each
+    SIGUSR1 starts a new profile: one file per window)."""
     ap = argparse.ArgumentParser(prog="start_cost _profiled")
     ap.add_argument("--out", required=True)
     ap.add_argument("--src", default=None, help="import the module from this tree")
     ap.add_argument("module")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
-    prof = cProfile.Profile()
+    prof = [cProfile.Profile()]
 
     def on(_sig: int, _frame: Any) -> None:
-        prof.enable()
+        prof[0] = cProfile.Profile()
+        prof[0].enable()
 
     def off(_sig: int, _frame: Any) -> None:
-        prof.disable()
-        prof.dump_stats(args.out)
+        prof[0].disable()
+        prof[0].dump_stats(args.out)
 
     signal.signal(signal.SIGUSR1, on)
     signal.signal(signal.SIGUSR2, off)

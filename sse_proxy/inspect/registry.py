@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sse_proxy.core.alerts import Alert
@@ -23,53 +23,146 @@ from sse_proxy.obs.redact import scrub_held_value
 __all__ = ["Registry", "StreamRecord"]
 
 _QUEUE = 256  # updates a slow subscriber may lag behind before it misses some
+_monotonic = time.monotonic
 
 
-@dataclass
+_Lazy = Callable[[], Any]
+
+
 class StreamRecord:
-    """One stream as the inspector shows it."""
+    """One stream as the inspector shows it.
 
-    stream_id: str
-    method: str
-    path: str
-    status: int
-    mode: str
-    hint: str | None
-    started_wall: float
-    started: float
-    request: dict[str, Any]
-    response: dict[str, Any]
-    max_bytes: int
-    max_reads: int
-    max_alerts: int
-    registry: Registry | None = None
-    chunks: list[bytes] = field(default_factory=list)
-    kept: int = 0
-    received: int = 0
-    reads: list[tuple[float, int]] = field(default_factory=list)
-    reads_dropped: int = 0
-    alerts: list[AlertMark] = field(default_factory=list)
-    alert_counts: dict[str, int] = field(default_factory=dict)
-    summary: dict[str, Any] | None = None
+    What only a page shows (the redacted heads, the dialect the path hints at, the summary
+    with held values scrubbed) is worked out when a page first asks, not for every stream:
+    most streams are never looked at. ``request``, ``response`` and ``hint`` may be given
+    as values or as functions that make them.
+    """
+
+    __slots__ = (
+        "_fields",
+        "_hint",
+        "_request",
+        "_response",
+        "_sizes",
+        "_summary",
+        "_times",
+        "alert_counts",
+        "alerts",
+        "chunks",
+        "kept",
+        "max_alerts",
+        "max_bytes",
+        "max_reads",
+        "method",
+        "mode",
+        "path",
+        "reads_dropped",
+        "received",
+        "registry",
+        "started",
+        "started_wall",
+        "status",
+        "stream_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        stream_id: str,
+        method: str,
+        path: str,
+        status: int,
+        mode: str,
+        hint: str | _Lazy | None,
+        started_wall: float,
+        started: float,
+        request: dict[str, Any] | _Lazy,
+        response: dict[str, Any] | _Lazy,
+        max_bytes: int,
+        max_reads: int,
+        max_alerts: int,
+        registry: Registry | None = None,
+    ) -> None:
+        self.stream_id = stream_id
+        self.method = method
+        self.path = path
+        self.status = status
+        self.mode = mode
+        self._hint = hint
+        self.started_wall = started_wall
+        self.started = started
+        self._request = request
+        self._response = response
+        self.max_bytes = max_bytes
+        self.max_reads = max_reads
+        self.max_alerts = max_alerts
+        self.registry = registry
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.received = 0
+        # each read's arrival (the monotonic clock) and size, in arrays: no object per read
+        # for the garbage collector to walk (every kept stream holds up to max_reads)
+        self._times = array("d")
+        self._sizes = array("q")
+        self.reads_dropped = 0
+        self.alerts: list[AlertMark] = []
+        self.alert_counts: dict[str, int] = {}
+        self._fields: Mapping[str, Any] | None = None
+        self._summary: dict[str, Any] | None = None
+
+    @property
+    def hint(self) -> str | None:
+        hint = self._hint
+        if callable(hint):
+            hint = self._hint = hint()
+        return hint
+
+    @property
+    def request(self) -> dict[str, Any]:
+        request = self._request
+        if callable(request):
+            request = self._request = request()
+        return request
+
+    @property
+    def response(self) -> dict[str, Any]:
+        response = self._response
+        if callable(response):
+            response = self._response = response()
+        return response
 
     @property
     def active(self) -> bool:
-        return self.summary is None
+        return self._fields is None
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The stream's ``stream.summary`` fields (message text is dropped here, and what
+        the proxy holds: an upstream may quote a key back as a model name or an id)."""
+        if self._summary is None and self._fields is not None:
+            summary = {k: scrub_held_value(v) for k, v in self._fields.items() if k != "text"}
+            summary["alerts"] = dict(self.alert_counts)
+            self._summary = summary
+        return self._summary
 
     def read(self, chunk: bytes, alerts: Iterable[Alert] = ()) -> None:
         """One observed read: keep its bytes up to the cap, its time, its alerts."""
-        t = time.monotonic() - self.started
         n = len(chunk)
-        if len(self.reads) < self.max_reads:
-            self.reads.append((t, n))
+        self.received += n
+        times = self._times
+        if len(times) < self.max_reads:
+            times.append(_monotonic())
+            self._sizes.append(n)
         else:
             self.reads_dropped += 1
         room = self.max_bytes - self.kept
         if room > 0:
-            piece = chunk if n <= room else chunk[:room]
-            self.chunks.append(piece)
-            self.kept += len(piece)
-        self.received += n
+            if n > room:
+                self.chunks.append(chunk[:room])
+                self.kept += room
+            else:
+                self.chunks.append(chunk)
+                self.kept += n
         if alerts:
             self.add_alerts(alerts)
 
@@ -84,21 +177,30 @@ class StreamRecord:
         if self.registry is not None:
             self.registry.publish(self)
 
-    def finish(self, summary: dict[str, Any]) -> None:
-        """The stream's ``stream.summary`` fields (message text is dropped here, and what
-        the proxy holds: an upstream may quote a key back as a model name or an id)."""
-        self.summary = {k: scrub_held_value(v) for k, v in summary.items() if k != "text"}
-        if isinstance(self.summary.get("alerts"), dict):
-            self.alert_counts = dict(self.summary["alerts"])
+    def finish(self, summary: Mapping[str, Any], alerts: Mapping[str, int] | None = None) -> None:
+        """The stream is over: its ``stream.summary`` fields (kept as they are, not to be
+        changed; :attr:`summary` makes the page's copy) and its exact alert counts, given
+        apart or as the summary's ``alerts`` field."""
+        self._fields = summary
+        if alerts is None and isinstance(summary.get("alerts"), dict):
+            alerts = summary["alerts"]
+        if alerts is not None:
+            self.alert_counts = dict(alerts)
         if self.registry is not None:
             self.registry.publish(self)
+
+    @property
+    def reads(self) -> list[tuple[float, int]]:
+        """Each timed read: (seconds since the stream started, its size)."""
+        started = self.started
+        return [(t - started, n) for t, n in zip(self._times, self._sizes, strict=True)]
 
     @property
     def body(self) -> bytes:
         return b"".join(self.chunks)
 
     def read_sizes(self) -> list[int]:
-        return [n for _, n in self.reads]
+        return self._sizes.tolist()
 
     def row(self) -> dict[str, Any]:
         """The stream-list row: today's summary fields, and the monitoring ones when given."""
@@ -155,9 +257,9 @@ class Registry:
         path: str,
         status: int,
         mode: str,
-        hint: str | None,
-        request: dict[str, Any],
-        response: dict[str, Any],
+        hint: str | _Lazy | None,
+        request: dict[str, Any] | _Lazy,
+        response: dict[str, Any] | _Lazy,
         started: float,
     ) -> StreamRecord:
         """A new stream (``started`` on the monotonic clock); the oldest leaves past the cap."""
@@ -191,6 +293,9 @@ class Registry:
         return [r.row() for r in reversed(self.streams.values())]
 
     def publish(self, record: StreamRecord) -> None:
+        """Tell the subscribers (open inspector pages) of a change; with none, nothing to do."""
+        if not self.subscribers:
+            return
         row = record.row()
         for queue in list(self.subscribers):
             with contextlib.suppress(asyncio.QueueFull):

@@ -479,28 +479,35 @@ def open_stream(
     started: float,
 ) -> StreamRecord:
     """The proxy's hook for a new SSE stream, with the inspector on: its record in
-    ``registry`` (the relay asks only when there is one)."""
+    ``registry`` (the relay asks only when there is one). What only a page shows is made
+    when a page asks for it: the heads (immutable, kept as they are) are redacted then."""
     from sse_proxy.core import dialect_for_path
     from sse_proxy.obs.redact import redact_head, redact_url, scrub_held
 
-    query = redact_url("?" + request.query_string)[1:] if request.query_string else ""
+    method, path, query, headers = (
+        request.method,
+        request.path,
+        request.query_string,
+        request.headers,
+    )
+    status, reason, upstream_headers = upstream.status, upstream.reason, upstream.headers
     return registry.open(
         stream_id,
-        method=request.method,
-        path=request.path,
-        status=upstream.status,
+        method=method,
+        path=path,
+        status=status,
         mode=mode,
-        hint=dialect_for_path(request.path),
-        request={
-            "method": request.method,
-            "path": request.path,
-            "query": query,
-            "headers": redact_head(request.headers),
+        hint=lambda: dialect_for_path(path),
+        request=lambda: {
+            "method": method,
+            "path": path,
+            "query": redact_url("?" + query)[1:] if query else "",
+            "headers": redact_head(headers),
         },
-        response={
-            "status": upstream.status,
-            "reason": scrub_held(upstream.reason or "") or upstream.reason,
-            "headers": redact_head(upstream.headers),
+        response=lambda: {
+            "status": status,
+            "reason": scrub_held(reason or "") or reason,
+            "headers": redact_head(upstream_headers),
         },
         started=started,
     )

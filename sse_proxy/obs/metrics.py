@@ -226,6 +226,19 @@ class Metrics:
             ["route", "direction"],
             registry=reg,
         )
+        self.recordings_written = Counter(
+            "sse_proxy_recordings_written",
+            "Stream recordings written to the --record folder.",
+            registry=reg,
+        )
+        self.recordings_dropped = Counter(
+            "sse_proxy_recordings_dropped",
+            "Stream recordings deleted or never written, by reason: max_files and "
+            "max_bytes (the folder's bounds, oldest first), writer_behind (too many "
+            "waiting to be written).",
+            ["reason"],
+            registry=reg,
+        )
         self.ttfb = Histogram(
             "sse_proxy_time_to_first_byte_seconds",
             "From forwarding the request to the first upstream body byte.",
@@ -450,6 +463,7 @@ METRIC_NAMES = frozenset(
         "sse_proxy_upstream_errors_total",
         "sse_proxy_output_tokens_total",
         "sse_proxy_input_tokens_total",
+        "sse_proxy_recordings_written_total",
         *(
             f"{h}_{suffix}"
             for h in (

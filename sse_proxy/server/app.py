@@ -32,6 +32,7 @@ from sse_proxy.server.keys import (
     TRACING,
 )
 from sse_proxy.server.network import Network
+from sse_proxy.server.recorder import Recorder
 from sse_proxy.server.request_body import defer_continue
 from sse_proxy.server.routes import RouteTable
 from sse_proxy.server.tracing import Tracing
@@ -94,6 +95,9 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
     app[STATE] = state
     app.on_cleanup.append(lambda _app: _flush(state))  # before the spans are exported
     app.on_cleanup.append(app[TRACING].close)
+    recorder = Recorder.for_config(config, app[METRICS])
+    if recorder is not None:
+        app.on_cleanup.append(recorder.close)  # (after the flush: its streams' recordings)
     app[ROUTES] = RouteTable.from_config(config)
     app[NETWORK] = Network(config)
     app[STREAM_TAPS] = []
@@ -110,6 +114,7 @@ def make_app(config: Config, *, metrics: Metrics | None = None) -> web.Applicati
         tracing=app[TRACING],
         taps=app[STREAM_TAPS],
         registry=registry,
+        recorder=recorder,
     )
     # Before the catch-all: the admin prefix is never forwarded. With --admin-port, the
     # endpoints are on their own listener (admin.make_admin_app) and only the 404 is here.

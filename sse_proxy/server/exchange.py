@@ -26,6 +26,7 @@ from sse_proxy.server.backlog import Backlog
 from sse_proxy.server.context import RequestContext
 from sse_proxy.server.delivery import Delivery
 from sse_proxy.server.network import Network
+from sse_proxy.server.recorder import Recorder
 from sse_proxy.server.resumes import Resume, ResumeTable
 from sse_proxy.server.routes import Route, RouteTable
 from sse_proxy.server.tap_types import Tap
@@ -68,6 +69,8 @@ class ProxyParts:
     """The app's ``STREAM_TAPS`` list itself (tools append to it once the app runs)."""
     registry: Registry | None
     """The inspector's registry (``--ui``), or None."""
+    recorder: Recorder | None = None
+    """The recordings (``--record DIR``), or None."""
     session: aiohttp.ClientSession | None = None
     """The upstream session, while the app runs (as are the three below)."""
     upstream_timeout: aiohttp.ClientTimeout | None = None
@@ -103,6 +106,8 @@ class Exchange:
     _log: Any = None
     _upstream_log: Any = None
     span: RequestSpan | None = None
+    span_kept: bool = False
+    """Whether the stream's end, put off past the handler, ends the span (its SpanTap)."""
     delivery: Delivery | None = None
     """Chaos mode: how the stream's cuts reach the client (set when its relay starts)."""
     started: float = 0.0

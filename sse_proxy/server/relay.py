@@ -49,7 +49,7 @@ from sse_proxy.server.headers import (
     response_headers_for_client,
 )
 from sse_proxy.server.plain import relay_plain
-from sse_proxy.server.recorder import Recorder
+from sse_proxy.server.recorder import StreamRecording
 from sse_proxy.server.tap_types import StreamEnd
 from sse_proxy.server.taps import (
     GenAIMetricsTap,
@@ -188,10 +188,13 @@ class _SseRelay:
     planner: Planner | None = None
     delivery: Delivery | None = None
     """Chaos only: the writes that carry a cut wait until the client read what went before."""
-    recorder: Recorder | None = None
+    recording: StreamRecording | None = None
     record: StreamRecord | None = None
     written: StreamReassembler | None = None
     """A chaos drop's stream: the bytes written to the client, read for their cursor."""
+    on_read: Any = None
+    """What sees every upstream read as it comes, from the first (the recording, and the
+    taps that read), or None."""
     built = False
     """Whether the observers below are built (:meth:`_build`)."""
     obs: StreamObserver
@@ -257,11 +260,10 @@ class _SseRelay:
                             None, hint=_hint_for(request.path), emit_events=False
                         )
         self.client = ClientWriter(resp, request)  # takes over after the first write
-        if cfg.record_dir:
-            self.recorder = Recorder.for_config(
-                cfg.record_dir, ex.stream_id, request, upstream, self.log, ex.started
-            )
         parts = ex.parts
+        if parts.recorder is not None:
+            self.recording = parts.recorder.stream(ex.stream_id, request, upstream, ex.started)
+            self.on_read = self.recording.keep
         if parts.registry is not None:
             self.record = open_stream(
                 parts.registry, request, upstream, ex.stream_id, self.mode, ex.started
@@ -270,12 +272,7 @@ class _SseRelay:
         # (chunk, when it arrived), in order; _catch_up observes them.
         self.backlog = parts.state.backlog
         self.pending: list[tuple[bytes, float]] = []
-        if (
-            self.planner is not None
-            or self.decode is not None
-            or self.recorder is not None
-            or parts.taps
-        ):
+        if self.planner is not None or self.decode is not None or parts.taps:
             self._build()
 
     @property
@@ -338,7 +335,7 @@ class _SseRelay:
                 SummaryLine(self.sink),
                 None if span is None else SpanTap(span),
                 None if self.record is None else InspectorTap(self.record),
-                self.recorder,
+                self.recording,
                 MetricsTap(ex.metrics, ex.route.name),
                 None
                 if genai is None
@@ -349,6 +346,10 @@ class _SseRelay:
             )
         )
         self.on_observed = taps.observed
+        read = taps.read
+        if read is not None:  # (a tool's tap: the stream was built before its first read)
+            keep = self.on_read
+            self.on_read = read if keep is None else lambda chunk: (keep(chunk), read(chunk))
         self.built = True
         if not self.ended:
             obs.start(ex.parts.watchdog)
@@ -385,8 +386,8 @@ class _SseRelay:
                     chunk, carry = carry, None
                     watch.last = at = watch.now()
                     sent = (len(chunk), at)
-                    if self.built and self.taps.read is not None:
-                        self.taps.read(chunk)  # a recording sees every read as it came
+                    if self.on_read is not None:
+                        self.on_read(chunk)  # a recording sees every read as it came
                     self.pending.append((chunk, at))  # observed on the loop's next turn
                     self.backlog.defer(self._catch_up)  # (or once no first byte is owed)
                     client = self.client
@@ -434,15 +435,16 @@ class _SseRelay:
                 # The per-read path, kept to a few calls: one event per read is how tokens
                 # arrive, and every coroutine layer costs about as much as the parsing.
                 observe = self._observe
-                # _observe's work, in the loop, for a passthrough read no tap observes
-                feed = tick = None
+                # _observe's work, in the loop, for a passthrough read (and the tap that
+                # observes it, if any: the inspector's record)
+                feed = tick = seen = None
                 if obs is not None:
-                    feed, tick = self._fast_feed(), obs.tick
+                    feed, tick, seen = self._fast_feed(), obs.tick, self.on_observed
                 send = client.send
                 write = client.write
                 planner = self.planner
                 decode = self.decode
-                on_read = self.taps.read if self.built else None  # sees reads as they come
+                on_read = self.on_read  # sees reads as they come
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
                 # could keep this task on the loop read after read. Past _BUSY seconds of
@@ -490,6 +492,7 @@ class _SseRelay:
                                     if obs is None:  # built just now: the loop's names
                                         obs = self.obs
                                         feed, tick = self._fast_feed(), obs.tick
+                                        seen = self.on_observed
                             elif feed is None:
                                 observe(chunk, at)
                             else:
@@ -498,6 +501,8 @@ class _SseRelay:
                                 tick(at)
                                 if out.alerts:
                                     obs.emit(out.alerts)
+                                if seen is not None:
+                                    seen(chunk, out.alerts)
                     else:
                         await self._send(planner.plan(chunk, observe(chunk, at)))
                         watch.last = now()  # a fault's pause is not the upstream's idling
@@ -554,6 +559,7 @@ class _SseRelay:
             # end, as on a quiet proxy)
             with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionError, RuntimeError):
                 await self.resp.write_eof()
+            self.ex.span_kept = True  # its summary goes in the span before the span ends
             self.backlog.defer(lambda: self._finish(ended_by, received, first_byte, end))
             return self.resp
         strict = self._finish(ended_by, received, first_byte)
@@ -628,8 +634,8 @@ class _SseRelay:
 
     def _fast_feed(self) -> Any:
         """The reassembler's feed, where _observe's work can be done inline (a passthrough
-        read no tap observes); None where it cannot."""
-        return self.reassembler.feed if self.observing and self.on_observed is None else None
+        read); None where it cannot."""
+        return self.reassembler.feed if self.observing else None
 
     def _catch_up(self) -> None:
         """Observe the reads put off (built the observers first, if not yet)."""

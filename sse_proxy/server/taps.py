@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec, cast
 
+from sse_proxy.cache import size_of
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.inspect.registry import StreamRecord
@@ -26,7 +27,7 @@ from sse_proxy.obs.metrics import Metrics
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.server.exchange import Exchange
 from sse_proxy.server.tap_types import ObserveTap, ReadTap, StreamEnd, Tap, WriteTap
-from sse_proxy.server.tracing import RequestSpan, StreamMetrics, server_of
+from sse_proxy.server.tracing import Attrs, RequestSpan, StreamMetrics, server_of
 
 __all__ = [
     "ClientWrites",
@@ -104,7 +105,8 @@ class SummaryLine:
 
 
 class SpanTap:
-    """The request's trace span: the stream's GenAI attributes, verdict and timings."""
+    """The request's trace span: the stream's GenAI attributes, verdict and timings; the
+    span ends here (a stream summed up after its handler returned is still in it)."""
 
     __slots__ = ("span",)
 
@@ -113,13 +115,19 @@ class SpanTap:
 
     def finish(self, end: StreamEnd) -> None:
         self.span.stream(end.fields, end.ttfc)
+        self.span.end()
+
+
+_NO_PROVIDER: Attrs = ()
 
 
 class GenAIMetricsTap:
     """The GenAI streaming histograms (time to first chunk, time per output chunk), with
-    the conventions' attributes; a stream of no known GenAI provider is not theirs."""
+    the conventions' attributes; a stream of no known GenAI provider is not theirs. The
+    attributes of a dialect, pair of models, path and upstream are worked out once and
+    kept (in ``metrics.attrs``: the app's, bounded in bytes, the path being the client's)."""
 
-    __slots__ = ("labels", "metrics", "path", "server")
+    __slots__ = ("labels", "metrics", "path", "upstream")
 
     def __init__(
         self,
@@ -130,25 +138,42 @@ class GenAIMetricsTap:
     ) -> None:
         self.metrics = metrics
         self.path = path  # the request's: it tells Vertex AI from the Gemini API
-        self.server = server_of(upstream)
+        self.upstream = upstream
         self.labels = labels  # the metrics' bounded model names
 
     def finish(self, end: StreamEnd) -> None:
-        fields = end.fields
-        described = DIALECTS.get(str(fields.get("dialect")))
-        provider = described.provider_for(self.path) if described is not None else None
+        get = end.fields.get
+        metrics = self.metrics
+        key = (
+            get("dialect"),
+            get("request_model"),
+            get("response_model"),
+            self.path,
+            self.upstream,
+        )
+        attrs = metrics.attrs.get(key)
+        if attrs is None:
+            attrs = self._attrs(*key[:4])
+            cost = size_of(self.path, self.upstream, *(str(v) for v in key[:3]))
+            metrics.attrs.put(key, attrs, cost + 64 * len(attrs))
+        if attrs:
+            metrics.record(attrs, end.ttfc, end.gaps)
+
+    def _attrs(self, dialect: Any, request_model: Any, response_model: Any, path: str) -> Attrs:
+        described = DIALECTS.get(str(dialect))
+        provider = described.provider_for(path) if described is not None else None
         if provider is None:
-            return
+            return _NO_PROVIDER
         attrs: list[tuple[str, Any]] = [
             ("gen_ai.operation.name", provider.operation),
             ("gen_ai.provider.name", provider.name),
         ]
-        for key in ("request_model", "response_model"):
-            model = fields.get(key)
+        for name, model in (("request", request_model), ("response", response_model)):
             if model:
-                attrs.append((f"gen_ai.{key.replace('_', '.')}", self.labels(str(model))))
-        attrs += [("server.address", self.server[0]), ("server.port", self.server[1])]
-        self.metrics.record(tuple(attrs), end.ttfc, end.gaps)
+                attrs.append((f"gen_ai.{name}.model", self.labels(str(model))))
+        address, port = server_of(self.upstream)
+        attrs += [("server.address", address), ("server.port", port)]
+        return tuple(attrs)
 
 
 class InspectorTap:
@@ -161,8 +186,9 @@ class InspectorTap:
         self.observed = record.read  # the record's own method: no layer per read
 
     def finish(self, end: StreamEnd) -> None:
-        self.record.add_alerts(end.closing)
-        self.record.finish({**end.fields, "alerts": dict(end.alerts)})
+        if end.closing:
+            self.record.add_alerts(end.closing)
+        self.record.finish(end.fields, end.alerts)
 
 
 class MetricsTap:

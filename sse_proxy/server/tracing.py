@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from sse_proxy import __version__
+from sse_proxy.cache import BoundedCache
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.registry import DIALECTS
 from sse_proxy.errors import ConfigError
@@ -42,6 +43,7 @@ from sse_proxy.settings import Config
 __all__ = [
     "TIME_PER_OUTPUT_CHUNK",
     "TIME_TO_FIRST_CHUNK",
+    "Attrs",
     "RequestSpan",
     "StreamMetrics",
     "Tracing",
@@ -49,6 +51,8 @@ __all__ = [
     "server_of",
 ]
 
+Attrs = tuple[tuple[str, Any], ...]
+"""A set of metric attributes, as a hashable tuple of pairs."""
 TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
 TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
 _EXPORT_INTERVAL_MS: Final = 60_000.0
@@ -85,6 +89,35 @@ def _attr(value: Any) -> Any:
     return scrub_held(str(value))
 
 
+_SPAN_FIELDS: Final = (
+    ("request_model", "gen_ai.request.model"),
+    ("response_model", "gen_ai.response.model"),
+    ("response_id", "gen_ai.response.id"),
+    ("finish_reasons", "gen_ai.response.finish_reasons"),
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    *(
+        (k, f"sse_proxy.{k}")
+        for k in (
+            "dialect",
+            "verdict",
+            "verdict_reason",
+            "ended_by",
+            "ttfb_ms",
+            "ttft_ms",
+            "gap_p99_ms",
+            "gap_max_ms",
+            "stalls",
+            "events",
+            "bytes",
+            "cached_tokens",
+            "reasoning_tokens",
+        )
+    ),
+)
+"""The summary fields a stream's span carries, and their attribute names."""
+
+
 class RequestSpan:
     """The span of one proxied request; every method is safe to call in any order."""
 
@@ -119,51 +152,34 @@ class RequestSpan:
 
     def stream(self, fields: dict[str, Any], ttfc: float | None = None) -> None:
         """The stream's summary: GenAI attributes, the verdict and the timings; ``ttfc``:
-        the seconds to its first chunk (:attr:`StreamEnd.ttfc`)."""
-        span = self._span
-        span.set_attribute("gen_ai.request.stream", True)
+        the seconds to its first chunk (:attr:`StreamEnd.ttfc`). Set in one call: each
+        ``set_attribute`` takes the span's lock and checks it again."""
+        get = fields.get
+        attrs: dict[str, Any] = {"gen_ai.request.stream": True}
         if ttfc is not None:
-            span.set_attribute("gen_ai.response.time_to_first_chunk", ttfc)
-        described = DIALECTS.get(str(fields.get("dialect")))
+            attrs["gen_ai.response.time_to_first_chunk"] = ttfc
+        described = DIALECTS.get(str(get("dialect")))
         provider = described.provider_for(self._path) if described is not None else None
-        gen_ai = {
-            "gen_ai.provider.name": provider.name if provider else None,
-            "gen_ai.system": provider.system if provider else None,
-            "gen_ai.operation.name": provider.operation if provider else None,
-            "gen_ai.request.model": fields.get("request_model"),
-            "gen_ai.response.model": fields.get("response_model"),
-            "gen_ai.response.id": fields.get("response_id"),
-            "gen_ai.response.finish_reasons": fields.get("finish_reasons") or None,
-            "gen_ai.usage.input_tokens": fields.get("input_tokens"),
-            "gen_ai.usage.output_tokens": fields.get("output_tokens"),
-        }
-        own = {
-            f"sse_proxy.{k}": fields.get(k)
-            for k in (
-                "dialect",
-                "verdict",
-                "verdict_reason",
-                "ended_by",
-                "ttfb_ms",
-                "ttft_ms",
-                "gap_p99_ms",
-                "gap_max_ms",
-                "stalls",
-                "events",
-                "bytes",
-                "cached_tokens",
-                "reasoning_tokens",
-            )
-        }
-        for key, value in (gen_ai | own).items():
-            if value is not None:
-                span.set_attribute(key, _attr(value))
-        model = fields.get("model")
+        operation = None
+        if provider is not None:
+            operation = provider.operation
+            attrs["gen_ai.provider.name"] = provider.name
+            attrs["gen_ai.system"] = provider.system
+            attrs["gen_ai.operation.name"] = operation
+        for key, name in _SPAN_FIELDS:
+            value = get(key)
+            if value is not None and value != []:
+                attrs[name] = _attr(value)
+        broken = get("verdict") == "broken"
+        if broken:
+            attrs["error.type"] = _attr(get("verdict_reason") or "broken")
+        span = self._span
+        span.set_attributes(attrs)
+        model = get("model")
         if model:
-            span.update_name(_attr(f"{gen_ai['gen_ai.operation.name'] or 'stream'} {model}"))
-        if fields.get("verdict") == "broken":
-            span.set_attribute("error.type", _attr(fields.get("verdict_reason") or "broken"))
-            span.set_status(self._error, _attr(fields.get("verdict_reason")))
+            span.update_name(_attr(f"{operation or 'stream'} {model}"))
+        if broken:
+            span.set_status(self._error, _attr(get("verdict_reason")))
 
     def end(self) -> None:
         if not self._ended:
@@ -217,7 +233,9 @@ class StreamMetrics:
             exporter = OTLPMetricExporter(endpoint=url, timeout=5)
         self._exporter = exporter
         self._resource = resource
-        self._series: dict[tuple[str, tuple[tuple[str, Any], ...]], _Series] = {}
+        self.attrs: BoundedCache[tuple[Any, ...], Attrs] = BoundedCache(1 << 20)
+        """A stream's attributes by what decides them (the GenAIMetricsTap's)."""
+        self._series: dict[tuple[str, Attrs], _Series] = {}
         self._lock = threading.Lock()
         self._started = time.time_ns()
         self._stop = threading.Event()

@@ -49,7 +49,7 @@ async def forward(ex: Exchange) -> web.StreamResponse:
     finally:
         ex.first_byte_sent()
         ex.count_route()  # (once: a stream its observers counted is not counted again)
-        if ex.span is not None:
+        if ex.span is not None and not ex.span_kept:
             ex.span.end()
 
 

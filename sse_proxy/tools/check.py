@@ -183,6 +183,12 @@ def run_check(
     if not_recording is not None:
         sink.log.warning("check.recording_invalid", error=not_recording, read_as="raw capture")
         sink.max_level = Level.WARNING
+    if recording is not None and recording.truncated is not None:
+        sink.log.info(
+            "check.recording_truncated",
+            **recording.truncated,
+            notice="the middle of the stream was not recorded: checked as the rest joined",
+        )
     started = time.monotonic()
     kept = _Keeper() if html is not None else None
     try:

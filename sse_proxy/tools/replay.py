@@ -212,9 +212,15 @@ async def _serve(
     )
     how = f"chaos {spec.header_value()}" if spec is not None else "original read boundaries"
     pace = f"{speed:g}x timing" if timing else "no timing"
+    cut = recording.truncated
+    truncated = (
+        f"; truncated: {cut.get('dropped', '?')} bytes in the middle were not recorded"
+        if cut is not None
+        else ""
+    )
     sys.stdout.write(
         f"replaying {path} ({len(recording.reads)} reads, {len(recording.body)} bytes, "
-        f"status {recording.response.get('status', 200)}; {how}, {pace}) on {url}\n"
+        f"status {recording.response.get('status', 200)}; {how}, {pace}{truncated}) on {url}\n"
     )
     sys.stdout.flush()
     stop = asyncio.Event()

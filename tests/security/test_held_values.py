@@ -236,3 +236,56 @@ def test_held_bytes_masked_at_every_cut(size: int) -> None:
         assert [tag for tag, _ in out] == list(range(len(reads))), first
         assert [len(data) for _, data in out] == [len(r) for r in reads], first
         assert b"".join(data for _, data in out) == expected, first
+
+
+@pytest.mark.asyncio
+async def test_a_key_cut_by_a_truncated_recordings_gap_is_masked_on_both_sides(
+    start: StartProxy, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stream over ``record_max_stream_bytes`` is recorded as its head and tail; a held
+    key the left-out middle cuts in two is masked in what is kept of it, on either side
+    (one unterminated frame: no frame end to cut the gap at instead)."""
+    key = "sk-gap-" + secrets.token_hex(12)
+    size, reads = 1000, 10
+    body = bytearray(b"data: " + b"z" * (size * reads - 6))
+    for at in (1990, 7990, 500):  # across the head's end, the tail's start, in the head
+        body[at : at + len(key)] = key.encode()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i in range(reads):
+            await resp.write(bytes(body[i * size : (i + 1) * size]))
+            await asyncio.sleep(0.02)  # one read each
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stream)
+    saved = HELD._values
+    monkeypatch.setenv("GAP_KEY", key)
+    try:
+        async with running_app(app) as upstream:
+            url = await start(
+                upstream,
+                upstream_headers=(("X-Key", "${GAP_KEY}"),),
+                record_dir=str(tmp_path),
+                record_max_stream_bytes=4096,
+            )
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(url + "/v1/chat/completions", json={}) as resp,
+            ):
+                assert await resp.read() == bytes(body)
+        # the recorder's thread has written it once the proxy is stopped
+        await start.stop_all()
+    finally:
+        HELD._values = saved
+    (path,) = tmp_path.iterdir()  # noqa: ASYNC240 - the test's own small folder
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["truncated"]["kept"] == 4000
+    recorded = b"".join(base64.b64decode(x["data"]) for x in lines if "data" in x)
+    assert key.encode() not in recorded
+    assert key[:10].encode() not in recorded  # the part before the gap
+    assert key[-10:].encode() not in recorded  # the part after it
+    assert recorded.count(b"*") >= 2 * 10 + len(key)

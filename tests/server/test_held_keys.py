@@ -98,6 +98,7 @@ async def test_held_key_is_never_logged_or_recorded(
         assert await resp.read() == fixtures.clean_stream("openai")
         sid = resp.headers["X-SSE-Proxy-Stream-Id"]
     await wait_for(logs, "stream.summary", sid)
+    await wait_for(logs, "recording.written", sid)  # (by the recorder's thread, after it)
     leaks = [e for e in logs if SECRET in json.dumps(e, default=str)]
     assert not leaks, leaks
     files = list(record.iterdir())

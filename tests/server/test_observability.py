@@ -304,8 +304,8 @@ async def test_recordings_carry_no_secrets(
     """With record_dir set, each SSE stream is recorded with its secret headers redacted."""
     url = await start(mock_url, record_dir=str(tmp_path))
     sids = await _secret_traffic(url)
-    for sid in (sids[0], sids[1], sids[3]):  # a recording is finished with its summary
-        await wait_for(logs, "stream.summary", sid)
+    for sid in (sids[0], sids[1], sids[3]):  # written by the recorder's thread, at its end
+        await wait_for(logs, "recording.written", sid)
     files = sorted(tmp_path.glob("*.ssrec"))  # noqa: ASYNC240 - a tiny local directory
     assert len(files) == 3  # the three SSE streams; the plain echo is not recorded
     for path in files:

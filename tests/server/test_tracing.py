@@ -226,3 +226,41 @@ async def test_genai_streaming_metrics_and_span_attributes_reach_a_real_receiver
     assert attrs["gen_ai.request.stream"] is True
     assert attrs["gen_ai.response.time_to_first_chunk"] == pytest.approx(ttfc.sum)
     assert 0 < ttfc.sum < 10
+
+
+@pytest.mark.asyncio
+async def test_streams_that_end_together_carry_their_summary_in_their_spans(
+    start_app: StartApp, mock_url: str, logs: LogEntries, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Streams that start and end together are summed up after their handlers return (the
+    backlog); each span still ends with the stream's attributes, and the SDK warns of no
+    attribute set on an ended span."""
+    receiver = Receiver()
+    endpoint = await start_app(receiver.app())
+    runner, url = await start_proxy(Config(upstream=mock_url, port=0, otlp_endpoint=endpoint))
+
+    async def one(session: aiohttp.ClientSession) -> str:
+        async with session.post(
+            url + "/v1/chat/completions", json={"model": "gpt-test", "stream": True}
+        ) as resp:
+            await resp.read()
+            return resp.headers[STREAM_ID]
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            sids = await asyncio.gather(*(one(session) for _ in range(20)))
+        for sid in sids:
+            await wait_for(logs, "stream.summary", sid)
+    finally:
+        await stop_proxy(runner)
+    async with asyncio.timeout(10):
+        while len(receiver.spans) < len(sids):
+            receiver.arrived.clear()
+            await receiver.arrived.wait()
+    spans = [_attrs(s.attributes) for s in receiver.spans]
+    by_sid = {attrs["sse_proxy.stream_id"]: attrs for attrs in spans}
+    assert set(by_sid) == set(sids)
+    for sid in sids:
+        assert by_sid[sid]["sse_proxy.verdict"] == "ok", by_sid[sid]
+        assert by_sid[sid]["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+    assert not [r for r in caplog.records if "ended span" in r.getMessage()]
