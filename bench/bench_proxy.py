@@ -4,7 +4,7 @@ Not a test: run it by hand and read the figures (``bench/proxy_README.md`` says 
 
     .venv/bin/python -m bench.bench_proxy [--quick] [--levels 1,50,500] [--events N]
     .venv/bin/python -m bench.bench_proxy --profile 10     # py-spy of sse-proxy at 50 streams
-    .venv/bin/python -m bench.bench_proxy --peers [--quick] [--repeat 3]   # issue 9 (below)
+    .venv/bin/python -m bench.bench_proxy --peers [--quick] [--repeat 3]   # the peers (below)
 
 Contenders, measured side by side in one run against the same upstream:
 
@@ -18,11 +18,11 @@ Contenders, measured side by side in one run against the same upstream:
                       (e.g. ``git archive main``), so a change's cost is measured side by
                       side in one run; the targets section prints the CPU/event ratio.
 
-``--peers`` (issue 9) runs 50 streams, saturated and paced at 20 ms, through ``bare-asyncio``,
+``--peers`` runs 50 streams, saturated and paced at 20 ms, through ``bare-asyncio``,
 ``bare-uvloop``, ``sse-asyncio``, ``sse-uvloop`` (passthrough with ``--loop``, where sse-proxy
 has the flag), ``mitmproxy`` (reverse mode, a streaming addon) and ``litellm`` (its proxy, an
 openai-compatible model_list entry, offline), the last two from bench/.peers-venv/ (made by
-bench/setup_peers.sh), and prints the issue's ratios as PASS/MISSED.
+bench/setup_peers.sh), and prints the per-event ratios as PASS/MISSED.
 
 Every piece runs in its own process (:mod:`bench.rig`): the upstream (an aiohttp server
 writing OpenAI-style ``chat.completion.chunk`` events with multilingual content, one event
@@ -370,7 +370,7 @@ def ratio_lines(levels_rows: dict[int, list[Row]]) -> list[tuple[str, bool | Non
     return out
 
 
-# issue 9's targets, for the --peers run (sse-proxy passthrough vs bare aiohttp on the same loop)
+# the per-event targets of the --peers run (sse-proxy passthrough vs bare aiohttp, same loop)
 TARGET_PACED_CPU = 1.3  # CPU/event, paced, at most
 TARGET_SATURATED_CPU = 1.6  # CPU/event, saturated, at most
 TARGET_THROUGHPUT = 0.6  # saturated events/s, at least
@@ -410,7 +410,7 @@ def _rounds_txt(vals: list[float], fmt: str) -> str:
 def peer_ratio_lines(
     rows: list[Row], rounds: list[list[Row]] | None = None
 ) -> list[tuple[str, bool | None]]:
-    """Issue 9's ratios, all from this one run (50 streams).
+    """The per-event ratios against bare aiohttp, all from this one run (50 streams).
 
     With several rounds, each ratio (and the added latency) is taken within each round,
     bare and sse-proxy back to back, and the verdict is the median of those.
@@ -716,9 +716,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--peers",
         action="store_true",
-        help="issue 9's run: 50 streams, saturated and paced (20 ms), bare aiohttp and sse-proxy "
+        help="the peers run: 50 streams, saturated and paced (20 ms), bare aiohttp and sse-proxy "
         "passthrough on asyncio and on uvloop, mitmproxy and LiteLLM where installed, and the "
-        "issue's ratios (--quick: ~2 min)",
+        "per-event ratios (--quick: ~2 min)",
     )
     ap.add_argument(
         "--setup-peers",

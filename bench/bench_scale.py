@@ -1,6 +1,6 @@
 """Scale and first-byte latency, side by side with the proxies a user would pick instead.
 
-Hand-run (not a test); issue 23. ``bench/proxy_README.md`` ("Scale and first byte") says
+Hand-run (not a test). ``bench/proxy_README.md`` ("Scale and first byte") says
 what every figure means and why the pinned and unpinned figures differ::
 
     .venv/bin/python -m bench.bench_scale                  # both modes, every contender (~13 min)
@@ -18,7 +18,7 @@ deltas 20 ms apart, a finish chunk and ``[DONE]``, from the upstream of ``bench_
   arrive, minus direct's;
 * **TTFB p50, 50 streams starting together**: first body byte, each stream from its own
   request (connections warm: a burst before fills both pools), the starts spread over
-  20 ms and each stream of the shape below, as the issue's outside harness measures it;
+  20 ms and each stream of the shape below, as an outside harness measures it;
   the median over ``BURSTS`` bursts a quarter of a second apart. Beside it, for
   reference, the same with 50 starts at once and two deltas a stream (``TTFB@once``): the
   harder burst, where every start queues behind all the others;
@@ -87,7 +87,7 @@ CONTENDERS = (
 )
 REFERENCE = "bare-uvloop"
 SSE = "sse-uvloop"
-# the issue's targets, against the bare aiohttp proxy on uvloop in the same run and mode
+# the scale and first-byte targets, against bare aiohttp on uvloop in the same run and mode
 TARGET_TTFB_ADDED_MS = 1.0
 TARGET_DELIVERED = 0.95
 TARGET_P99 = 1.5
@@ -627,11 +627,11 @@ def _per_round(rounds: list[list[Result]], value: Callable[[Result, Result], flo
 def target_lines(
     mode: str, rounds: list[list[Result]], turns: Sequence[Turns] = ()
 ) -> list[tuple[str, bool | None]]:
-    """Issue 23's targets. TTFB@50 and the 500 paced streams' figures from the rounds'
-    :class:`Turns` (each value a pair of phases back to back), with the same figures from
-    the contenders' own runs beside them for reference (sse-proxy and the bare proxy a
-    minute apart); the rest from those runs, each value taken within a round, the verdict
-    on the median of the rounds."""
+    """The scale and first-byte targets. TTFB@50 and the 500 paced streams' figures from
+    the rounds' :class:`Turns` (each value a pair of phases back to back), with the same
+    figures from the contenders' own runs beside them for reference (sse-proxy and the bare
+    proxy a minute apart); the rest from those runs, each value taken within a round, the
+    verdict on the median of the rounds."""
     out: list[tuple[str, bool | None]] = []
 
     def verdict(

@@ -604,7 +604,7 @@ class LoadGen:
 
 CONTENDERS = ("direct", "bare-aiohttp", "nginx", "sse-passthrough", "sse-frames", "sse-baseline")
 TARGET_BASELINE_RATIO = 1.10  # a change may cost at most 10 % more CPU per event (paced)
-# --peers (issue 9): each loop explicit, and the proxies a user would pick instead
+# --peers: each loop explicit, and the proxies a user would pick instead
 PEER_CONTENDERS = (
     "direct",
     "bare-asyncio",

@@ -15,7 +15,7 @@ as ``FAIL (timeout)`` with the bounds it reached, instead of hanging the run. Ti
 time of the child (``time.process_time``), best of ``--repeats`` passes for fast cases, with
 the garbage collector off (``--gc`` leaves it on), as in ``bench/bench_core.py``.
 
-Targets (issue 8): every input within 5x of the typical stream's MB/s (same read pattern),
+Targets: every input within 5x of the typical stream's MB/s (same read pattern),
 and no single ``feed()`` over 50 ms of CPU. The output of each case is also checked (events
 dispatched, and the message text where it is known): a fast but wrong core is a FAIL too.
 

@@ -162,8 +162,8 @@ def test_no_import_circle(graph: Graph) -> None:
 
 
 def test_a_circle_is_found(graph: Graph) -> None:
-    """The check can fail: the circle issue 17 removed (inspector -> server app) comes back
-    when its arrow is put back, and the cycle names every module on it."""
+    """The check can fail: a circle the package once had (inspector -> server app) comes
+    back when its arrow is put back, and the cycle names every module on it."""
     with_arrow = {k: set(v) for k, v in graph.items()}
     with_arrow["sse_proxy.inspect.web"].add("sse_proxy.server.app")
     (found,) = circles(with_arrow)

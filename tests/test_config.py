@@ -292,7 +292,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
         (["--upstream", "http://127.0.0.1:1", "--config", "/nonexistent/x.toml"], {}, "config"),
         ([], {}, "upstream"),
         (["--upstream", "http://127.0.0.1:1", "--mode", "bogus"], {}, "mode"),
-        # NaN and infinity (issue 18): one line, exit 2, never a 500 per request
+        # NaN and infinity: one line, exit 2, never a 500 per request
         (["--upstream", "http://127.0.0.1:1", "--idle-timeout", "nan"], {}, "finite"),
         (["--upstream", "http://127.0.0.1:1", "--connect-timeout", "inf"], {}, "finite"),
         (["--upstream", "http://127.0.0.1:1"], {"SSE_PROXY_IDLE_TIMEOUT": "nan"}, "finite"),
@@ -448,7 +448,7 @@ def test_sse_proxy_config_names_the_file(tmp_path: Path) -> None:
 
 
 def test_nan_from_the_environment_and_the_file_is_refused(tmp_path: Path) -> None:
-    """NaN and infinity are refused wherever they come from, naming the source (issue 18)."""
+    """NaN and infinity are refused wherever they come from, naming the source."""
     with pytest.raises(ConfigError, match=r"environment SSE_PROXY_IDLE_TIMEOUT.*finite"):
         load_config(env={"SSE_PROXY_IDLE_TIMEOUT": "nan"})
     path = _write(tmp_path, "[sse-proxy]\nconnect_timeout = inf\n")

@@ -1,6 +1,6 @@
 """Bursts of stream starts, contenders taking turns: TTFB p50 and CPU per request.
 
-Hand-run (not a test); issue 23. ``bench_scale``'s TTFB@50 is one burst per contender, and
+Hand-run (not a test). ``bench_scale``'s TTFB@50 is one burst per contender, and
 on a shared machine one burst swings by a third. Here every contender gets ``--bursts``
 bursts of ``--streams`` streams started together (connections warm, On the Bench's
 stream shape cut to ``--events`` deltas) per round, the contenders take turns round after

@@ -1,4 +1,4 @@
-"""Hand-run check of issue 19's "done when": every cut read apart, verdicts you can rerun.
+"""Hand-run check that chaos reaches every client: every cut read apart, verdicts to rerun.
 
 1. A Node ``fetch`` client with a fresh ``TextDecoder`` per read (docs/javascript's
    reference client with that one line changed) must fail ``utf8`` and ``random`` on

@@ -1,6 +1,6 @@
 """Instructions per request under bursts of stream starts, counted by callgrind.
 
-Hand-run (not a test); issue 23. ``burst_pair`` times the proxies, and on a shared machine
+Hand-run (not a test). ``burst_pair`` times the proxies, and on a shared machine
 one of its rounds differs from the next by a tenth; a change of a few percent is lost in
 that. Here each contender runs under valgrind's callgrind (instrumentation switched on
 only for the measured bursts, so start-up and the warm-up are left out), and the figure is

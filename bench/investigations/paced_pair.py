@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     med = statistics.median(ratios)
-    # issue 9's target is against the bare proxy; any other pair is a comparison
+    # the paced target is against the bare proxy; any other pair is a comparison
     mark = ("PASS" if med <= TARGET_PACED_CPU else "MISSED") if ref.startswith("bare-") else "n/a"
     print(
         f"[{mark:<6}] {other} / {ref}: paced CPU/event {med:.2f}x, median of {len(ratios)} "

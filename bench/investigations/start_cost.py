@@ -1,6 +1,6 @@
 """What one stream start costs a proxy: function calls and CPU per request, under a burst.
 
-Hand-run (not a test). Issue 23, item 1: the per-request work of sse-proxy against the
+Hand-run (not a test): the per-request work of sse-proxy against the
 bare aiohttp proxy of ``bench_proxy.py``, on the same loop, counted rather than timed
 where it can be (cProfile's call counts do not move with the machine's load)::
 

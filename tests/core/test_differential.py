@@ -14,7 +14,7 @@ the cuts, the dialect and the limits (and the split seed), so it can be replayed
 The planners are checked against the same oracle: their output bytes are their input
 bytes, and every frame boundary they write at is one the oracle agrees with.
 
-The last section holds the known defects of issue 8 as regression tests.
+The last section holds the known defects of the old core as regression tests.
 """
 
 from __future__ import annotations
@@ -634,7 +634,7 @@ def test_planners_at_every_cut_of_short_fixtures(name: str) -> None:
         _check_planners(stream, split_at(stream, cuts), f"cuts {cuts}")
 
 
-# -- known defects (issue 8) ----------------------------------------------------------------
+# -- known defects of the old core ----------------------------------------------------------
 
 SPLIT_CHAR = b"data: \xe2\x82\n\ndata: \xac\n\n"  # 19 bytes; E2 82 AC is the euro sign
 
@@ -645,7 +645,7 @@ def test_a_character_split_across_two_text_events_is_two_replacements(
     how: str, quiet: bool
 ) -> None:
     """Each event's data is decoded on its own: E2 82 then AC is two losses, never a euro,
-    however the reads fall (issue 8, defect 1: one read used to give a euro, no alert)."""
+    however the reads fall (one read used to give a euro, with no alert)."""
     pieces = [SPLIT_CHAR] if how == "whole" else bytewise(SPLIT_CHAR)
     kw: dict[str, object] = (
         {"emit_events": False, "frame_ends": False, "keep_text": True} if quiet else {}

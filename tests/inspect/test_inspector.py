@@ -253,7 +253,7 @@ async def test_foreign_host_name_is_refused(mock_url: str, proxies: list[web.App
     ],
 )
 def test_the_inspectors_host_parser_is_strict(remote: str, host: str | None, allowed: bool) -> None:
-    """The inspector's own check reads Host as strictly as the front door (issue 18)."""
+    """The inspector's own check reads Host as strictly as the front door."""
     from sse_proxy.inspect.web import loopback_request
 
     assert loopback_request(remote, host) is allowed

@@ -183,7 +183,7 @@ def _lazy_sink(binds: list[str]) -> AlertSink:
 
 def test_a_summary_the_level_filters_out_binds_no_logger() -> None:
     """At ``--log-level warning`` a clean stream logs nothing: its logger is never bound
-    (a stream's start and end are the proxy's per-request cost, issue 23); a broken one's
+    (a stream's start and end are the proxy's per-request cost); a broken one's
     warning summary binds it and is written, with the stream's fields."""
     binds: list[str] = []
     with configured_logging("json", level="warning") as stream:

@@ -1,5 +1,5 @@
 """A finished stream leaves no reference cycle behind: what it allocated is freed by
-reference counting at once, not by a collection pausing the loop later (issue 23).
+reference counting at once, not by a collection pausing the loop later.
 
 The relay, its observers and their callbacks point at each other while a stream runs; its
 end must undo that. Checked with the collector off: what a collection finds afterwards is

@@ -1,7 +1,7 @@
-"""The front door (issue 18, defects 1-3): the held key belongs to the app, not to every web
-page. Requests shaped as an attacker's browser sends them (cross-site, rebound, a WebSocket
-upgrade from a foreign origin) must not reach a recording upstream that the sidecar holds a
-key for; SDK-shaped requests, a same-origin page and an allowed origin still get through.
+"""The front door: the held key belongs to the app, not to every web page. Requests shaped
+as an attacker's browser sends them (cross-site, rebound, a WebSocket upgrade from a foreign
+origin) must not reach a recording upstream that the sidecar holds a key for; SDK-shaped
+requests, a same-origin page and an allowed origin still get through.
 """
 
 from __future__ import annotations

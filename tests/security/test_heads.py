@@ -1,6 +1,6 @@
-"""Request heads at the front (issue 18, defects 8 and 9): bounded in memory as they arrive,
-with a deadline, and idle connections closed, against a real `sse-proxy serve` process
-whose memory (RSS) is read from /proc while hostile clients hold their connections.
+"""Request heads at the front: bounded in memory as they arrive, with a deadline, and idle
+connections closed, against a real `sse-proxy serve` process whose memory (RSS) is read
+from /proc while hostile clients hold their connections.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""Held secrets are values, not headers (issue 18, defects 4, 10 and 12): an upstream that
-quotes the held key back, bare and as ``Bearer ...``, in its headers, its model name, an
-error event, message text split across reads, invalid JSON and an unterminated frame; a
-real `sse-proxy serve` (debug level, recording, inspector with text, traces to a real OTLP
-receiver) must show the key nowhere: not in a log line, a span, a recording, an inspector
-page or download, the metrics. Without ``--log-text`` no message text is in a preview,
-logged or traced.
+"""Held secrets are values, not headers: an upstream that quotes the held key back, bare and
+as ``Bearer ...``, in its headers, its model name, an error event, message text split across
+reads, invalid JSON and an unterminated frame; a real `sse-proxy serve` (debug level,
+recording, inspector with text, traces to a real OTLP receiver) must show the key nowhere:
+not in a log line, a span, a recording, an inspector page or download, the metrics. Without
+``--log-text`` no message text is in a preview, logged or traced.
 """
 
 from __future__ import annotations

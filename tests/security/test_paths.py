@@ -1,7 +1,7 @@
-"""Paths stay under their route (issue 18, defect 5): dot segments, encoded or hidden behind
-encoded slashes and backslashes, are resolved per RFC 3986 before route matching or refused
-(400); a target that would climb out of its route is a 400. Against a recording upstream:
-what is forwarded is checked on the upstream's side, raw, as it arrived.
+"""Paths stay under their route: dot segments, encoded or hidden behind encoded slashes and
+backslashes, are resolved per RFC 3986 before route matching or refused (400); a target that
+would climb out of its route is a 400. Against a recording upstream: what is forwarded is
+checked on the upstream's side, raw, as it arrived.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ async def test_a_dot_path_into_the_admin_prefix_is_not_forwarded() -> None:
         assert seen == []
 
 
-# A target admitted once is routed from RouteTable.admitted after that (issue 23); every
+# A target admitted once is routed from RouteTable.admitted after that; every
 # repetition must reach the outcome the first did: the same status, the same raw path and
 # the same held headers at the upstream.
 REPEATED = [

@@ -388,7 +388,7 @@ def test_format_exception_redacted_withholds_parser_messages() -> None:
 
 
 # -- the log sink's field rules, against a reference written from them ------------------------
-# redact_processor classifies each field name once and keeps the class (issue 23: matching
+# redact_processor classifies each field name once and keeps the class (matching
 # every name of a summary line against the secret patterns was most of its cost). The
 # reference below applies the rules to every field afresh, as the module docstring states
 # them; over generated lines, with and without a held value, the two must agree exactly.

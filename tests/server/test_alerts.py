@@ -112,7 +112,7 @@ async def test_alert_fields(
         assert isinstance(e["event_index"], int)
     (open_frame,) = named(logs, "sse.unterminated_frame")
     assert open_frame["pending_bytes"] == len(b'data: {"choi')
-    # no message text without --log-text (issue 18): where the frame broke, and its shape
+    # no message text without --log-text: where the frame broke, and its shape
     assert open_frame["preview"] == 'data: {"*'
     assert "choi" not in str(open_frame)
     (truncated,) = named(logs, "sse.truncated")

@@ -1,7 +1,7 @@
 """Bounded decompression: the observer reads every byte of gzip/deflate/br SSE, in bounded
 slices, whatever the cuts; a decompression bomb stops observation, never forwarding.
 
-Regressions for issue 8: gzip/deflate output past 4 MiB per upstream chunk was dropped
+Regressions: gzip/deflate output past 4 MiB per upstream chunk was dropped
 (the leftover input was never fed back), and brotli output had no bound at all.
 """
 

@@ -1,4 +1,4 @@
-"""``Expect: 100-continue`` end to end (issue 18, defect 6), with curl as the real client.
+"""``Expect: 100-continue`` end to end, with curl as the real client.
 
 The proxy meets the expectation itself: ``100 Continue`` once the request is admitted and
 its upstream request is under way, never before a refusal; the expectation is not

@@ -68,7 +68,7 @@ async def test_raw_path_and_query_forwarded_exactly(
 async def test_dot_segments_are_resolved_before_forwarding(
     proxy_url: str, session: aiohttp.ClientSession
 ) -> None:
-    """Dot segments are removed per RFC 3986 (issue 18); empty segments and the query stay."""
+    """Dot segments are removed per RFC 3986; empty segments and the query stay."""
     url = URL(proxy_url + "/echo//double//slash/./dot/../x?a=../b", encoded=True)
     echo = await _echo(session, "GET", url)
     assert (echo["path"], echo["query"]) == ("/echo//double//slash/x", "a=../b")

@@ -1,5 +1,5 @@
 """The serving process's garbage collector: startup frozen, young collections rare enough
-that a burst of stream starts sets off none (issue 23)."""
+that a burst of stream starts sets off none."""
 
 from __future__ import annotations
 

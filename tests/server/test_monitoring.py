@@ -1,4 +1,4 @@
-"""Production monitoring: which request, which model, what the user saw (issue 12).
+"""Production monitoring: which request, which model, what the user saw.
 
 Real proxy, real upstream apps on loopback, a real aiohttp client; timing is driven by
 events the test controls, never by sleeping to synchronise.

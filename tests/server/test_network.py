@@ -200,7 +200,7 @@ def test_proxy_env_is_read_like_curl() -> None:
 
 
 def test_all_proxy_covers_every_scheme_without_its_own() -> None:
-    """ALL_PROXY is the proxy of a scheme that has none of its own (issue 18, defect 11):
+    """ALL_PROXY is the proxy of a scheme that has none of its own:
     with only HTTPS_PROXY set, http:// upstreams no longer go direct."""
     from yarl import URL
 
@@ -243,7 +243,7 @@ def test_no_proxy_reads_names_addresses_and_cidr_ranges(
 
 def test_proxy_credentials_go_with_every_scheme() -> None:
     """In the CONNECT for https and wss; on the request itself for http and ws, where the
-    request goes to the forward proxy (issue 18, defect 7)."""
+    request goes to the forward proxy."""
     from yarl import URL
 
     net = Network(Config(upstream="https://x"), env={"ALL_PROXY": "http://u:pw@fp:3128"})

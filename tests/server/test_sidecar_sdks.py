@@ -1,6 +1,6 @@
-"""Done-when for issue 10: the openai, anthropic and google-genai SDKs stream exactly through
-ONE `sse-proxy serve` process with three routes, behind a real forward proxy, with every
-API key held by the sidecar (the apps hold none).
+"""A sidecar for every major LLM API: the openai, anthropic and google-genai SDKs stream
+exactly through ONE `sse-proxy serve` process with three routes, behind a real forward
+proxy, with every API key held by the sidecar (the apps hold none).
 
 Everything is real and on loopback: three mock upstreams that refuse a request without
 their own key (401), pproxy as the corporate proxy (it must report every upstream

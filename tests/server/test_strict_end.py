@@ -4,8 +4,8 @@ Real sockets throughout: the mock upstream serves each way a stream ends wrongly
 fixtures' vocabulary: ``no_terminal``, ``unterminated``, ``error_event``, ``reset``), the
 proxy relays it in each mode, and the client is either a raw socket (which sees whether
 the chunked body got its terminating chunk) or the openai SDK (which must raise under
-``--strict-end`` and, without it, returns the partial answer as a success: the friction
-of issue 22).
+``--strict-end`` and, without it, returns the partial answer as a success, which the app
+cannot tell from a whole one).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ async def test_openai_sdk_raises_on_a_truncated_stream_only_under_strict_end(
     lenient = await start(mock_url)
     strict = await start(mock_url, strict_end=True)
     partial = fixtures.expected_text("openai", "no_terminal")
-    # Without the flag: the SDK returns the partial answer as a success (what issue 22 saw).
+    # Without the flag: the SDK returns the partial answer as a success.
     assert await _openai_text(lenient, "no_terminal") == partial
     with pytest.raises(openai.APIConnectionError) as raised:
         await _openai_text(strict, "no_terminal")

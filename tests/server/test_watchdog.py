@@ -201,7 +201,7 @@ test_a_failing_check_costs_no_other_deadline = _on_each_loop(_failing_check)
 async def test_a_stream_start_does_not_count_the_watches_already_set() -> None:
     """A stream's stall watch goes on the app's watchdog, and starting one more watch never
     walks the others (a watchdog's truth was a count of every bin, taken at each stream
-    start by ``watchdog or ...``: it grew with the streams open, issue 23)."""
+    start by ``watchdog or ...``: it grew with the streams open)."""
     import structlog
 
     from sse_proxy.core import StreamReassembler

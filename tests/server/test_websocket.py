@@ -148,7 +148,7 @@ async def test_a_key_in_the_subprotocol_list_is_dropped_with_drop_client_auth(
 ) -> None:
     """A browser's only way to send a key on a WebSocket is a subprotocol
     (``openai-insecure-api-key.KEY``): with --drop-client-auth it never reaches the
-    upstream, the other subprotocols do (issue 18)."""
+    upstream, the other subprotocols do."""
     proxy, _ = await _start_pair(start_app, start, monkeypatch)
     offered = (
         "realtime.v1",

@@ -200,8 +200,8 @@ def test_replay_refuses_a_recording_it_cannot_serve_when_loading_it(
     tmp_path: Path, response: dict[str, object], message: str
 ) -> None:
     """A recording whose response head cannot be sent (CR or LF in a header or the reason,
-    a bad name or status) is refused when loaded, with the reason, exit 2 (issue 18,
-    defect 14): not a 500 with a traceback per request."""
+    a bad name or status) is refused when loaded, with the reason, exit 2:
+    not a 500 with a traceback per request."""
     path = write_recording(tmp_path / "r.ssrec", [(0.0, b"data: x\n\n")])
     lines = path.read_text().splitlines()
     head = json.loads(lines[0])
