@@ -15,6 +15,27 @@ _STALLS_END = "<!-- /stalls -->"
 _STALL_FAULTS = ("stall_keepalive", "stall_silent", "linger", "drip")
 _MCP_START = "<!-- mcp: conformance/run.py --mcp rewrites this section -->"
 _MCP_END = "<!-- /mcp -->"
+_RESUME_START = "<!-- resume: conformance/run.py --resume rewrites this section -->"
+_RESUME_END = "<!-- /resume -->"
+RESUME_DROPS = {
+    "text": (
+        "drop",
+        "drop_twice",
+        "drop_start",
+        "drop_primed",
+        "drop_retry_invalid",
+        "drop_retry_large",
+        "drop_id_nul",
+        "drop_idless",
+        "drop_204",
+    ),
+    "responses": ("drop", "drop_twice", "drop_start", "drop_too_old"),
+}
+"""The drops of each way of resuming, in the section's columns (test-client's order)."""
+_RESUME_TITLES = {
+    "text": "Raw SSE, by `Last-Event-ID` (`--dialect text`)",
+    "responses": "OpenAI Responses in background mode, by `starting_after` (`--dialect responses`)",
+}
 
 
 def verdicts_of(report: Mapping[str, Any]) -> dict[str, str]:
@@ -353,6 +374,122 @@ def update_mcp(page: str, section: str) -> str:
     return page[:at] + section + "\n\n" + page[at:]
 
 
+def _resume_cell(case: Mapping[str, Any] | None) -> str:
+    """One resume case: ✓, ✓ replayed (exact, by asking for the whole stream again), or its
+    outcome."""
+    if case is None:
+        return "·"
+    outcome = str(case["outcome"])
+    if outcome == "pass":
+        return "✓"
+    if outcome == "info":
+        return "✓ replayed"
+    return f"**{outcome.replace('_', ' ')}**"
+
+
+def resume_outcome(cell: str) -> str:
+    """A resume cell read back as an outcome: pass, info, n/a or the failure's."""
+    cell = cell.strip()
+    if cell == "✓":
+        return "pass"
+    if cell == "✓ replayed":
+        return "info"
+    if cell == "·":
+        return "n/a"
+    return cell.strip("*").replace(" ", "_")
+
+
+def resume_section(
+    resumers: Sequence[Any],
+    clients: Mapping[str, Any],
+    reports: Mapping[str, Mapping[str, Any]],
+    fixed: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+    bugs: Path,
+) -> str:
+    """The connection boundary's section: each client written to resume, on each drop of
+    its way of resuming; as its library comes, and with a caller's fix where one is needed."""
+    out = [
+        _RESUME_START,
+        "## The connection boundary: `resume`",
+        "",
+        "What each client does when its connection drops mid-stream and the API lets it "
+        "resume ([the drops and verdicts](resume.md#the-drops)): `--resume --only resume`, "
+        "each client written to resume the way its library offers (`conformance/clients/*"
+        "resume*`, `*helper*`), never made to do more. ✓: resumed exactly (the text equal, "
+        "one reconnect per drop, from the last event it had whole, after the `retry` delay; "
+        "stopped at a 204; reported a refused resume); ✓ replayed: exact, by asking for the "
+        "whole stream again and skipping what it had (the upstream sends it twice); "
+        "**duplicated**, **lost**, **no resume** (a hang, or part of the answer), **too "
+        "early** (ignored `retry`), **storm**, **looped** (after a 204), or the text "
+        "misread (**wrong**). Neither openai SDK resumes by itself: the loop that catches "
+        "the drop and resumes is the caller's (by hand with `responses.retrieve`, or with "
+        "the helper). Regenerate this section alone with `.venv/bin/python "
+        "conformance/run.py --resume` (minutes).",
+    ]
+    for dialect, drops in RESUME_DROPS.items():
+        rows = [r for r in resumers if r.dialect == dialect and r.name in reports]
+        if not rows:
+            continue
+        out += [
+            "",
+            f"### {_RESUME_TITLES[dialect]}",
+            "",
+            "| client | version | how it resumes | " + " | ".join(f"`{d}`" for d in drops) + " |",
+            "|---|---|---|" + "---|" * len(drops),
+        ]
+        for r in rows:
+            client = clients[r.client]
+            runs = [(r.how, reports[r.name])]
+            if r.fix and r.name in fixed:
+                runs.append((f"and {r.fix}", fixed[r.name]))
+            for n, (how, report) in enumerate(runs):
+                cases = {str(k["fault"]): k for k in report["cases"] if k["group"] == "resume"}
+                cells = " | ".join(_resume_cell(cases.get(d)) for d in drops)
+                name = f"[{client.title}](#{client.name}) ({client.runtime})" if not n else ""
+                version = versions.get(r.client, "?") if not n else ""
+                out.append(f"| {name} | {version} | {how} | {cells} |")
+    notes = [r for r in resumers if r.name in reports and (bugs / f"{r.name}-resume.md").is_file()]
+    if notes:
+        out += [
+            "",
+            "Why each failure happens, with the report for upstream: "
+            + ", ".join(f"[{r.name}](bugs/{r.name}-resume.md)" for r in notes)
+            + ".",
+        ]
+    out += ["", _RESUME_END]
+    return "\n".join(out)
+
+
+def published_resume(page: str, client: str, how: str) -> list[dict[str, str]]:
+    """The runs the page publishes for the resume row of matrix row ``client`` that resumes
+    ``how``: as it comes, then with its fix; each drop's outcome (:func:`resume_outcome`)."""
+    start, end = page.find(_RESUME_START), page.find(_RESUME_END)
+    drops: list[str] = []
+    runs: list[dict[str, str]] = []
+    mine = False
+    for line in page[start:end].splitlines():
+        if line.startswith("| client |"):
+            drops = [c.strip().strip("`") for c in line.strip("|").split(" | ")[3:]]
+        if not line.startswith("| ") or line.startswith(("| client", "|---")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if cells[0]:
+            mine = f"(#{client})" in cells[0] and cells[2] == how
+        if mine:
+            runs.append(dict(zip(drops, map(resume_outcome, cells[3:]), strict=True)))
+    return runs
+
+
+def update_resume(page: str, section: str) -> str:
+    """``page`` with its resume section replaced (or put before the clients' failures)."""
+    start, end = page.find(_RESUME_START), page.find(_RESUME_END)
+    if start >= 0 and end > start:
+        return page[:start] + section + page[end + len(_RESUME_END) :]
+    at = page.index("## Each client's failures")
+    return page[:at] + section + "\n\n" + page[at:]
+
+
 def write_page(
     page: Path,
     clients: Sequence[Any],
@@ -362,6 +499,7 @@ def write_page(
     bugs: Path,
     stalls: str = "",
     mcp: str = "",
+    resume: str = "",
 ) -> None:
     from sse_proxy import __version__
 
@@ -381,7 +519,9 @@ def write_page(
         f"Generated on {date} with sse-proxy {__version__}: every group of "
         "[`sse-proxy test-client`](test-client.md) (one seed each: `--seeds 1`), each client "
         "against the built-in mock upstream in the dialect it speaks; the `stalls` group has "
-        "[a section of its own](#the-time-boundary-stalls). Regenerate it with one "
+        "[a section of its own](#the-time-boundary-stalls), and so has `resume`, run with "
+        "clients written to resume ([the connection boundary](#the-connection-boundary-"
+        "resume)). Regenerate it with one "
         "command, which installs the pinned clients (PyPI into `conformance/.venv`, npm into "
         "`conformance/node_modules`, from `conformance/requirements.txt` and "
         "`conformance/package-lock.json`) and reruns them all (about half an hour on two "
@@ -441,6 +581,8 @@ def write_page(
         out.append(f"| `{group}` | {severity.get(group, '')} | {cells} |")
     if stalls:
         out += ["", stalls]
+    if resume:
+        out += ["", resume]
     out += ["", "## Each client's failures", ""]
     out += _failures(rows, reports, versions, bugs, here)
     if mcp:

@@ -5,6 +5,7 @@
     python3 conformance/run.py --check NAME ...   # run NAME and compare with the page
     python3 conformance/run.py --stalls     # only the time boundary: rewrite its section
     python3 conformance/run.py --mcp        # only the MCP clients: rewrite their section
+    python3 conformance/run.py --resume     # only the connection boundary: rewrite its section
 
 The Python clients go into conformance/.venv (requirements.txt; the MCP SDK's two lines into
 .venv-mcp and .venv-mcp1, as one environment cannot hold two versions of a package), the
@@ -16,6 +17,10 @@ client speaks) have a section of their own, their stalls runs in it. The ``stall
 runs apart, twice per client (``--patience 6``): as the client comes, and with its own
 timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
 ``fixed_script``), so the page says what each does by default and what its setting fixes.
+The ``resume`` group runs apart too, with clients written to resume (``RESUMERS``: the
+browsers' EventSource, the ``eventsource`` package, fetch-event-source, the openai SDKs'
+Responses resume by hand and by their helpers), once as each library comes and, where a
+caller must add a fix, once with it (``CONFORMANCE_RESUME_FIX=1``).
 """
 
 from __future__ import annotations
@@ -337,6 +342,82 @@ MCP_CLIENTS: tuple[Client, ...] = (
 )
 """The MCP section's rows: the official SDKs, one row per revision each speaks."""
 BY_NAME = {c.name: c for c in (*CLIENTS, *MCP_CLIENTS)}
+
+
+@dataclass(frozen=True)
+class Resumer:
+    """One row of the connection boundary: a client written to resume a stream, as its
+    library lets it (a client that would not resume in real use is not made to)."""
+
+    name: str
+    client: str
+    """The matrix row of its library (title, runtime, version)."""
+    how: str
+    """How it resumes, as the section's table says."""
+    dialect: str  # text: by Last-Event-ID; responses: by starting_after
+    run: tuple[str, ...] = ()
+    script: str | None = None  # a browser's (the row's browser)
+    fix: str = ""
+    """What a caller must add, run apart with ``CONFORMANCE_RESUME_FIX=1``; "" when none."""
+
+
+RESUMERS: tuple[Resumer, ...] = (
+    *(
+        Resumer(
+            f"browser-eventsource-{browser}",
+            f"browser-eventsource-{browser}",
+            "`new EventSource(url)`: by itself",
+            "text",
+            script="clients/browser/event_source_resume.mjs",
+        )
+        for browser in ("chromium", "firefox")
+    ),
+    Resumer(
+        "eventsource",
+        "eventsource",
+        "`new EventSource(url)`: by itself (its reconnect timer is `unref()`'d: a script "
+        "keeps Node alive until the end)",
+        "text",
+        _node("eventsource_resume_node.mjs"),
+    ),
+    Resumer(
+        "fetch-event-source",
+        "fetch-event-source",
+        "`fetchEventSource` as its README shows (`onclose` and `onerror` retry)",
+        "text",
+        _node("fetch_event_source_resume_node.mjs"),
+        fix="`onopen` stops at a 204",
+    ),
+    Resumer(
+        "openai-python-retrieve",
+        "openai-python",
+        "by hand: `responses.retrieve(id, stream=True, starting_after=seq)`",
+        "responses",
+        _py("openai_responses_resume_python.py"),
+    ),
+    Resumer(
+        "openai-python-helper",
+        "openai-python",
+        "its helper: `responses.stream(response_id=id, starting_after=seq)`",
+        "responses",
+        _py("openai_responses_helper_python.py"),
+    ),
+    Resumer(
+        "openai-node-retrieve",
+        "openai-node",
+        "by hand: `responses.retrieve(id, {stream: true, starting_after: seq})`",
+        "responses",
+        _node("openai_responses_resume_node.mjs"),
+    ),
+    Resumer(
+        "openai-node-helper",
+        "openai-node",
+        "its helper: `responses.stream({response_id: id, starting_after: seq})`",
+        "responses",
+        _node("openai_responses_helper_node.mjs"),
+    ),
+)
+RESUMER_BY_NAME = {r.name: r for r in RESUMERS}
 PATIENCE = 6
 """``--patience`` of the stalls runs: short, so that the matrix finishes."""
 FIX_SECONDS = 1.5
@@ -423,6 +504,29 @@ def stalls_command_of(client: Client, report: Path, fixed: bool) -> list[str]:
     return [*cmd, "--", *words_of(client)]
 
 
+def resume_command_of(resumer: Resumer, report: Path) -> list[str]:
+    """The ``resume`` group alone, against ``resumer``."""
+    cmd = [sys.executable, "-m", "sse_proxy", "test-client", "--dialect", resumer.dialect]
+    cmd += ["--resume", "--only", "resume", "--seeds", "1", "--jobs", "2", "--keep-going"]
+    cmd += ["--timeout", "60", "--report", str(report)]
+    client = BY_NAME[resumer.client]
+    if client.browser is not None:
+        assert resumer.script is not None
+        return [*cmd, "--browser", client.browser, "--script", resumer.script]
+    words = list(resumer.run)
+    if words[0] == "python":
+        words[0] = str(VENV / "bin" / "python")
+    return [*cmd, "--", *words]
+
+
+def run_resume(resumer: Resumer, fixed: bool) -> dict[str, Any]:
+    """The resume run of ``resumer`` (as it comes, or with its ``fix``); its JSON report."""
+    name = f"{resumer.name}.resume{'-fixed' if fixed else ''}.json"
+    extra = {"CONFORMANCE_RESUME_FIX": "1"} if fixed else {}
+    command = resume_command_of(resumer, OUT / name)
+    return run_client(BY_NAME[resumer.client], name, command, extra)
+
+
 def run_stalls(client: Client, fixed: bool) -> dict[str, Any]:
     """The stalls run of ``client`` (as it comes, or ``fixed``); its JSON report."""
     name = f"{client.name}.stalls{'-fixed' if fixed else ''}.json"
@@ -466,6 +570,28 @@ def verdicts(report: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def run_all_resume(resumer: Resumer) -> None:
+    """``resumer``'s resume runs: as it comes, and with its fix when it has one."""
+    run_resume(resumer, fixed=False)
+    if resumer.fix:
+        run_resume(resumer, fixed=True)
+
+
+def resume_section_from_out() -> str:
+    """The connection boundary's section, from the resume reports in out/ ("" if none)."""
+    from conformance.page import resume_section
+
+    def load(suffix: str) -> dict[str, Any]:
+        files = {r.name: OUT / f"{r.name}.resume{suffix}.json" for r in RESUMERS}
+        return {n: json.loads(f.read_text()) for n, f in files.items() if f.is_file()}
+
+    reports, fixed = load(""), load("-fixed")
+    if not reports:
+        return ""
+    versions = {r.client: version_of(BY_NAME[r.client]) for r in RESUMERS if r.name in reports}
+    return resume_section(RESUMERS, BY_NAME, reports, fixed, versions, BUGS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="comma-separated row names (default: all)")
@@ -480,6 +606,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--mcp",
         action="store_true",
         help="run only the MCP clients (every group, stalls twice) and rewrite their section",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="run only the resume group (the RESUMERS; --only: theirs) and rewrite its section",
     )
     parser.add_argument(
         "--check",
@@ -511,6 +642,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changed.append(f"{name}: published {want}, now {got}")
         print("\n".join(changed) or "every verdict as published")
         return 1 if changed else 0
+    if args.resume:
+        for name in args.only.split(",") if args.only else list(RESUMER_BY_NAME):
+            print(f"conformance: {name} (resume)", file=sys.stderr, flush=True)
+            run_all_resume(RESUMER_BY_NAME[name])
+        from conformance.page import update_resume
+
+        page = PAGE.read_text("utf-8")
+        PAGE.write_text(update_resume(page, resume_section_from_out()), encoding="utf-8")
+        print(f"wrote {PAGE.relative_to(ROOT)}", file=sys.stderr)
+        return 0
+    if not args.page and not args.stalls and not args.only and not args.mcp:
+        for resumer in RESUMERS:
+            print(f"conformance: {resumer.name} (resume)", file=sys.stderr, flush=True)
+            run_all_resume(resumer)
     for name in [] if args.page else names:
         print(f"conformance: {name}", file=sys.stderr, flush=True)
         if not args.stalls:
@@ -550,7 +695,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         PAGE.write_text(update_stalls(PAGE.read_text("utf-8"), section), encoding="utf-8")
     else:
         write_page(
-            PAGE, CLIENTS, reports, versions, datetime.date.today().isoformat(), BUGS, section, mcp
+            PAGE,
+            CLIENTS,
+            reports,
+            versions,
+            datetime.date.today().isoformat(),
+            BUGS,
+            section,
+            mcp,
+            resume_section_from_out(),
         )
     print(f"wrote {PAGE.relative_to(ROOT)}", file=sys.stderr)
     return 0

@@ -181,9 +181,37 @@ def test_each_verdict_of_a_drop() -> None:
     outcome, reason = _judge(cut, *(_served(0.7 + i / 10, "10") for i in range(4)))
     assert outcome == "storm"
     assert "4 reconnects for 1 drops" in reason
+    # restarting without its cursor after every end, nothing tells it to stop: the storm is
+    # the restarts', and what they show twice comes first
+    restarts = (_served(0.7 * (i + 1), None) for i in range(4))
+    outcome, reason = _judge(cut, *restarts, output=MESSAGE * 3)
+    assert outcome == "duplicated"
+    assert reason.endswith("; also storm")
     refused = _served(0.7, "10", 204)
     outcome, reason = _judge(cut, refused, _served(1.3, "10"), kind="drop_204")
     assert outcome == "looped"
     assert "a 204 means stop" in reason
     outcome, _ = _judge(cut, refused, output="".join(TOKENS[:10]), kind="drop_204")
     assert outcome == "pass"
+    # without its cursor, stopped by the 204: nothing came twice, but it would have
+    restart = _served(0.7, None, 204)
+    outcome, reason = _judge(cut, restart, output="".join(TOKENS[:10]), kind="drop_204")
+    assert outcome == "info"
+    assert "reconnected without Last-Event-ID and stopped at the 204" in reason
+
+
+def test_a_responses_restart_is_named_by_its_own_cursor() -> None:
+    cut = _served(0.0, None, delivered=28, cut_at=0.1)
+    outcome, diagnosis, expected = diagnose_resume(
+        "drop",
+        dialect="responses",
+        seen=ResumeSeen((cut, _served(0.7, None)), 0.0),
+        output=MESSAGE[:85] + MESSAGE,
+        exit_code=0,
+        hung=False,
+        patience=5.0,
+    )
+    assert outcome == "duplicated"
+    assert diagnosis is not None
+    assert "reconnected without starting_after" in diagnosis.reason
+    assert expected == MESSAGE

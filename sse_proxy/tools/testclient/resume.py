@@ -202,10 +202,11 @@ def _name(kind: str | None) -> str:
     return "Last-Event-ID" if kind in (None, "last_event_id") else "starting_after"
 
 
-def _said(served: Served) -> str:
-    if served.cursor is None:
-        return f"without {_name(served.cursor_kind)}"
-    return f"with {_name(served.cursor_kind)}: {served.cursor}"
+def _said(served: Served, kind: str) -> str:
+    """``with Last-Event-ID: 24``, ``without starting_after``: ``kind`` the dialect's cursor
+    (a request without one names none)."""
+    name = _name(served.cursor_kind or kind)
+    return f"without {name}" if served.cursor is None else f"with {name}: {served.cursor}"
 
 
 def diagnose_resume(
@@ -261,20 +262,36 @@ def diagnose_resume(
     # raw SSE: the reconnect after the end too (it gets the 204)
     allowed = len(cuts) + (1 if cursor_kind == "last_event_id" else 0)
     reconnects = len(requests) - 1
+    storm = None
     if reconnects > allowed:
         gaps = [b.at - a.at for a, b in itertools.pairwise(requests)]
-        return verdict(
-            "storm",
-            "storm",
+        storm = (
             f"storm: {reconnects} reconnects for {len(cuts)} drops "
             f"({', '.join(f'{g:.2f}' for g in gaps[:6])} s apart): a client reconnects once "
-            "per drop, after the retry delay",
+            "per drop, after the retry delay"
         )
+        restarts = [
+            requests[i + 1]
+            for i in cuts
+            if i + 1 < len(requests)
+            and requests[i + 1].cursor is None
+            and requests[i].delivered is not None
+        ]
+        if restarts:
+            storm += (
+                f"; it reconnected {_said(restarts[0], cursor_kind)} after a drop, so each "
+                "time the stream came again from its start, and nothing could tell it the "
+                "answer was whole"
+            )
     # each drop and the request after it: what went wrong, worst first, the rest as "also"
+    # (a storm too: one that restarts without its cursor is told to stop by nothing, so
+    # its storm is the restarts', and what they showed twice comes first)
     found: list[tuple[str, str]] = []
     for n, i in enumerate(cuts):
         cut = requests[i]
         nxt = requests[i + 1] if i + 1 < len(requests) else None
+        if nxt is None and storm is not None:
+            break  # the harness stopped the storm: the client did not give up
         if nxt is None:
             shown = f"{len(output)} of the answer's {len(whole)} characters"
             if hung:
@@ -306,7 +323,7 @@ def diagnose_resume(
             found.append(
                 (
                     "lost",
-                    f"lost: {cut_said}; the client resumed {_said(nxt)}, past event "
+                    f"lost: {cut_said}; the client resumed {_said(nxt, cursor_kind)}, past event "
                     f"{want if want is not None else '(none)'}, the last it had whole (the cut "
                     "fell after the next event's id, before its data): "
                     + (f"{_show(missing)} is never shown" if missing else "an event is skipped"),
@@ -318,8 +335,8 @@ def diagnose_resume(
                 found.append(
                     (
                         "duplicated",
-                        f"duplicated: {cut_said}; the client reconnected {_said(nxt)}, so the "
-                        "stream came again from "
+                        f"duplicated: {cut_said}; the client reconnected "
+                        f"{_said(nxt, cursor_kind)}, so the stream came again from "
                         + ("its start" if got is None else f"after event {got}")
                         + f", and it showed {_show(extra)} twice ({len(extra)} characters "
                         "repeated)",
@@ -341,8 +358,10 @@ def diagnose_resume(
                     + ")",
                 )
             )
+    if storm is not None:
+        found.append(("storm", storm))
     if found:
-        order = ("no_resume", "lost", "duplicated", "too_early")
+        order = ("no_resume", "lost", "duplicated", "storm", "too_early")
         found.sort(key=lambda f: order.index(f[0]))
         outcome, reason = found[0]
         also = tuple(dict.fromkeys(o for o, _ in found[1:] if o != outcome))
@@ -405,17 +424,19 @@ def diagnose_resume(
     replays = [requests[i + 1] for i in cuts if i + 1 < len(requests)]
     replayed = [r for r in replays if r.cursor is None and requests[cuts[0]].delivered is not None]
     if replayed:
-        return (
-            "info",
-            Diagnosis(
-                "connection boundary (replayed)",
-                f"information: {cut_said}; the client asked for the whole stream again "
-                f"({_said(replayed[0])}) and skipped what it had: the upstream sends it all "
-                "twice",
-                rule,
-            ),
-            expected,
+        again = replayed[0]
+        reason = (
+            f"information: {cut_said}; the client asked for the whole stream again "
+            f"({_said(again, cursor_kind)}) and skipped what it had: the upstream sends it "
+            "all twice"
         )
+        if again.status != 200:  # (a 204 or a refusal: nothing came twice this time)
+            reason = (
+                f"information: {cut_said}; the client reconnected {_said(again, cursor_kind)}"
+                f" and stopped at the {again.status}: an upstream that answered would have "
+                "sent the whole stream again"
+            )
+        return "info", Diagnosis("connection boundary (replayed)", reason, rule), expected
     return "pass", None, expected
 
 
