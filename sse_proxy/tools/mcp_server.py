@@ -78,7 +78,7 @@ LISTEN_KEEPALIVE: Final = 15.0
 """Seconds between the keep-alive comments of a ``subscriptions/listen`` stream."""
 
 SUPPORTED: Final[tuple[str, ...]] = (*mcp.LEGACY_REVISIONS, *mcp.MODERN_REVISIONS)
-DISCOVERED: Final[list[str]] = sorted(SUPPORTED, reverse=True)
+DISCOVERED: Final[tuple[str, ...]] = tuple(sorted(SUPPORTED, reverse=True))
 """What ``server/discover`` lists: every revision served, the newest first."""
 MAX_SESSIONS: Final = 4096
 """Sessions remembered (the oldest forgotten first: its client then gets 404)."""
