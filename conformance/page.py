@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 _DATA = re.compile(r"```json (?:mcp-)?verdicts\n(?P<data>.*?)\n```", re.DOTALL)
+_MCP_RESUME_DATA = re.compile(r"```json mcp-resume-verdicts\n(?P<data>.*?)\n```", re.DOTALL)
 _OUTCOMES = ("wrong", "crash", "hang", "silent", "undelivered")
 _STALLS_START = "<!-- stalls: conformance/run.py --stalls rewrites this section -->"
 _STALLS_END = "<!-- /stalls -->"
@@ -30,6 +31,14 @@ RESUME_DROPS = {
         "drop_204",
     ),
     "responses": ("drop", "drop_twice", "drop_start", "drop_too_old"),
+    "mcp": (
+        "drop",
+        "drop_twice",
+        "drop_start",
+        "drop_primed",
+        "drop_retry_invalid",
+        "drop_retry_large",
+    ),
 }
 """The drops of each way of resuming, in the section's columns (test-client's order)."""
 _RESUME_TITLES = {
@@ -270,6 +279,67 @@ def _negotiated(report: Mapping[str, Any]) -> str:
     return ", ".join(seen) or "no tool call"
 
 
+def mcp_resume_verdicts(report: Mapping[str, Any]) -> dict[str, str]:
+    """Each drop's outcome in an MCP row's resume run."""
+    return {str(c["fault"]): str(c["outcome"]) for c in report["cases"] if c["group"] == "resume"}
+
+
+def published_mcp_resume(page: str, name: str) -> dict[str, str]:
+    """The drops' outcomes the page publishes for MCP row ``name`` ({} when none)."""
+    found = _MCP_RESUME_DATA.search(page)
+    return dict(json.loads(found["data"]).get(name, {})) if found else {}
+
+
+def _mcp_resume_rows(
+    rows: Sequence[Any],
+    resumes: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+    here: Path,
+) -> list[str]:
+    """The drops table of the MCP rows (a column per drop) and each failure's diagnosis."""
+    drops = RESUME_DROPS["mcp"]
+    out = [
+        "",
+        "### Drops: resumed or re-issued (`--resume --only resume`)",
+        "",
+        "Each tool call's stream cut by the mock's MCP server the MCP way "
+        "([the drops](test-client.md#drops---dialect-mcp---resume)): in 2025-11-25 the "
+        "client must resume it by `GET` with `Last-Event-ID` after the `retry` delay, from "
+        "the last event it had whole (`drop_start`: no id arrived, so it must fail the call "
+        "or re-issue it); in 2026-07-28 it must re-issue the call under a new request id "
+        "(n/a: a drop that revision does not have). The client as it comes, default "
+        "options; cells read as in [the connection boundary](#the-connection-boundary-resume).",
+        "",
+        "| client | version | revision | " + " | ".join(f"`{d}`" for d in drops) + " |",
+        "|---|---|---|" + "---|" * len(drops),
+    ]
+    failures: list[str] = []
+    for c in rows:
+        report = resumes[c.name]
+        cases = {str(k["fault"]): k for k in report["cases"] if k["group"] == "resume"}
+        cells = " | ".join(_resume_cell(cases.get(d)) for d in drops)
+        out.append(
+            f"| [{c.title}](#{c.name}) ({c.runtime}) | {versions.get(c.name, '?')} | "
+            f"{c.revision} | {cells} |"
+        )
+        for drop in drops:
+            case = cases.get(drop)
+            if case is None or case["outcome"] in ("pass", "info", "not_applicable"):
+                continue
+            d = case.get("diagnosis") or {}
+            reason = str(d.get("reason", "")).replace("\n", " ")
+            if len(reason) > 400:
+                reason = reason[:400] + "..."
+            outcome = str(case["outcome"]).replace("_", " ")
+            failures.append(
+                f"- `{c.name}` `{drop}`: **{outcome}**, {d.get('family', '?')}: {reason}"
+            )
+            failures.append(f"  - reproduce: `{_local(str(case.get('reproduce', '')), here)}`")
+    if failures:
+        out += ["", *failures]
+    return out
+
+
 def mcp_section(
     clients: Sequence[Any],
     reports: Mapping[str, Mapping[str, Any]],
@@ -279,9 +349,12 @@ def mcp_section(
     bugs: Path,
     patience: float,
     seconds: float,
+    resumes: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The MCP clients' section: a row per client and revision, every group, the time
-    boundary, each row's failures, the rows that cannot run yet, and the verdicts as data."""
+    boundary, the drops (``resumes``: each row's resume run), each row's failures, the rows
+    that cannot run yet, and the verdicts as data."""
+    resumes = resumes or {}
     here = bugs.parent.parent / "conformance"
     rows = [c for c in clients if c.name in reports]
     table = {c.name: _verdicts(reports[c.name]) for c in rows}
@@ -302,7 +375,11 @@ def mcp_section(
         "group runs on the tool call's SSE stream (one seed each). A client speaks "
         "2025-11-25 by default (the server primes each stream, sends `retry` and an id on "
         "every event); 2026-07-28 is the stateless revision a client opts into (no "
-        "session, no ids, no resumption). Regenerate this section alone with "
+        "session, no ids, no resumption). The mock is a dual-era server, which answers "
+        "`server/discover` with both eras; the Python `Client`'s 2025-11-25 row connects "
+        "to it as to a handshake-era server (`?mcp=era%3Dlegacy`: the probe gets a 400), "
+        "so that it probes and falls back to `initialize`, as it does against such a "
+        "server. Regenerate this section alone with "
         "`.venv/bin/python conformance/run.py --mcp` (about 10 minutes on two cores), which installs "
         "the pinned SDKs: `mcp` 2.x into `conformance/.venv-mcp` "
         "(`conformance/requirements-mcp.txt`), 1.x into `conformance/.venv-mcp1` "
@@ -349,6 +426,9 @@ def mcp_section(
             "|---|---|---|---|---|---|---|",
             *_stall_rows(timed, stalls, fixed, versions, table),
         ]
+    dropped = [c for c in rows if c.name in resumes]
+    if dropped:
+        out += _mcp_resume_rows(dropped, resumes, versions, here)
     stems = {getattr(c, "note", "") or c.name for c in clients}
     notes = sorted(n for n in stems if (bugs / f"{n}.md").is_file())
     if notes:
@@ -361,7 +441,12 @@ def mcp_section(
     out += ["", *_failures(rows, reports, versions, bugs, here)]
     data = json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False)
     out += ["The MCP rows' verdicts, as `--check` reads them:", "", "```json mcp-verdicts"]
-    out += [data, "```", "", _MCP_END]
+    out += [data, "```"]
+    if dropped:
+        drops = {c.name: mcp_resume_verdicts(resumes[c.name]) for c in dropped}
+        data = json.dumps(drops, indent=1, sort_keys=True, ensure_ascii=False)
+        out += ["", "Their drops' outcomes:", "", "```json mcp-resume-verdicts", data, "```"]
+    out += ["", _MCP_END]
     return "\n".join(out)
 
 
@@ -382,6 +467,8 @@ def _resume_cell(case: Mapping[str, Any] | None) -> str:
     outcome = str(case["outcome"])
     if outcome == "pass":
         return "✓"
+    if outcome == "not_applicable":  # a drop the client's revision does not have
+        return "n/a"
     if outcome == "info":
         return "✓ replayed"
     return f"**{outcome.replace('_', ' ')}**"
@@ -396,6 +483,8 @@ def resume_outcome(cell: str) -> str:
         return "info"
     if cell == "·":
         return "n/a"
+    if cell == "n/a":
+        return "not_applicable"
     return cell.strip("*").replace(" ", "_")
 
 

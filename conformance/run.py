@@ -13,7 +13,8 @@ Node ones into conformance/node_modules (package.json and its lock file, `npm ci
 git-ignored, never the project's own environment. Each client runs under `sse-proxy
 test-client` (every group, one seed) and its JSON report lands in conformance/out/; the
 page is made from the reports. The MCP clients (``--dialect mcp``, a row per revision the
-client speaks) have a section of their own, their stalls runs in it. The ``stalls`` group
+client speaks) have a section of their own, their stalls runs and their drops (the
+``resume`` group, ``--resume``, as the client comes: ``<row>.resume.json``) in it. The ``stalls`` group
 runs apart, twice per client (``--patience 6``): as the client comes, and with its own
 timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
 ``fixed_script``), so the page says what each does by default and what its setting fixes.
@@ -334,10 +335,6 @@ MCP_CLIENTS: tuple[Client, ...] = (
         fix="callTool(..., {timeout: 1500})",
         note="mcp-client-node",
         revision="2026-07-28",
-        pending="pinned to 2026-07-28, the client asks `server/discover` for the revision "
-        "at connect and stops when it is not offered (no fallback in pin mode); the mock's "
-        "MCP server answers `server/discover` with a 400 (a handshake-era server), so "
-        "every case would fail at connect, before the tool call",
     ),
 )
 """The MCP section's rows: the official SDKs, one row per revision each speaks."""
@@ -519,6 +516,19 @@ def resume_command_of(resumer: Resumer, report: Path) -> list[str]:
     return [*cmd, "--", *words]
 
 
+def mcp_resume_command_of(client: Client, report: Path) -> list[str]:
+    """The ``resume`` group alone against an MCP row: its drops, as the client comes."""
+    cmd = [sys.executable, "-m", "sse_proxy", "test-client", "--dialect", "mcp", "--resume"]
+    cmd += ["--only", "resume", "--seeds", "1", "--jobs", "2", "--keep-going"]
+    return [*cmd, "--report", str(report), "--", *words_of(client)]
+
+
+def run_mcp_resume(client: Client) -> dict[str, Any]:
+    """The MCP row's resume run (``<name>.resume.json``); its JSON report."""
+    name = f"{client.name}.resume.json"
+    return run_client(client, name, mcp_resume_command_of(client, OUT / name))
+
+
 def run_resume(resumer: Resumer, fixed: bool) -> dict[str, Any]:
     """The resume run of ``resumer`` (as it comes, or with its ``fix``); its JSON report."""
     name = f"{resumer.name}.resume{'-fixed' if fixed else ''}.json"
@@ -632,7 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_install and not args.page:
         install([BY_NAME[n] for n in names])
     if args.check is not None:
-        from conformance.page import published
+        from conformance.page import mcp_resume_verdicts, published, published_mcp_resume
 
         changed = []
         for name in names:
@@ -640,6 +650,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             want = published(PAGE.read_text(), name)
             if got != want:
                 changed.append(f"{name}: published {want}, now {got}")
+            dropped = published_mcp_resume(PAGE.read_text(), name)
+            if dropped:  # an MCP row's drops
+                now = mcp_resume_verdicts(run_mcp_resume(BY_NAME[name]))
+                if now != dropped:
+                    changed.append(f"{name} (drops): published {dropped}, now {now}")
         print("\n".join(changed) or "every verdict as published")
         return 1 if changed else 0
     if args.resume:
@@ -660,6 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"conformance: {name}", file=sys.stderr, flush=True)
         if not args.stalls:
             run_client(BY_NAME[name])
+            if BY_NAME[name] in MCP_CLIENTS:
+                run_mcp_resume(BY_NAME[name])
         for fixed in (False, True):
             run_stalls(BY_NAME[name], fixed)
     from conformance.page import (
@@ -677,10 +694,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return {n: json.loads(f.read_text()) for n, f in files.items() if f.is_file()}
 
     reports, stalls, fixed = load(""), load(".stalls"), load(".stalls-fixed")
+    mcp_names = {c.name for c in MCP_CLIENTS}
+    resumes = {n: r for n, r in load(".resume").items() if n in mcp_names}
     shown = {*reports, *stalls}
     versions = {c.name: version_of(c) for c in BY_NAME.values() if c.name in shown}
-    mcp = mcp_section(MCP_CLIENTS, reports, stalls, fixed, versions, BUGS, PATIENCE, FIX_SECONDS)
-    mcp_names = {c.name for c in MCP_CLIENTS}
+    mcp = mcp_section(
+        MCP_CLIENTS, reports, stalls, fixed, versions, BUGS, PATIENCE, FIX_SECONDS, resumes
+    )
     if args.mcp or (args.only and set(names) <= mcp_names):  # (only their section changed)
         PAGE.write_text(update_mcp(PAGE.read_text("utf-8"), mcp), encoding="utf-8")
         print(f"wrote the MCP section of {PAGE.relative_to(ROOT)}", file=sys.stderr)

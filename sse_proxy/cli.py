@@ -175,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OPTIONS",
         help="the MCP server's tool-call streams, as name=value pairs: priming=on|off, "
         "ids=on|off, retry=MS|off (default: all three for a client of 2025-11-25, none for "
-        "2026-07-28 or older ones); per request: header X-Mock-Mcp or ?mcp=...",
+        "2026-07-28 or older ones), era=dual|legacy (legacy: server/discover gets a 400, "
+        "so a probing client falls back to initialize); per request: header X-Mock-Mcp or "
+        "?mcp=...",
     )
     for setting in TIME_SETTINGS.values():  # the faults in time's durations
         mock.add_argument(

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import StatusCode
 
 import sse_proxy
@@ -133,6 +133,7 @@ def test_trace_spans_name_every_api_provider(described: Dialect) -> None:
         {"dialect": described.name, "model": "m"}
     )
     span.end()
+    assert isinstance(span, ReadableSpan)  # the SDK's span: what it recorded can be read
     provider = span.attributes.get("gen_ai.provider.name")
     assert (provider is None) == (described.name in GENERIC | RPC)
     if provider is not None:

@@ -1,7 +1,9 @@
 # mcp (Python, 2.x): the official SDK's Client calls SSE_PROXY_MCP_TOOL with
 # SSE_PROXY_MCP_ARGS, a progress callback asking for progress, and prints the result's text
 # content. argv[1]: the revision, 2025-11-25 (the default Client: it probes with
-# server/discover, then falls back to initialize) or 2026-07-28 (stateless, pinned).
+# server/discover, then falls back to initialize; the mock is told to be a handshake-era
+# server, ?mcp=era=legacy, as it is dual-era otherwise and the probe would find 2026-07-28)
+# or 2026-07-28 (stateless, pinned).
 # CONFORMANCE_TIMEOUT (seconds): call_tool's read_timeout_seconds (the whole call's wait).
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ async def main() -> int:
 
     url = os.environ["SSE_PROXY_STREAM_URL"]
     pinned = {"mode": revision} if revision >= "2026-07-28" else {}  # default: "auto"
+    if not pinned:
+        url += ("&" if "?" in url else "?") + "mcp=era%3Dlegacy"
     async with Client(url, **pinned) as client:
         result = await client.call_tool(
             os.environ["SSE_PROXY_MCP_TOOL"],

@@ -14,11 +14,13 @@ what a real server does:
 * 2026-07-28 (stateless): a request carries its revision in ``MCP-Protocol-Version`` and
   in ``params._meta``, which must agree (400 otherwise); no session, no handshake; results
   carry ``resultType`` and the server's info; log messages only when the request asked.
-* ``server/discover`` gets a 4xx JSON-RPC error whatever the revision: this is a server
-  of the handshake era that also answers stateless requests, so a client that probes (the
-  Python SDK's ``Client`` does) falls back to ``initialize``, and one pinned to 2026-07-28
-  is answered the stateless way; its ``subscriptions/listen`` gets the acknowledgement,
-  then keep-alive comments until the client closes it (nothing ever changes here).
+* ``server/discover`` (a 2026-07-28 request) is answered as that revision says: the
+  revisions served (both eras: this is a dual-era server, so a client that probes stays
+  stateless), the capabilities and ``ttlMs``/``cacheScope``. As a handshake-era server
+  (the option ``era=legacy``) it answers the probe with a 400 JSON-RPC error instead, and a
+  client that probes (the Python SDK's ``Client``) falls back to ``initialize``.
+  ``subscriptions/listen`` gets the acknowledgement, then keep-alive comments until the
+  client closes it (nothing ever changes here).
 
 The stream itself comes from the fixtures, built for the request (its id, its progress
 token) with the SSE fields the revision has (:class:`~sse_proxy.tools.fixtures.mcp.
@@ -51,6 +53,7 @@ from sse_proxy.tools.mcp_resume import McpDrops
 
 __all__ = [
     "BODY_SENT",
+    "DISCOVERED",
     "MAX_SESSIONS",
     "SUPPORTED",
     "McpServer",
@@ -75,6 +78,8 @@ LISTEN_KEEPALIVE: Final = 15.0
 """Seconds between the keep-alive comments of a ``subscriptions/listen`` stream."""
 
 SUPPORTED: Final[tuple[str, ...]] = (*mcp.LEGACY_REVISIONS, *mcp.MODERN_REVISIONS)
+DISCOVERED: Final[tuple[str, ...]] = tuple(sorted(SUPPORTED, reverse=True))
+"""What ``server/discover`` lists: every revision served, the newest first."""
 MAX_SESSIONS: Final = 4096
 """Sessions remembered (the oldest forgotten first: its client then gets 404)."""
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -85,6 +90,7 @@ _META_SUBSCRIPTION: Final = "io.modelcontextprotocol/subscriptionId"
 _PARSE_ERROR, _INVALID_REQUEST, _NO_METHOD, _INVALID_PARAMS = -32700, -32600, -32601, -32602
 _SESSION_NOT_FOUND, _HEADER_MISMATCH, _UNSUPPORTED_VERSION = -32001, -32020, -32022
 _CAPABILITIES: Final[dict[str, Any]] = {"tools": {"listChanged": False}, "logging": {}}
+_INSTRUCTIONS: Final = f"Call {mcp.TOOL} to stream the fixture text."
 
 
 def _json(obj: object, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -200,9 +206,11 @@ class McpServer:
         rid = msg["id"]
         params = msg.get("params")
         meta = mcp.meta_of(params)
-        if method == "server/discover":
+        modern = version in mcp.MODERN_REVISIONS or meta.get(_META_VERSION) in mcp.MODERN_REVISIONS
+        if method == "server/discover" and (not modern or self.options_of(request).legacy):
+            # what a handshake-era server answers a method it does not know
             return _error(rid, _NO_METHOD, "Method not found: server/discover", 400)
-        if version in mcp.MODERN_REVISIONS or meta.get(_META_VERSION) in mcp.MODERN_REVISIONS:
+        if modern:
             return await self._modern(request, msg, method, rid, version, meta)
         return await self._legacy(request, msg, method, rid, version)
 
@@ -248,7 +256,7 @@ class McpServer:
             "protocolVersion": version,
             "capabilities": _CAPABILITIES,
             "serverInfo": mcp.SERVER_INFO,
-            "instructions": f"Call {mcp.TOOL} to stream the fixture text.",
+            "instructions": _INSTRUCTIONS,
         }
         return _json(
             {"jsonrpc": "2.0", "id": rid, "result": result}, headers={"Mcp-Session-Id": session}
@@ -298,6 +306,17 @@ class McpServer:
             return _result(rid, result)
         if method == "tools/call":
             return await self._call(request, msg, rid, version, logs=_META_LOG_LEVEL in meta)
+        if method == "server/discover":
+            result = {
+                "resultType": "complete",
+                "supportedVersions": DISCOVERED,
+                "capabilities": _CAPABILITIES,
+                "instructions": _INSTRUCTIONS,
+                "ttlMs": 0,
+                "cacheScope": "public",
+                "_meta": info,
+            }
+            return _result(rid, result)
         if method == "subscriptions/listen":
             return await self._listen(request, rid)
         return _error(rid, _NO_METHOD, f"Method not found: {method[:100]}", 404)

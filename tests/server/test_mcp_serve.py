@@ -23,7 +23,9 @@ from tests.support.cli import ServeProcess
 
 async def _calls(url: str, progress: list[bool]) -> list[Any]:
     """One session of the SDK's probing client, one tool call per item (with a progress
-    callback, or without: then the request asks for no progress); the results or errors."""
+    callback, or without: then the request asks for no progress); the results or errors.
+    The mock is a handshake-era server to it (``era=legacy``): the probe is refused, and the
+    client falls back to 2025-11-25 (sessions, priming, ids)."""
     from mcp import Client
     from mcp.shared.exceptions import MCPError
 
@@ -31,6 +33,7 @@ async def _calls(url: str, progress: list[bool]) -> list[Any]:
         pass
 
     out: list[Any] = []
+    url += ("&" if "?" in url else "?") + "mcp=era%3Dlegacy"
     async with Client(url) as client:
         for ask in progress:
             try:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance.page import mcp_section, published, update_mcp
+from conformance.page import (
+    RESUME_DROPS,
+    mcp_resume_verdicts,
+    mcp_section,
+    published,
+    published_mcp_resume,
+    update_mcp,
+)
 from conformance.run import BY_NAME, HERE, MCP_CLIENTS, PAGE, VENVS, words_of
 from sse_proxy.tools.testclient.harness import HarnessOptions, run_test_client
 
@@ -69,6 +76,37 @@ def test_the_section_is_rewritten_in_place(tmp_path: Path) -> None:
     assert made.endswith("<!-- /mcp -->")
     assert "| `faults` | **hang** |" in made
     assert published(update_mcp(page, made), client.name) == {"baseline": "pass", "faults": "hang"}
+
+
+def test_the_drops_get_a_column_each_and_their_verdicts_as_data(tmp_path: Path) -> None:
+    """An MCP row's resume run: a cell per drop (n/a for one its revision lacks), each
+    failure with its diagnosis, and the outcomes as data that ``--check`` reads back."""
+    client = BY_NAME["mcp-sdk-node-2025-11-25"]
+    report = {"summary": {"baseline": {"pass": 1}}, "cases": []}
+    outcomes = dict.fromkeys(RESUME_DROPS["mcp"], "pass")
+    outcomes.update(drop_twice="no_resume", drop_primed="not_applicable")
+    family = "mcp (Last-Event-ID lost on a reconnect)"
+    cases = [
+        {
+            "group": "resume",
+            "fault": drop,
+            "outcome": outcome,
+            "diagnosis": {"family": family, "reason": "the second GET had no Last-Event-ID"}
+            if outcome == "no_resume"
+            else None,
+            "reproduce": "sse-proxy test-client --only resume:drop_twice",
+        }
+        for drop, outcome in outcomes.items()
+    ]
+    resumes = {client.name: {"summary": {}, "cases": cases}}
+    assert mcp_resume_verdicts(resumes[client.name]) == outcomes
+    made = mcp_section([client], {client.name: report}, {}, {}, {}, tmp_path, 6, 1.5, resumes)
+    row = next(line for line in made.splitlines() if line.startswith(f"| [{client.title}]"))
+    assert row.endswith("| 2025-11-25 | ✓ | **no resume** | ✓ | n/a | ✓ | ✓ |"), row
+    assert f"`{client.name}` `drop_twice`: **no resume**, {family}" in made
+    page = update_mcp(PAGE.read_text("utf-8"), made)
+    assert published_mcp_resume(page, client.name) == outcomes
+    assert published(page, client.name) == {"baseline": "pass"}  # (the groups' data apart)
 
 
 def test_each_venv_has_its_pinned_requirements() -> None:

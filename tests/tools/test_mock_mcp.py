@@ -207,9 +207,19 @@ async def test_sessions_gets_and_deletes_as_the_specification_says(url: str) -> 
     [
         (
             rpc("server/discover", 1, _meta=MODERN_META),
-            {"MCP-Protocol-Version": "2026-07-28"},
+            {"MCP-Protocol-Version": "2026-07-28", "X-Mock-Mcp": "era=legacy"},
             400,
             -32601,
+        ),
+        (
+            rpc(
+                "server/discover",
+                1,
+                _meta={"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+            ),
+            {"MCP-Protocol-Version": "2026-07-28"},
+            400,
+            -32602,
         ),
         (rpc("server/discover"), {}, 400, -32601),
         (call(1), {"MCP-Protocol-Version": "2099-01-01"}, 400, -32022),
@@ -284,6 +294,26 @@ async def test_the_stateless_revision_is_answered_statelessly(url: str) -> None:
 
 
 @pytest.mark.asyncio
+async def test_server_discover_lists_both_eras_unless_told_legacy(url: str) -> None:
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+    status, got, body = await post(url, rpc("server/discover", 1, _meta=MODERN_META), **headers)
+    result = json.loads(body)["result"]
+    assert (status, "Mcp-Session-Id" in got) == (200, False)
+    assert result["resultType"] == "complete"
+    assert result["supportedVersions"][0] == "2026-07-28"
+    assert "2025-11-25" in result["supportedVersions"]
+    assert result["capabilities"]["tools"] == {"listChanged": False}
+    assert (type(result["ttlMs"]), result["cacheScope"]) == (int, "public")
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == mcp.SERVER_INFO
+    status, _, body = await post(
+        url + "?mcp=era%3Dlegacy", rpc("server/discover", 2, _meta=MODERN_META), **headers
+    )
+    assert (status, json.loads(body)["error"]["code"]) == (400, -32601)
+    with pytest.raises(ValueError, match="era must be"):
+        mcp.McpOptions.parse("era=modern")
+
+
+@pytest.mark.asyncio
 async def test_the_mock_faults_break_the_tool_call_the_mcp_way(url: str) -> None:
     for fault in ("error_event", "no_terminal", "invalid_utf8"):
         status, _, body = await post(url, call(4, "t"), **{"X-Mock-Fault": fault})
@@ -322,10 +352,14 @@ async def test_a_harness_puts_its_own_stream_in_and_reads_the_calls() -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("mode", ["auto", "2026-07-28"])
-async def test_the_official_python_sdk_gets_the_answer(url: str, mode: str) -> None:
-    """The probing ``Client`` (server/discover, then initialize, a GET, tools/list, DELETE)
-    and the stateless one, with progress: the text content is the canonical answer."""
+@pytest.mark.parametrize(
+    ("mode", "era"), [("auto", "legacy"), ("auto", "dual"), ("2026-07-28", "dual")]
+)
+async def test_the_official_python_sdk_gets_the_answer(url: str, mode: str, era: str) -> None:
+    """The probing ``Client`` against a handshake-era server (server/discover refused, then
+    initialize, a GET, tools/list, DELETE) and against this dual-era one (the probe finds
+    2026-07-28: stateless, no session), and the pinned one, with progress: the text
+    content is the canonical answer."""
     from mcp import Client
 
     seen: list[tuple[float, float | None, str | None]] = []
@@ -333,10 +367,20 @@ async def test_the_official_python_sdk_gets_the_answer(url: str, mode: str) -> N
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with Client(url, mode=mode) as client:
-        result = await client.call_tool(
-            mcp.TOOL, dict(mcp.TOOL_ARGS), progress_callback=on_progress
-        )
+    runner, base = await start_mock_upstream()
+    try:
+        async with Client(f"{base}/mcp?mcp=era%3D{era}", mode=mode) as client:
+            result = await client.call_tool(
+                mcp.TOOL, dict(mcp.TOOL_ARGS), progress_callback=on_progress
+            )
+            server = runner.app[MCP_SERVER]
+            revisions = [c.revision for c in server.calls]
+            sessions = len(server.sessions)
+    finally:
+        await runner.cleanup()
     assert "".join(c.text for c in result.content if c.type == "text") == fixtures.MESSAGE
     assert [p[0] for p in seen] == [1, 2, 3, 4]
     assert not result.is_error
+    assert (revisions, sessions) == (
+        (["2025-11-25"], 1) if era == "legacy" else (["2026-07-28"], 0)
+    )

@@ -101,6 +101,24 @@ def test_each_buggy_client_is_caught_and_named(
     assert f"== {family}" in text
 
 
+def test_a_client_that_hangs_on_a_broken_stream_is_told_so_in_mcp_terms(
+    tmp_path: Path,
+) -> None:
+    """The stream ends without the response and without ids: nothing to resume, so the
+    call must fail; the diagnosis says so, and the hint names the SDKs' settings."""
+    command = (*RAW, "--bug", "hangs-on-broken-stream")
+    code, report, text = _run(tmp_path, command, only=("faults:no_terminal",), timeout=2.0)
+    assert code == 1, text
+    (case,) = report["cases"]
+    assert case["outcome"] == "hang", text
+    diagnosis = case["diagnosis"]
+    assert diagnosis["family"] == "mcp (hang on a broken stream)"
+    assert "no JSON-RPC response (no_terminal)" in diagnosis["reason"]
+    assert "nothing to resume from" in diagnosis["reason"]
+    assert "python-sdk#3441" in text
+    assert "parser (hang)" not in text
+
+
 @pytest.mark.parametrize("runtime", ["python", "node"])
 def test_a_client_that_parses_the_priming_events_empty_data_is_named(
     tmp_path: Path, runtime: str

@@ -183,6 +183,19 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         None: "skip an event whose data is empty (a priming event: an id to resume from, "
         "no message) before parsing it as JSON",
     },
+    "mcp (hang on a broken stream)": {
+        _JS: "the official SDK leaves a request whose stream ended without the response and "
+        "without an event id pending until its request timeout (60 s; typescript-sdk#2739, "
+        "fix PR #2830): pass callTool(params, undefined, {timeout: ms}) (or settle the "
+        "request when the stream ends and cannot resume), then call again if you retry",
+        _PY: "mcp 1.x waits forever here (python-sdk#3441, a backport of the 2.x fix): upgrade "
+        "to mcp 2.x, which fails the call at once with McpError -32000 ('SSE stream ended "
+        "without a response'), or bound the call: call_tool(..., "
+        "read_timeout_seconds=timedelta(seconds=...))",
+        None: "fail the call when its stream ends without the JSON-RPC response and without "
+        "an event id to resume from (or re-issue it under a new request id); bound every "
+        "call with a timeout",
+    },
     "mcp (re-issued under the same id)": {
         None: "give a re-issued request a new JSON-RPC id (a counter per session): the id "
         "of a request whose stream broke is spent",

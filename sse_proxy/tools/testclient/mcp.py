@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from sse_proxy.tools.testclient.plan import Case
 
 __all__ = [
+    "HANG_FAMILY",
     "MCP_ENV",
     "PRIMING_FAMILY",
     "REISSUE_SAME_ID",
@@ -53,6 +54,7 @@ __all__ = [
     "Reissue",
     "call_fields",
     "explain_mcp",
+    "hang_on_broken_stream",
     "judge_reissue",
     "mcp_lines",
     "mcp_upstream",
@@ -67,6 +69,7 @@ MCP_ENV: Final[dict[str, str]] = {
 """What an MCP client under test is told to call (on top of ``SSE_PROXY_STREAM_URL``)."""
 
 PRIMING_FAMILY: Final = "mcp (priming event)"
+HANG_FAMILY: Final = "mcp (hang on a broken stream)"
 REISSUE_SAME_ID: Final = "mcp (re-issued under the same id)"
 WRONG_FAMILIES: Final = frozenset({REISSUE_SAME_ID})
 """Families whose case is ``wrong`` even in the ``faults`` group (the client got the whole
@@ -193,6 +196,27 @@ def judge_reissue(
     if code == 0 and output == full:
         return Reissue(None)
     return None
+
+
+def hang_on_broken_stream(
+    diagnosis: Diagnosis, kind: str, calls: Sequence[mcp.McpCall], timeout: float
+) -> Diagnosis:
+    """A ``faults`` case the client hung on, said in MCP's terms: the tool call's stream
+    ended with no JSON-RPC response and, without ids, nothing to resume from."""
+    if not calls:
+        return diagnosis
+    first = calls[0]
+    ids = "its events carried ids" if first.sse.ids else "no event carried an id"
+    again = f", called again {len(calls) - 1} time(s)" if len(calls) > 1 else ""
+    return replace(
+        diagnosis,
+        family=HANG_FAMILY,
+        reason=f"no exit within {timeout:g} s after the tool call's stream (request id "
+        f"{first.id!r}{again}) ended with no JSON-RPC response ({kind}); {ids}, so there is "
+        "nothing to resume from: the request can never be answered, and the client waits "
+        "for it; fail the call (or re-issue it under a new request id) when its stream ends "
+        "without the response and cannot be resumed",
+    )
 
 
 def _priming_crash(

@@ -50,6 +50,7 @@ from sse_proxy.tools.testclient.mcp import (
     WRONG_FAMILIES,
     McpSeen,
     explain_mcp,
+    hang_on_broken_stream,
     judge_reissue,
     mcp_upstream,
     sent_short,
@@ -608,6 +609,10 @@ class _Runner:
                     timed_out=hung,
                     timeout=self.options.timeout,
                 )
+                if hung and diagnosis is not None and mcp_calls is not None:
+                    diagnosis = hang_on_broken_stream(
+                        diagnosis, case.fault, mcp_calls, self.options.timeout
+                    )
         elif is_variant_group(case.group) and case.strategy is not None:
             diagnosis = diagnose_variant(
                 case.strategy,

@@ -26,6 +26,9 @@ one mistake clients make:
 * ``parse-empty``: ``json.loads`` every event's data, a priming event's empty data too;
 * ``waits-for-close``: reads the stream to its end before it takes the response;
 * ``reissue-same-id``: re-issues a broken call under the same request id;
+* ``hangs-on-broken-stream``: waits forever for the response of a call whose stream broke
+  (the official TypeScript SDK's until its request timeout, typescript-sdk#2739; mcp 1.x's,
+  python-sdk#3441);
 * ``drop-cursor-second-reconnect`` (with ``--resume``): each stream starts without a cursor,
   so a resumed stream that drops before a new id is reconnected without ``Last-Event-ID``
   (the official TypeScript SDK's, typescript-sdk#2499); the 405 that gets ends it (exit 1);
@@ -57,6 +60,7 @@ BUGS = (
     "parse-empty",
     "waits-for-close",
     "reissue-same-id",
+    "hangs-on-broken-stream",
     "drop-cursor-second-reconnect",
     "ignores-retry",
     "reconnect-loop",
@@ -285,6 +289,9 @@ def main() -> int:
         answer = call(s, 1, bug, opts.deadline, cursor)
     except Broken as exc:
         print(f"the call broke: {exc}", file=sys.stderr)
+        if bug == "hangs-on-broken-stream":
+            while True:  # the response that never comes
+                time.sleep(60)
         if opts.resume:
             answer = resume(s, 1, bug, opts.deadline, cursor)
         elif opts.reissue or bug == "reissue-same-id":

@@ -2,10 +2,11 @@
 agent does.
 
 ``sse-proxy test-client --dialect mcp -- python -m tests.tools.clients.mcp_sdk``: it
-connects to SSE_PROXY_STREAM_URL (the probing client: ``server/discover``, then the
-initialize handshake), calls SSE_PROXY_MCP_TOOL with the JSON arguments in
-SSE_PROXY_MCP_ARGS, asking for progress, and prints the result's text content, nothing
-else. A failed call (an error, a broken stream, a tool error) exits 1.
+connects to SSE_PROXY_STREAM_URL (the probing client: ``server/discover``, which the mock
+told ``era=legacy`` answers as a handshake-era server does, then the initialize
+handshake), calls SSE_PROXY_MCP_TOOL with the JSON arguments in SSE_PROXY_MCP_ARGS, asking
+for progress, and prints the result's text content, nothing else. A failed call (an
+error, a broken stream, a tool error) exits 1.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ async def main() -> int:
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
 
-    async with Client(os.environ["SSE_PROXY_STREAM_URL"]) as client:
+    url = os.environ["SSE_PROXY_STREAM_URL"]
+    # the mock as a handshake-era server: the probe gets a 400 and the client falls back
+    url += ("&" if "?" in url else "?") + "mcp=era%3Dlegacy"
+    async with Client(url) as client:
         result = await client.call_tool(
             os.environ["SSE_PROXY_MCP_TOOL"],
             json.loads(os.environ["SSE_PROXY_MCP_ARGS"]),
