@@ -134,11 +134,12 @@ def test_trace_spans_name_every_api_provider(described: Dialect) -> None:
     )
     span.end()
     assert isinstance(span, ReadableSpan)  # the SDK's span: what it recorded can be read
-    provider = span.attributes.get("gen_ai.provider.name")
+    attributes = dict(span.attributes or {})
+    provider = attributes.get("gen_ai.provider.name")
     assert (provider is None) == (described.name in GENERIC | RPC)
     if provider is not None:
-        operation = span.attributes["gen_ai.operation.name"]
-        assert span.attributes["gen_ai.system"]
+        operation = attributes["gen_ai.operation.name"]
+        assert attributes["gen_ai.system"]
         assert span.name == f"{operation} m"
 
 
