@@ -111,7 +111,7 @@ def _served(request: web.Request, entry: _Interaction, cursor: str | None, attem
             target=request.rel_url.raw_path_qs[:2048],
             dialect=DIALECT,
             cursor=None if cursor is None else cursor[:CURSOR_LIMIT],
-            cursor_kind=None if cursor is None else "last_event_id",
+            cursor_kind=None if cursor is None else "event_id",
             attempt=attempt,
             fault=entry.fault,
             response_id=entry.id,
