@@ -41,10 +41,11 @@ from sse_proxy.tools.mock_resume import CURSOR_LIMIT, Served, log_served, stream
 
 __all__ = ["DIALECT", "TOO_OLD", "create_interaction", "get_interaction", "install"]
 
-DIALECT: Final = "interactions"
-"""The name the resumable streams' log gives these streams."""
+DIALECT: Final = "gemini"
+"""The dialect that reads these streams (the resumable streams' log names it)."""
 KIND: Final = StreamKind(DIALECT, b'"interaction.completed"')
-"""What a drop's timeline needs: the terminal event (text deltas are told by their type)."""
+"""What a drop's timeline needs: the terminal event (an interaction's, not a
+generateContent chunk's ``finishReason``); its text deltas are told as the dialect's."""
 TOO_OLD: Final = "This interaction can no longer be streamed: it is too old to resume."
 _STORE_LIMIT = 1_000
 

@@ -116,7 +116,7 @@ async def test_a_streamed_interaction_carries_event_ids_and_resumes_after_one(
         (1, event_id(20), 21, LAST),
         (2, None, 1, LAST),
     ]
-    assert {s.dialect for s in served} == {"interactions"}
+    assert {s.dialect for s in served} == {"gemini"}
 
 
 @pytest.mark.asyncio

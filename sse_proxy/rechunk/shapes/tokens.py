@@ -210,10 +210,8 @@ def slot_of(event: Event, dialect: str) -> Slot | None:
         return _anthropic(event, obj)
     if dialect == "responses":
         return _responses(event, obj)
-    if dialect == "gemini":
-        return _gemini(event, obj)
-    if dialect == "interactions":
-        return _interactions(event, obj)
+    if dialect == "gemini":  # generateContent chunks, or Interactions events
+        return _gemini(event, obj) if "event_type" not in obj else _interactions(event, obj)
     return None
 
 
