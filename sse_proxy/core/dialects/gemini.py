@@ -214,8 +214,7 @@ class InteractionsAccumulator(GeminiAccumulator):
     """A Gemini Interactions stream: the text of its ``text`` deltas (every step's, in
     order), the interaction's id, model, status and usage, and the last ``event_id``."""
 
-    last_event_id: str | None = None
-    """The ``event_id`` of the last event read whole: where a resume starts after."""
+    _event_id: str | None = None  # (a class default: the class is swapped in mid-stream)
 
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         obj = self.parse(data, index, offset)
@@ -225,7 +224,7 @@ class InteractionsAccumulator(GeminiAccumulator):
     def accept_event(self, obj: dict[str, Any], data: str, index: int, offset: int) -> None:
         event_id = obj.get("event_id")
         if type(event_id) is str:
-            self.last_event_id = event_id
+            self._event_id = event_id
         kind = obj.get("event_type")
         if kind in ("step.delta", "content.delta"):
             delta = obj.get("delta")
@@ -261,8 +260,13 @@ class InteractionsAccumulator(GeminiAccumulator):
                         "cachedContentTokenCount": usage.get("total_cached_tokens"),
                     }
 
+    @property
+    def event_cursor(self) -> str | None:
+        """The ``event_id`` of the last event read whole: where a resume starts after."""
+        return self._event_id
+
     def details(self) -> dict[str, Any]:
-        return {**super().details(), "last_event_id": self.last_event_id}
+        return {**super().details(), "last_event_id": self._event_id}
 
 
 DIALECT: Final = Dialect(
