@@ -120,6 +120,7 @@ def test_gemini_interactions_resumed_by_event_id_or_restarted(tmp_path: Path) ->
     case = _one(bad)
     assert case["outcome"] == "duplicated"
     assert "reconnected without last_event_id" in case["diagnosis"]["reason"]
+    assert "streamGenerateContent?alt=sse (resume: /v1beta/interactions)" in bad.stdout
     assert case["requests"][1]["cursor"] is None
 
 
