@@ -426,8 +426,8 @@ def resume_section(
         "early** (ignored `retry`), **storm**, **looped** (after a 204), or the text "
         "misread (**wrong**). Neither openai SDK resumes by itself: the loop that catches "
         "the drop and resumes is the caller's (by hand with `responses.retrieve`, or with "
-        "the helper); nor does google-genai (`interactions.get(id, stream=True, "
-        "last_event_id=...)` by hand). Regenerate this section alone with `.venv/bin/python "
+        "the helper); nor do the google-genai SDKs (`interactions.get` with the last "
+        "`event_id`, by hand). Regenerate this section alone with `.venv/bin/python "
         "conformance/run.py --resume` (minutes).",
     ]
     for dialect, drops in RESUME_DROPS.items():

@@ -19,8 +19,8 @@ timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
 ``fixed_script``), so the page says what each does by default and what its setting fixes.
 The ``resume`` group runs apart too, with clients written to resume (``RESUMERS``: the
 browsers' EventSource, the ``eventsource`` package, fetch-event-source, the openai SDKs'
-Responses resume by hand and by their helpers, google-genai's Interactions resume by hand),
-once as each library comes and, where a caller must add a fix, once with it
+Responses resume by hand and by their helpers, the google-genai SDKs' Interactions resume by
+hand), once as each library comes and, where a caller must add a fix, once with it
 (``CONFORMANCE_RESUME_FIX=1``); ``--resume --only`` takes their names.
 """
 
@@ -423,6 +423,13 @@ RESUMERS: tuple[Resumer, ...] = (
         "by hand: `interactions.get(id, stream=True, last_event_id=event_id)`",
         "gemini",
         _py("google_genai_interactions_resume_python.py"),
+    ),
+    Resumer(
+        "google-genai-node-interactions",
+        "google-genai-node",
+        "by hand: `interactions.get(id, {stream: true, last_event_id})`",
+        "gemini",
+        _node("google_genai_interactions_resume_node.mjs"),
     ),
 )
 RESUMER_BY_NAME = {r.name: r for r in RESUMERS}
