@@ -39,11 +39,13 @@ RESUME_DROPS = {
         "drop_retry_invalid",
         "drop_retry_large",
     ),
+    "gemini": ("drop", "drop_twice", "drop_start", "drop_too_old"),
 }
 """The drops of each way of resuming, in the section's columns (test-client's order)."""
 _RESUME_TITLES = {
     "text": "Raw SSE, by `Last-Event-ID` (`--dialect text`)",
     "responses": "OpenAI Responses in background mode, by `starting_after` (`--dialect responses`)",
+    "gemini": "Gemini Interactions, by `last_event_id` (`--dialect gemini`)",
 }
 
 
@@ -513,7 +515,8 @@ def resume_section(
         "early** (ignored `retry`), **storm**, **looped** (after a 204), or the text "
         "misread (**wrong**). Neither openai SDK resumes by itself: the loop that catches "
         "the drop and resumes is the caller's (by hand with `responses.retrieve`, or with "
-        "the helper). Regenerate this section alone with `.venv/bin/python "
+        "the helper); nor do the google-genai SDKs (`interactions.get` with the last "
+        "`event_id`, by hand). Regenerate this section alone with `.venv/bin/python "
         "conformance/run.py --resume` (minutes).",
     ]
     for dialect, drops in RESUME_DROPS.items():

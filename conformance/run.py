@@ -20,8 +20,9 @@ timeout setting at 1.5 s (``CONFORMANCE_TIMEOUT=1.5``; a browser's: the
 ``fixed_script``), so the page says what each does by default and what its setting fixes.
 The ``resume`` group runs apart too, with clients written to resume (``RESUMERS``: the
 browsers' EventSource, the ``eventsource`` package, fetch-event-source, the openai SDKs'
-Responses resume by hand and by their helpers), once as each library comes and, where a
-caller must add a fix, once with it (``CONFORMANCE_RESUME_FIX=1``).
+Responses resume by hand and by their helpers, the google-genai SDKs' Interactions resume by
+hand), once as each library comes and, where a caller must add a fix, once with it
+(``CONFORMANCE_RESUME_FIX=1``); ``--resume --only`` takes their names.
 """
 
 from __future__ import annotations
@@ -351,7 +352,7 @@ class Resumer:
     """The matrix row of its library (title, runtime, version)."""
     how: str
     """How it resumes, as the section's table says."""
-    dialect: str  # text: by Last-Event-ID; responses: by starting_after
+    dialect: str  # text: by Last-Event-ID; responses: by starting_after; gemini: event_id
     run: tuple[str, ...] = ()
     script: str | None = None  # a browser's (the row's browser)
     fix: str = ""
@@ -412,6 +413,20 @@ RESUMERS: tuple[Resumer, ...] = (
         "its helper: `responses.stream({response_id: id, starting_after: seq})`",
         "responses",
         _node("openai_responses_helper_node.mjs"),
+    ),
+    Resumer(
+        "google-genai-python-interactions",
+        "google-genai-python",
+        "by hand: `interactions.get(id, stream=True, last_event_id=event_id)`",
+        "gemini",
+        _py("google_genai_interactions_resume_python.py"),
+    ),
+    Resumer(
+        "google-genai-node-interactions",
+        "google-genai-node",
+        "by hand: `interactions.get(id, {stream: true, last_event_id})`",
+        "gemini",
+        _node("google_genai_interactions_resume_node.mjs"),
     ),
 )
 RESUMER_BY_NAME = {r.name: r for r in RESUMERS}
@@ -631,6 +646,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check is not None:
         names = args.check or [c.name for c in BY_NAME.values() if not c.pending]
+    elif args.only and args.resume:  # the resumers' names: their clients' rows
+        wanted = args.only.split(",")
+        missing = [n for n in wanted if n not in RESUMER_BY_NAME]
+        if missing:
+            parser.error(
+                f"no such resume row: {', '.join(missing)} (rows: {', '.join(RESUMER_BY_NAME)})"
+            )
+        names = list(dict.fromkeys(RESUMER_BY_NAME[n].client for n in wanted))
     elif args.only:
         names = args.only.split(",")
     else:

@@ -281,6 +281,12 @@ class StreamReassembler:
         return self._acc.cursors
 
     @property
+    def event_cursor(self) -> str | None:
+        """The opaque cursor the last whole event carried in its data, for a dialect whose
+        events carry one (Gemini Interactions' ``event_id``); None otherwise."""
+        return self._acc.event_cursor
+
+    @property
     def pending_event_id(self) -> str | None:
         """An id the stream sent in a block it never ended (cut after it), or None."""
         return self._parser.pending_event_id

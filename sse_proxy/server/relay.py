@@ -593,13 +593,19 @@ class _SseRelay:
         if self.written is not None and fields.get("ended_by") == "dropped":
             reassembler = self.written  # the proxy cut it: what the client got counts
         cursors = reassembler.cursors
+        event_cursor = reassembler.event_cursor if cursors is None else None
+        by_id = cursors is not None or event_cursor is not None
         response_id = None
         last: str | None
         cut: str | None
-        if cursors is not None:  # numbered in its data: Responses
-            last, cut = str(cursors[1]), None
+        if by_id:  # numbered in its data (Responses), or an id in it (an interaction)
+            last = str(cursors[1]) if cursors is not None else event_cursor
+            cut = None
             response_id = resume.response_id if resume is not None else None
             response_id = response_id or fields.get("response_id")
+        elif resume is not None and resume.kind == "event_id":  # nothing new arrived
+            last, cut, response_id = resume.cursor, None, resume.response_id
+            by_id = True
         else:
             last, cut = reassembler.last_event_id, reassembler.pending_event_id
         if resume is not None:
@@ -608,7 +614,7 @@ class _SseRelay:
             fields["answer_text_length"] = fields.get("text_length", 0) + (
                 0 if of is None else of.text_length
             )
-        if (last is not None or cut is not None) and (cursors is None or response_id):
+        if (last is not None or cut is not None) and (not by_id or response_id):
             ex.parts.state.resumes.remember(
                 ex.route.name,
                 self.request.path,

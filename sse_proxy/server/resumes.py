@@ -2,10 +2,12 @@
 
 A client that lost its connection reconnects with a cursor: raw SSE (and MCP) with
 ``Last-Event-ID`` to the same URL, OpenAI Responses with ``GET .../responses/{id}?stream=
-true&starting_after=N``. The proxy remembers, per route, what its recent streams delivered
-last (:class:`ResumeTable`, bounded in bytes): the id a client of the stream holds at its
-end (an id counts once its event ended, as the spec says), an id whose event was cut, a
-Responses stream's last ``sequence_number`` and its response id. A request that carries a
+true&starting_after=N``, Gemini Interactions with ``GET .../interactions/{id}?stream=true&
+last_event_id=E``. The proxy remembers, per route, what its recent streams delivered last
+(:class:`ResumeTable`, bounded in bytes): the id a client of the stream holds at its end (an
+id counts once its event ended, as the spec says), an id whose event was cut, a Responses
+stream's last ``sequence_number`` and its response id, an interaction's last ``event_id``
+and its id. A request that carries a
 cursor is looked up there (:meth:`ResumeTable.find`, at admission: one header and the query
 string are read, and nothing else); when the stream it resumes is found, the request is its
 continuation (:class:`Resume`): its summary says which stream it resumed, with which cursor,
@@ -16,8 +18,8 @@ after how long, and how the cursor meets what that stream delivered:
   (``sse.resume_overlap``), twice on the screen of a client that does not skip them;
 * ``gap``: it is past it (the id of an event that was cut, or later): events are lost
   (``sse.resume_gap``, and the resumed stream's verdict is broken);
-* ``replay``: a Responses stream asked for again without a cursor (the SDKs' helpers do it
-  on purpose and skip what they had);
+* ``replay``: a Responses stream (or an interaction) asked for again without a cursor (the
+  openai SDKs' helpers do it on purpose and skip what they had);
 * ``unknown``: ids that cannot be ordered (not numbers, and not the last one).
 
 Numbers are compared as numbers; any other id only as the last one or the cut one. The
@@ -43,6 +45,7 @@ CURSOR_CHARS: Final = 200
 """The longest cursor kept and logged (a longer one is cut: ids are short)."""
 _BUDGET: Final = 1 << 20
 _RESPONSES: Final = "/responses/"
+_INTERACTIONS: Final = "/interactions/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +69,11 @@ class Delivered:
 
 @dataclass(frozen=True, slots=True)
 class Resume:
-    """A request that resumes a stream: its cursor (``kind``: ``last_event_id`` or
-    ``starting_after``), the stream it resumes (``of``: None when the proxy saw none),
-    ``match`` (see the module), ``events`` that overlap or are missing (when the cursors are
-    numbers), ``gap_s`` since that stream ended, and the Responses ``response_id``."""
+    """A request that resumes a stream: its cursor (``kind``: ``last_event_id``,
+    ``starting_after`` or ``event_id``: an interaction's), the stream it resumes (``of``:
+    None when the proxy saw none), ``match`` (see the module), ``events`` that overlap or
+    are missing (when the cursors are numbers), ``gap_s`` since that stream ended, and the
+    Responses ``response_id`` (an interaction's id)."""
 
     kind: str
     cursor: str | None
@@ -139,9 +143,10 @@ def _compare(cursor: str, of: Delivered) -> tuple[str, int | None]:
     return "gap", given - last
 
 
-def response_id_of(path: str) -> str | None:
-    """The response id of a ``GET .../responses/{id}`` path (None: not such a path)."""
-    head, found, rest = path.rpartition(_RESPONSES)
+def response_id_of(path: str, marker: str = _RESPONSES) -> str | None:
+    """The response id of a ``GET .../responses/{id}`` path (an interaction's id of
+    ``.../interactions/{id}``, with that ``marker``; None: not such a path)."""
+    head, found, rest = path.rpartition(marker)
     if not found or not rest or "/" in rest or not head:
         return None
     return rest[:CURSOR_CHARS]
@@ -170,18 +175,25 @@ class ResumeTable:
             if of is None:
                 of = seen.get(("path", route, path))
             return self._resume("last_event_id", cursor, of)
-        if request.method != "GET" or _RESPONSES not in request.path:
+        if request.method != "GET":
+            return None
+        path = request.path
+        if _RESPONSES in path:
+            marker, kind, param = _RESPONSES, "starting_after", "starting_after"
+        elif _INTERACTIONS in path:
+            marker, kind, param = _INTERACTIONS, "event_id", "last_event_id"
+        else:
             return None
         query = request.query
         if query.get("stream") != "true":
             return None
-        response_id = response_id_of(request.path)
+        response_id = response_id_of(path, marker)
         if response_id is None:
             return None
-        raw = query.get("starting_after")
+        raw = query.get(param)
         after = None if raw is None else raw[:CURSOR_CHARS]
         found = self._seen.get(("resp", route, response_id))
-        return self._resume("starting_after", after, found, response_id)
+        return self._resume(kind, after, found, response_id)
 
     @staticmethod
     def _resume(
@@ -190,7 +202,7 @@ class ResumeTable:
         if of is None:
             return Resume(kind, cursor, response_id=response_id)
         gap = round(max(time.monotonic() - of.ended, 0.0), 3)
-        if cursor is None:  # a Responses stream asked for again from its start
+        if cursor is None:  # a Responses stream (an interaction) asked for again from its start
             last = _number(of.last)
             events = None if last is None else last + 1
             return Resume(kind, None, of, "replay", events, gap, response_id)
@@ -210,7 +222,7 @@ class ResumeTable:
         text_length: int,
     ) -> None:
         """What a stream delivered, at its end: under its ids (raw SSE, MCP) or its
-        response id (Responses), for the stream that may resume it."""
+        response id (Responses, an interaction), for the stream that may resume it."""
         if last is None and resume is not None and response_id is None:
             last = resume.cursor  # nothing new arrived: the client holds the cursor it came with
         if last is None and cut is None:

@@ -30,7 +30,7 @@ from sse_proxy.names import DIALECT_PATHS, MOCK_SEED_HEADER
 from sse_proxy.rechunk.shapes.rewriter import split_frames
 from sse_proxy.rechunk.timefaults import DEFAULT_TIMING, Timeline, TimeSettings
 from sse_proxy.server.delivery import Dropped, hold, stream_kind
-from sse_proxy.tools import fixtures
+from sse_proxy.tools import fixtures, mock_interactions
 from sse_proxy.tools.fixtures.mcp import McpOptions
 from sse_proxy.tools.fixtures.resume import DEFAULT_RESUME, ResumeSettings
 from sse_proxy.tools.mcp_server import BODY_SENT, McpServer, StreamFor
@@ -83,6 +83,8 @@ ENDPOINTS: Final[tuple[str, ...]] = (
     "POST /v1/responses/{id}/cancel",
     "POST /v1/messages",
     "POST /v1beta/models/{model}:streamGenerateContent?alt=sse (also /v1, Vertex AI)",
+    "POST /v1beta/interactions (Gemini Interactions; also /v1, /v1alpha)",
+    "GET /v1beta/interactions/{id}[?stream=true&last_event_id=E]",
     "GET|POST /v1/text (Last-Event-ID: resumed)",
     "POST|GET|DELETE /mcp (MCP Streamable HTTP; tool stream_text)",
     "GET /healthz",
@@ -556,12 +558,16 @@ def make_mock_app(
     app.router.add_get(DIALECT_PATHS["responses"] + "/{response_id}", get_response)
     app.router.add_post(DIALECT_PATHS["responses"] + "/{response_id}/cancel", cancel_response)
     install(app)
+    mock_interactions.install(app)
     app.router.add_post(DIALECT_PATHS["anthropic"], _messages)
     app.router.add_post("/{version:v1|v1beta|v1alpha}/models/{model_action}", _gemini)
     app.router.add_post(
         "/v1/projects/{project}/locations/{location}/publishers/google/models/{model_action}",
         _gemini,
     )
+    interactions = "/{version:v1|v1beta|v1alpha}/interactions"
+    app.router.add_post(interactions, mock_interactions.create_interaction)
+    app.router.add_get(interactions + "/{interaction_id}", mock_interactions.get_interaction)
     app.router.add_get(DIALECT_PATHS["text"], _text)
     app.router.add_post(DIALECT_PATHS["text"], _text)
     app[MCP_SERVER] = mcp_server = McpServer(_serve_mcp_sse, request_fault, mcp_stream, request_mcp)

@@ -435,3 +435,138 @@ def test_abandoned_stream_gets_no_end_of_stream_verdicts() -> None:
     left.feed(data)
     assert names(left.close(abandoned=True).alerts) == ["sse.crlf_framing"]
     assert left.text == "ab"
+
+
+def _interaction(status: str) -> dict[str, Any]:
+    return {"id": "v1_Chd1", "object": "interaction", "model": "gemini-2.5-flash", "status": status}
+
+
+# Gemini Interactions as the API reference and the google-genai SDK's types describe it:
+# typed events, each with an event_id; text in step.delta (content.delta before).
+INTERACTIONS = sse(
+    (
+        "interaction.created",
+        {
+            "event_type": "interaction.created",
+            "interaction": _interaction("in_progress"),
+            "event_id": "e1",
+        },
+    ),
+    (
+        "step.start",
+        {"event_type": "step.start", "index": 0, "step": {"type": "thought"}, "event_id": "e2"},
+    ),
+    (
+        "step.delta",
+        {
+            "event_type": "step.delta",
+            "index": 0,
+            "delta": {"type": "thought_summary", "content": {"text": "hmm"}},
+            "event_id": "e3",
+        },
+    ),
+    (
+        "step.start",
+        {
+            "event_type": "step.start",
+            "index": 1,
+            "step": {"type": "model_output"},
+            "event_id": "e4",
+        },
+    ),
+    (
+        "step.delta",
+        {
+            "event_type": "step.delta",
+            "index": 1,
+            "delta": {"type": "text", "text": "Hé"},
+            "event_id": "e5",
+        },
+    ),
+    (
+        "step.delta",
+        {
+            "event_type": "step.delta",
+            "index": 1,
+            "delta": {"type": "text", "text": "llo 日本 🦊"},
+            "event_id": "e6",
+        },
+    ),
+    ("step.stop", {"event_type": "step.stop", "index": 1, "event_id": "e7"}),
+    (
+        "interaction.completed",
+        {
+            "event_type": "interaction.completed",
+            "interaction": {
+                **_interaction("completed"),
+                "usage": {"total_input_tokens": 4, "total_output_tokens": 3},
+            },
+            "event_id": "e8",
+        },
+    ),
+)
+
+
+def test_gemini_interactions_text_meta_and_last_event_id() -> None:
+    from sse_proxy.core import StreamReassembler
+
+    for dialect in (None, "gemini"):
+        res = run([INTERACTIONS], dialect)
+        assert res.dialect == "gemini"
+        assert res.text == "Héllo 日本 🦊"
+        assert res.alerts == ()
+    r = StreamReassembler(hint="gemini")
+    r.feed(INTERACTIONS)
+    r.close()
+    meta = r.stream_meta()
+    assert (meta.response_id, meta.response_model) == ("v1_Chd1", "gemini-2.5-flash")
+    assert (meta.input_tokens, meta.output_tokens, meta.finish_reasons) == (4, 3, ["completed"])
+    assert r.details()["last_event_id"] == "e8"
+
+
+def test_gemini_interactions_same_result_at_every_cut() -> None:
+    whole = run([INTERACTIONS])
+    for cut, pieces in every_cut(INTERACTIONS):
+        res = run(pieces)
+        assert (res.text, res.alerts) == (whole.text, whole.alerts), cut
+
+
+def test_gemini_interactions_older_content_delta_and_a_resumed_stream() -> None:
+    """A resumed stream starts after the cursor (no interaction.created); the API's earlier
+    events named the delta content.delta."""
+    resumed = sse(
+        (
+            "content.delta",
+            {
+                "event_type": "content.delta",
+                "index": 0,
+                "delta": {"type": "text", "text": "rest"},
+                "event_id": "e9",
+            },
+        ),
+        (
+            "interaction.completed",
+            {
+                "event_type": "interaction.completed",
+                "interaction": _interaction("completed"),
+                "event_id": "e10",
+            },
+        ),
+    )
+    res = run([resumed])
+    assert (res.dialect, res.text, res.alerts) == ("gemini", "rest", ())
+
+
+def test_gemini_interactions_cut_or_failed() -> None:
+    cut = INTERACTIONS[: INTERACTIONS.index(b"event: interaction.completed")]
+    res = run([cut])
+    assert res.text == "Héllo 日本 🦊"
+    assert names(res.alerts) == ["sse.truncated"]
+    error = sse(
+        (
+            "error",
+            {"event_type": "error", "error": {"code": "UNAVAILABLE", "message": "overloaded"}},
+        )
+    )
+    res = run([cut + error])
+    assert names(res.alerts) == ["sse.error_event"]

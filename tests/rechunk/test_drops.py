@@ -106,3 +106,30 @@ def test_the_reconnect_is_answered_as_the_fault_says() -> None:
     assert resume_answer("drop", 1) is None
     assert resume_answer(None, 1) is None
     assert set(DROPS) >= {"drop", "drop_twice"}
+
+
+def test_a_drop_on_a_gemini_interaction_cuts_inside_a_text_delta() -> None:
+    """The chaos proxy's timeline (the gemini dialect's kind) counts an interaction's text
+    deltas as it counts generateContent chunks: the cut falls inside a step.delta after the
+    seeded ones, its event: line written, its data not."""
+    from sse_proxy.tools.fixtures.resume import interaction_events
+
+    events = interaction_events("v1_x")
+    timeline = Timeline("drop", TimeSettings(), stream_kind("gemini"), seed=7)
+    out = b""
+    cut = None
+    for i, event in enumerate(events):
+        for piece, pause in timeline.frame(event.frame):
+            if pause is not None:
+                cut = i
+                break
+            out += piece
+        if cut is not None:
+            break
+    assert cut is not None
+    assert TEXT_BEFORE + 2 <= cut <= 3 * TEXT_BEFORE + 2  # after created, step.start
+    assert out.endswith(b"\n\nevent: step.delta\n")
+    reader = StreamReassembler("gemini")
+    reader.feed(out)
+    reader.close(abandoned=True)
+    assert reader.text == "".join(fixtures.TOKENS[: cut - 2])

@@ -212,3 +212,61 @@ async def test_a_resume_goes_to_its_routes_upstream_with_the_held_key(
         assert metric_sum(text, "sse_proxy_resumes_total", match="exact") == 1
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.asyncio
+async def test_a_gemini_interaction_resumed_by_last_event_id_is_joined_and_dropped_once(
+    start: StartProxy, logs: LogEntries
+) -> None:
+    """An interaction resumed with ``last_event_id`` is the continuation of the stream that
+    was cut (kind ``event_id``, the cursor the last whole event's), one from an older
+    event overlaps; through the chaos proxy, the resume is attempt 1 and is not cut again."""
+    runner, upstream = await start_mock_upstream(fault="drop", seed=4)
+    try:
+        url = await start(upstream, allow_chaos_header=True)
+        create = {"model": "gemini-2.5-flash", "input": "hi", "stream": True}
+        _, origin, body, clean = await _read(
+            url + "/v1beta/interactions", method="POST", json=create
+        )
+        assert not clean
+        reader = _reader(body, "gemini")
+        iid, last = reader.stream_meta().response_id, reader.event_cursor
+        assert iid is not None
+        assert last is not None
+        target = f"{url}/v1beta/interactions/{iid}?stream=true&last_event_id={last}"
+        _, resumed, body, clean = await _read(target)
+        assert clean
+        assert reader.text + _reader(body, "gemini").text == fixtures.MESSAGE
+        older = f"{url}/v1beta/interactions/{iid}?stream=true&last_event_id=evt_000003"
+        _, again, _, _ = await _read(older)
+        for sid in (origin, resumed, again):
+            await wait_for(logs, "stream.summary", sid)
+        line = summary(logs, resumed)
+        assert line["resumed_from"] == origin == line["resume_origin"]
+        assert (line["resume_kind"], line["resume_cursor"]) == ("event_id", last)
+        assert (line["resume_match"], line["resume_attempt"]) == ("exact", 1)
+        assert line["answer_text_length"] == len(fixtures.MESSAGE)
+        assert line["verdict"] == "ok"
+        assert summary(logs, again)["resume_match"] == "unknown"  # opaque ids: not ordered
+        assert summary(logs, again)["resumed_from"] == resumed
+        # the chaos proxy cuts the first stream only: the resume is attempt 1
+        chaos = {CHAOS_HEADER: "fault=drop; seed=5"}
+        await runner.cleanup()
+        runner, upstream = await start_mock_upstream()
+        url = await start(upstream, allow_chaos_header=True)
+        _, first, body, clean = await _read(
+            url + "/v1/interactions", chaos, method="POST", json=create
+        )
+        assert not clean
+        reader = _reader(body, "gemini")
+        iid, last = reader.stream_meta().response_id, reader.event_cursor
+        target = f"{url}/v1/interactions/{iid}?stream=true&last_event_id={last}"
+        _, second, body, clean = await _read(target, chaos)
+        assert clean
+        assert reader.text + _reader(body, "gemini").text == fixtures.MESSAGE
+        await wait_for(logs, "stream.summary", second)
+        assert summary(logs, first)["ended_by"] == "dropped"
+        assert summary(logs, second)["resume_match"] == "exact"
+        assert summary(logs, second)["resumed_from"] == first
+    finally:
+        await runner.cleanup()

@@ -38,13 +38,17 @@ def test_every_resumer_is_in_the_section_on_every_drop_of_its_dialect() -> None:
 
 def test_the_browsers_and_a_hand_written_resumer_resume_exactly() -> None:
     """What the connection boundary asks of a correct client, on the published page: the
-    browsers' EventSource resume every raw SSE drop by themselves, and a loop around the
-    openai SDKs' raw retrieve with starting_after every Responses drop."""
+    browsers' EventSource resume every raw SSE drop by themselves, a loop around the
+    openai SDKs' raw retrieve with starting_after every Responses drop, and one around
+    google-genai's interactions.get with last_event_id (Python and Node) every Interactions
+    drop."""
     for name in (
         "browser-eventsource-chromium",
         "browser-eventsource-firefox",
         "openai-python-retrieve",
         "openai-node-retrieve",
+        "google-genai-python-interactions",
+        "google-genai-node-interactions",
     ):
         assert set(_runs(name)[0].values()) == {"pass"}, name
     # the helpers ask for the whole stream again: exact, but sent twice (information)

@@ -101,6 +101,30 @@ def test_the_correct_resumer_passes_raw_sse_and_responses(tmp_path: Path) -> Non
     assert "ok: reported the refused resume (exit 1)" in responses.stdout
 
 
+def test_gemini_interactions_resumed_by_event_id_or_restarted(tmp_path: Path) -> None:
+    """The correct resumer sends the last event_id it had whole (``last_event_id``), and
+    reports the refused resume; one that restarts without it is caught duplicating."""
+    only = "resume:drop_twice,resume:drop_start,resume:drop_too_old"
+    good = _run(tmp_path, "resumer", "--dialect", "gemini", "--only", only)
+    assert good.code == 0, good.stdout
+    assert good.outcomes("resume") == {"pass": 3}
+    twice = next(c for c in good.cases("resume") if c["fault"] == "drop_twice")
+    requests = twice["requests"]
+    assert [r["cursor_kind"] for r in requests] == [None, "event_id", "event_id"]
+    assert [r["cursor"] for r in requests[1:]] == [
+        f"evt_{r['delivered']:06d}" for r in requests[:2]
+    ]
+    other = tmp_path / "restart"
+    other.mkdir()
+    bad = _run(other, "restart_without_cursor", "--dialect", "gemini", "--only", "resume:drop")
+    assert bad.code == 1, bad.stdout
+    case = _one(bad)
+    assert case["outcome"] == "duplicated"
+    assert "reconnected without last_event_id" in case["diagnosis"]["reason"]
+    assert "streamGenerateContent?alt=sse (resume: /v1beta/interactions)" in bad.stdout
+    assert case["requests"][1]["cursor"] is None
+
+
 def test_chromium_s_own_event_source_resumes_exactly(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     options = HarnessOptions(

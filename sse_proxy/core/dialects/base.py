@@ -141,6 +141,12 @@ class Accumulator:
         return None
 
     @property
+    def event_cursor(self) -> str | None:
+        """The opaque cursor the last event carried in its data, for a dialect whose events
+        carry one (Gemini Interactions' ``event_id``); None otherwise."""
+        return None
+
+    @property
     def text(self) -> str:
         return ""
 

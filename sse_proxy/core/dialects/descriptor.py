@@ -88,8 +88,9 @@ class Dialect:
     resumes_by: str | None = None
     """How a client resumes a stream that dropped, where the API lets it and the mock
     upstream serves it: ``last_event_id`` (raw SSE: ids, ``retry``, a reconnect to the same
-    URL with ``Last-Event-ID``) or ``starting_after`` (a cursor in the query); None: no
-    resumable stream here."""
+    URL with ``Last-Event-ID``), ``starting_after`` (OpenAI Responses: a sequence number in
+    the query) or ``event_id`` (Gemini Interactions: an event's ``event_id`` as the query's
+    ``last_event_id``); None: no resumable stream here."""
 
     def provider_for(self, path: str = "") -> Provider | None:
         """The provider of a request to ``path``, or ``None`` (not an LLM API)."""

@@ -7,19 +7,30 @@ final). There is no end-of-stream marker: a stream none of whose candidates fini
 (and whose prompt was not blocked) was cut short. An error is an ``{"error": {...}}``
 object (``code``, ``message``, ``status``). Every chunk names the model (``modelVersion``)
 and the response (``responseId``).
+
+The Interactions API (``/interactions``) streams typed events instead, each JSON object
+naming its ``event_type`` and carrying an ``event_id`` (the cursor a client resumes with:
+``GET .../interactions/{id}?stream=true&last_event_id=E``): ``interaction.created``, then
+per step ``step.start``, ``step.delta`` (``delta.type`` ``text``: answer text; earlier API
+versions: ``content.delta``), ``step.stop``, and ``interaction.completed`` at the end (an
+``error`` event ends it too). The first such event turns the accumulator into
+:class:`InteractionsAccumulator`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.core.dialects.base import JsonAccumulator, ToolCall, text_of
 from sse_proxy.core.dialects.descriptor import Dialect, Provider
 from sse_proxy.core.streammeta import StreamMeta, gemini_counts, gemini_head
 
-__all__ = ["DIALECT", "GeminiAccumulator"]
+__all__ = ["DIALECT", "GeminiAccumulator", "InteractionsAccumulator"]
+
+INTERACTION_EVENTS: Final = ("interaction.", "step.", "content.")
+"""What the ``event_type`` of an Interactions event starts with (``error`` aside)."""
 
 
 @dataclass(slots=True)
@@ -59,6 +70,10 @@ class GeminiAccumulator(JsonAccumulator):
     def accept(self, etype: str, data: str, index: int, offset: int) -> None:
         obj = self.parse(data, index, offset)
         if obj is None:
+            return
+        if "event_type" in obj:  # an Interactions stream: read as one from here on
+            self.__class__ = InteractionsAccumulator
+            cast("InteractionsAccumulator", self).accept_event(obj, data, index, offset)
             return
         meta = self._meta
         if meta.response_model is None or meta.response_id is None:
@@ -195,13 +210,72 @@ class GeminiAccumulator(JsonAccumulator):
         }
 
 
+class InteractionsAccumulator(GeminiAccumulator):
+    """A Gemini Interactions stream: the text of its ``text`` deltas (every step's, in
+    order), the interaction's id, model, status and usage, and the last ``event_id``."""
+
+    _event_id: str | None = None  # (a class default: the class is swapped in mid-stream)
+
+    def accept(self, etype: str, data: str, index: int, offset: int) -> None:
+        obj = self.parse(data, index, offset)
+        if obj is not None:
+            self.accept_event(obj, data, index, offset)
+
+    def accept_event(self, obj: dict[str, Any], data: str, index: int, offset: int) -> None:
+        event_id = obj.get("event_id")
+        if type(event_id) is str:
+            self._event_id = event_id
+        kind = obj.get("event_type")
+        if kind in ("step.delta", "content.delta"):
+            delta = obj.get("delta")
+            if type(delta) is not dict:
+                return
+            text = delta.get("text")
+            if delta.get("type") == "text" and type(text) is str and text:
+                self._candidate(0).text.append(text)
+                if "\ufffd" in text:
+                    self._fffd(text, data, index, offset)
+        elif kind == "error":
+            err = obj.get("error")
+            if type(err) is dict:
+                code = err.get("status") or err.get("code") or "error"
+                err = {"type": text_of(code), "message": err.get("message") or ""}
+            self.error_event({"error": err}, index, offset)
+            self.terminal_seen = True
+        elif kind in ("interaction.created", "interaction.completed", "interaction.status_update"):
+            interaction = obj.get("interaction")
+            if type(interaction) is not dict:
+                return
+            self._meta.head(interaction)
+            status = interaction.get("status")
+            if kind == "interaction.completed":
+                self.terminal_seen = True
+                self._candidate(0).finish_reason = text_of(status or "completed")
+                usage = interaction.get("usage")
+                if type(usage) is dict:
+                    self._usage = {
+                        "promptTokenCount": usage.get("total_input_tokens"),
+                        "candidatesTokenCount": usage.get("total_output_tokens"),
+                        "thoughtsTokenCount": usage.get("total_thought_tokens"),
+                        "cachedContentTokenCount": usage.get("total_cached_tokens"),
+                    }
+
+    @property
+    def event_cursor(self) -> str | None:
+        """The ``event_id`` of the last event read whole: where a resume starts after."""
+        return self._event_id
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "last_event_id": self._event_id}
+
+
 DIALECT: Final = Dialect(
     name="gemini",
     title="Google Gemini",
     accumulator=GeminiAccumulator,
     aliases=("google", "vertex", "vertexai"),
-    # Generative Language API and Vertex AI alike
-    path_suffixes=(":streamGenerateContent", ":generateContent"),
+    # Generative Language API and Vertex AI alike; the Interactions API
+    path_suffixes=(":streamGenerateContent", ":generateContent", "/interactions"),
     example_path="/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
     example_body={"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]},
     providers=(
@@ -228,5 +302,6 @@ DIALECT: Final = Dialect(
     error_frame=b'data: {"error": {"code": 503, "message": "The model is overloaded. Please '
     b'try again later.", "status": "UNAVAILABLE"}}\n\n',
     error_ends_stream=True,
+    resumes_by="event_id",  # Interactions: GET .../interactions/{id}?stream=true&last_event_id=
 )
-"""Gemini: the Generative Language API and Vertex AI."""
+"""Gemini: the Generative Language API and Vertex AI (generateContent, and Interactions)."""

@@ -76,6 +76,11 @@ class DialectAccumulator(Protocol):
     def cursors(self) -> tuple[int, int] | None:
         """(first, last) cursor of the events, where a dialect numbers them in their data."""
 
+    @property
+    def event_cursor(self) -> str | None:
+        """The opaque cursor the last whole event carried in its data (Gemini Interactions'
+        ``event_id``), where a dialect's events carry one."""
+
     def compact(self) -> None:
         """Fold kept-as-counts text into counts (called now and then on long streams)."""
 

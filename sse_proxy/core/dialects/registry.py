@@ -139,6 +139,9 @@ def _shape(obj: dict[str, Any]) -> str | None:
         return "openai"
     if "candidates" in obj or "usageMetadata" in obj or "promptFeedback" in obj:
         return "gemini"
+    event_type = obj.get("event_type")  # Gemini Interactions
+    if type(event_type) is str and event_type.startswith(gemini.INTERACTION_EVENTS):
+        return "gemini"
     return None
 
 

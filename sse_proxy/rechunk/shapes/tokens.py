@@ -179,6 +179,23 @@ def _text(event: Event) -> Slot | None:
     return Slot(("data", event.etype), event.data, build)
 
 
+def _interactions(event: Event, obj: dict[str, Any]) -> Slot | None:
+    """A Gemini Interactions text delta (``step.delta``, or the older ``content.delta``)."""
+    if obj.get("event_type") not in ("step.delta", "content.delta"):
+        return None
+    delta = obj.get("delta")
+    text = delta.get("text") if type(delta) is dict else None
+    if type(delta) is not dict or delta.get("type") != "text" or type(text) is not str or not text:
+        return None
+
+    def build(piece: str, first: bool) -> Event:
+        new = copy.deepcopy(obj)
+        new["delta"]["text"] = piece
+        return Event.of(new, event.etype)
+
+    return Slot(("delta", obj.get("index", 0)), text, build)
+
+
 def slot_of(event: Event, dialect: str) -> Slot | None:
     """The text ``event`` carries as a delta of ``dialect``, or None (it carries none, or
     carries it beside other things, such as a finish reason, that must not be repeated)."""
@@ -193,8 +210,8 @@ def slot_of(event: Event, dialect: str) -> Slot | None:
         return _anthropic(event, obj)
     if dialect == "responses":
         return _responses(event, obj)
-    if dialect == "gemini":
-        return _gemini(event, obj)
+    if dialect == "gemini":  # generateContent chunks, or Interactions events
+        return _gemini(event, obj) if "event_type" not in obj else _interactions(event, obj)
     return None
 
 

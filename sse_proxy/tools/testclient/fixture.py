@@ -10,6 +10,7 @@ from sse_proxy.names import DIALECT_BODIES, DIALECT_PATHS
 from sse_proxy.rechunk.shapes.rewriter import split_frames
 from sse_proxy.recording import Recording, load_capture
 from sse_proxy.tools import fixtures
+from sse_proxy.tools.fixtures.resume import INTERACTIONS_BODY, INTERACTIONS_PATH
 from sse_proxy.tools.fixtures.streams import error_frame
 from sse_proxy.tools.testclient.diagnose import split_parts
 
@@ -20,6 +21,7 @@ __all__ = [
     "Fixture",
     "load_fixture",
     "request_body",
+    "stream_path",
     "uses_first_text",
 ]
 
@@ -189,12 +191,23 @@ def load_fixture(dialect: str, path: str | None, *, tools: bool = False) -> Fixt
 
 def request_body(fixture: Fixture, *, resume: bool = False) -> dict[str, object]:
     """A request body that makes the fixture's endpoint stream (with its tools); with
-    ``resume``, a stream the client can resume (Responses: in background mode)."""
+    ``resume``, a stream the client can resume (Responses: in background mode; Gemini: an
+    interaction)."""
     if fixture.tools:
         from sse_proxy.tools.fixtures.tools import tool_request_body
 
         return tool_request_body(fixture.dialect)
+    if resume and DIALECTS[fixture.dialect].resumes_by == "event_id":
+        return dict(INTERACTIONS_BODY)  # Gemini: an interaction, not generateContent
     body = dict(DIALECT_BODIES.get(fixture.dialect, {}))
     if resume and fixture.dialect == "responses":
         body["background"] = True  # stored, so it can be streamed again from a cursor
     return body
+
+
+def stream_path(fixture: Fixture, *, resume: bool = False) -> str:
+    """Where the client streams the fixture from; in a ``resume`` case of Gemini, the
+    Interactions endpoint (its resumable stream)."""
+    if resume and DIALECTS[fixture.dialect].resumes_by == "event_id":
+        return INTERACTIONS_PATH
+    return fixture.path

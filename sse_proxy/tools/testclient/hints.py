@@ -307,11 +307,13 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         "(keep one EventSource; a new EventSource(url) forgets its lastEventId); with fetch, "
         "keep the last id and send it as Last-Event-ID (Responses: the last sequence_number as "
         "starting_after), or skip events whose number you already have",
-        _PY: "keep the last id (Responses: the last sequence_number) and reconnect with it: "
-        "headers={'Last-Event-ID': last_id}, or client.responses.retrieve(id, stream=True, "
-        "starting_after=seq); a restart without it replays the answer from the start",
+        _PY: "keep the last id (Responses: the last sequence_number; Gemini Interactions: the "
+        "last event_id) and reconnect with it: headers={'Last-Event-ID': last_id}, or "
+        "client.responses.retrieve(id, stream=True, starting_after=seq), or "
+        "client.interactions.get(id, stream=True, last_event_id=event_id); a restart without "
+        "it replays the answer from the start",
         None: "reconnect with the cursor of the last event received whole (Last-Event-ID, "
-        "starting_after), or skip what you already have",
+        "starting_after, last_event_id), or skip what you already have",
     },
     "connection boundary (lost)": {
         _JS: "take an event's id only when the event is dispatched (at its blank line), never "
@@ -328,9 +330,11 @@ _HINTS: Final[dict[str, dict[str | None, str]]] = {
         "fetchEventSource: return from onerror (a delay in ms) instead of throwing; with the "
         "openai SDK, catch the error and call client.responses.retrieve(id, {stream: true, "
         "starting_after: seq})",
-        _PY: "catch the dropped connection (httpx.RemoteProtocolError, openai.APIConnectionError) "
-        "and resume: client.responses.retrieve(id, stream=True, starting_after=seq), or a new "
-        "request with Last-Event-ID; never take a cut stream for the whole answer",
+        _PY: "catch the dropped connection (httpx.RemoteProtocolError, openai.APIConnectionError, "
+        "google-genai's APIConnectionError) and resume: client.responses.retrieve(id, "
+        "stream=True, starting_after=seq), client.interactions.get(id, stream=True, "
+        "last_event_id=event_id), or a new request with Last-Event-ID; never take a cut "
+        "stream for the whole answer",
         None: "after a drop, resume from your cursor; a cut stream is not the answer",
     },
     "connection boundary (too early)": {

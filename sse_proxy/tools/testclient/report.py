@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from sse_proxy.tools.testclient.commands import _cmd_text, by_hand, rerun_line
 from sse_proxy.tools.testclient.diagnose import first_difference, short_diff
-from sse_proxy.tools.testclient.fixture import Fixture
+from sse_proxy.tools.testclient.fixture import Fixture, stream_path
 from sse_proxy.tools.testclient.hints import hint_for, runtime_of
 from sse_proxy.tools.testclient.mcp import mcp_lines
 from sse_proxy.tools.testclient.mcp_resume import mcp_reconnects_line
@@ -124,9 +124,13 @@ def render_report(options: HarnessOptions, fixture: Fixture, run: RunResult) -> 
         source = f"{what} {options.fixture}"
     else:
         source = "built-in mock upstream"
+    endpoint = fixture.path
+    resume_path = stream_path(fixture, resume=True)
+    if resume_path != endpoint and any(r.case.group == RESUME for r in results):
+        endpoint += f" (resume: {resume_path})"  # Gemini: its resumable stream is an interaction
     out = [
         f"sse-proxy test-client: {_cmd_text(options.command or options.subject)}",
-        f"dialect {fixture.dialect}, {source}, endpoint {fixture.path}",
+        f"dialect {fixture.dialect}, {source}, endpoint {endpoint}",
     ]
     if fixture.note:
         out.append(f"note: {fixture.note}")

@@ -3,7 +3,8 @@
 Each case is a drop (:data:`~sse_proxy.rechunk.timefaults.DROPS`) that the case's mock
 upstream performs on a resumable stream (:mod:`sse_proxy.tools.mock_resume`): raw SSE
 resumed by ``Last-Event-ID`` (``--dialect text``: an ``EventSource``'s), OpenAI Responses in
-background mode resumed by ``GET /v1/responses/{id}?stream=true&starting_after=N``. The
+background mode resumed by ``GET /v1/responses/{id}?stream=true&starting_after=N``, Gemini
+Interactions by ``GET /v1beta/interactions/{id}?stream=true&last_event_id=E``. The
 mock logs every request of the case (:class:`~sse_proxy.tools.mock_resume.Served`: when it
 came, its cursor, what it was sent, where it was cut), and the verdict is counted from that
 log and what the client printed, family ``connection boundary (...)``:
@@ -38,7 +39,7 @@ from typing import Any, Final
 
 from sse_proxy.core import StreamReassembler
 from sse_proxy.core.dialects.registry import DIALECTS
-from sse_proxy.tools.fixtures.resume import resumable
+from sse_proxy.tools.fixtures.resume import EVENT_ID_PREFIX, resumable
 from sse_proxy.tools.mock_resume import Served
 from sse_proxy.tools.testclient.diagnose import Diagnosis
 
@@ -95,6 +96,7 @@ _KINDS: Final[dict[str, tuple[str, ...]]] = {
         "drop_204",
     ),
     "starting_after": ("drop", "drop_twice", "drop_start", "drop_too_old"),
+    "event_id": ("drop", "drop_twice", "drop_start", "drop_too_old"),
     "rpc": (
         "drop",
         "drop_twice",
@@ -115,6 +117,9 @@ _RULES: Final[dict[str, str]] = {
     "starting_after": "after a drop, resume with GET /v1/responses/{id}?stream=true&"
     "starting_after=N, N the sequence_number of the last event received; the resumed stream "
     "has no response.created; an error (too old) ends the answer as a failure",
+    "event_id": "after a drop, resume with GET /v1beta/interactions/{id}?stream=true&"
+    "last_event_id=E, E the event_id of the last event received whole; an error (too old) "
+    "ends the answer as a failure",
 }
 
 
@@ -177,7 +182,9 @@ class ResumeSeen:
 
 
 def _cursor(given: str | None) -> int | None:
-    return int(given) if given is not None and given.isdigit() else None
+    """A cursor's event number (an Interactions ``event_id`` of the mock's holds one)."""
+    number = None if given is None else given.removeprefix(EVENT_ID_PREFIX)
+    return int(number) if number is not None and number.isdigit() else None
 
 
 def _show(text: str, limit: int = 48) -> str:
@@ -199,6 +206,8 @@ def _spans(expected: str, output: str) -> tuple[str, str]:
 
 
 def _name(kind: str | None) -> str:
+    if kind == "event_id":
+        return "last_event_id"
     return "Last-Event-ID" if kind in (None, "last_event_id") else "starting_after"
 
 

@@ -31,6 +31,7 @@ from sse_proxy.recording import Recording
 from sse_proxy.server.keys import STREAM_TAPS
 from sse_proxy.server.taps import ClientWrites
 from sse_proxy.tools.fixtures.mcp import McpCall
+from sse_proxy.tools.fixtures.resume import INTERACTIONS_PATH
 from sse_proxy.tools.lockstep import Lockstep
 from sse_proxy.tools.stack import Stack, Stoppable, UpstreamStarter, proxy_stack
 from sse_proxy.tools.testclient.diagnose import (
@@ -44,7 +45,13 @@ from sse_proxy.tools.testclient.diagnose import (
     split_parts,
     wiring_diagnosis,
 )
-from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, uses_first_text
+from sse_proxy.tools.testclient.fixture import (
+    DUMMY_KEYS,
+    Fixture,
+    request_body,
+    stream_path,
+    uses_first_text,
+)
 from sse_proxy.tools.testclient.mcp import (
     MCP_ENV,
     WRONG_FAMILIES,
@@ -190,8 +197,9 @@ def client_env(
 ) -> dict[str, str]:
     """The variables CMD gets (on top of the caller's environment), dummy keys included;
     an MCP client also the tool to call and its arguments; a ``resume`` case
-    ``SSE_PROXY_RESUME=1`` (and a Responses body asking for background mode, with the
-    resume URL's template in ``SSE_PROXY_RESUME_URL``)."""
+    ``SSE_PROXY_RESUME=1`` (and a Responses body asking for background mode, a Gemini
+    client the Interactions endpoint, with the resume URL's template in
+    ``SSE_PROXY_RESUME_URL``)."""
     body = request_body(fixture, resume=resume)
     env = {
         "SSE_PROXY_URL": url,
@@ -199,7 +207,7 @@ def client_env(
         "ANTHROPIC_BASE_URL": url,
         "GOOGLE_GEMINI_BASE_URL": url,
         "SSE_PROXY_DIALECT": fixture.dialect,
-        "SSE_PROXY_STREAM_URL": url + fixture.path,
+        "SSE_PROXY_STREAM_URL": url + stream_path(fixture, resume=resume),
         "SSE_PROXY_STREAM_BODY": json.dumps(body, ensure_ascii=False),
         "SSE_PROXY_CASE": case_name,
         "NO_PROXY": "127.0.0.1,localhost",
@@ -739,6 +747,8 @@ def resume_url(url: str, dialect: str) -> str:
     """Where a client of ``dialect`` resumes (``{...}``: what it fills in)."""
     if dialect == "responses":
         return f"{url}/v1/responses/{{response_id}}?stream=true&starting_after={{sequence_number}}"
+    if DIALECTS[dialect].resumes_by == "event_id":
+        return f"{url}{INTERACTIONS_PATH}/{{interaction_id}}?stream=true&last_event_id={{event_id}}"
     return url + DIALECT_PATHS.get(dialect, "")
 
 

@@ -7,7 +7,9 @@ reconnect after the retry delay with ``Last-Event-ID``; a 204 ends it. OpenAI Re
 (``responses``): POST the background request of ``SSE_PROXY_STREAM_BODY``, keep the
 response id and the last ``sequence_number``, and after a drop ``GET
 /v1/responses/{id}?stream=true&starting_after=N``; ``response.completed`` ends it, an error
-answer is a failure (exit 1).
+answer is a failure (exit 1). Gemini Interactions (``gemini``): POST the interaction, keep
+its id and the last ``event_id``, and after a drop GET ``SSE_PROXY_RESUME_URL`` with them;
+``interaction.completed`` ends it, an error answer is a failure.
 
 Each buggy client changes one thing: it reconnects without its cursor (``cursor=False``),
 ignores ``retry`` (``honour_retry=False``: at once), or never reconnects
@@ -163,9 +165,54 @@ def _responses(cursor: bool, reconnect: bool) -> None:
         sys.exit("the stream ended without response.completed")
 
 
+def _interactions(cursor: bool, reconnect: bool) -> None:
+    url = os.environ["SSE_PROXY_STREAM_URL"]
+    body = os.environ["SSE_PROXY_STREAM_BODY"].encode()
+    template = os.environ["SSE_PROXY_RESUME_URL"]
+    parts: list[str] = []
+    interaction_id = ""
+    last: str | None = None
+    done = False
+    for attempt in range(_GIVE_UP):
+        if attempt == 0:
+            headers = {"Content-Type": "application/json"}
+            status, resp = _open("POST", url, body, headers)
+        else:
+            target = template.format(interaction_id=interaction_id, event_id=last)
+            if not cursor or last is None:
+                target = target.split("&last_event_id=")[0]
+            status, resp = _open("GET", target, None, {})
+        if status != 200:
+            emit("".join(parts))
+            sys.exit(f"HTTP {status}: {resp.read()[:300]!r}")  # type: ignore[attr-defined]
+        events, _clean = _events(resp, _Stream())
+        for _event, data, _id in events:
+            obj = json.loads(data)
+            last = obj.get("event_id") or last
+            kind = obj.get("event_type")
+            if kind == "interaction.created":
+                interaction_id = obj["interaction"]["id"]
+            elif kind == "step.delta" and obj["delta"].get("type") == "text":
+                parts.append(obj["delta"]["text"])
+            elif kind == "interaction.completed":
+                done = True
+            elif kind == "error":
+                emit("".join(parts))
+                sys.exit(f"error event: {data[:200]}")
+        if done or not reconnect or not interaction_id:
+            break
+        time.sleep(0.2)
+    emit("".join(parts))
+    if not done and reconnect:
+        sys.exit("the stream ended without interaction.completed")
+
+
 def run(*, cursor: bool = True, honour_retry: bool = True, reconnect: bool = True) -> None:
     """Stream the answer, resuming as told; print its text."""
-    if os.environ.get("SSE_PROXY_DIALECT", "text") == "responses":
+    dialect = os.environ.get("SSE_PROXY_DIALECT", "text")
+    if dialect == "responses":
         _responses(cursor, reconnect)
+    elif dialect == "gemini":
+        _interactions(cursor, reconnect)
     else:
         _text(cursor, honour_retry, reconnect)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sse_proxy.tools.testclient.browser.bidi import Browser
 from sse_proxy.tools.testclient.browser.page import CasePage, PageServer, Verdict
-from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body
+from sse_proxy.tools.testclient.fixture import DUMMY_KEYS, Fixture, request_body, stream_path
 from sse_proxy.tools.testclient.process import Ran
 
 __all__ = ["BrowserRun", "request_headers"]
@@ -78,7 +78,7 @@ class BrowserRun:
         return self.pages.open_case(
             proxy=proxy_url,
             case={
-                "url": proxy_url + fixture.path,
+                "url": proxy_url + stream_path(fixture, resume=resume),
                 "body": json.dumps(request_body(fixture, resume=resume), ensure_ascii=False),
                 "headers": request_headers(fixture.dialect),
                 "dialect": fixture.dialect,
