@@ -204,13 +204,19 @@ def published_stalls(page: str, name: str) -> list[dict[str, str]]:
     return rows
 
 
+def _replace(page: str, start_mark: str, end_mark: str, section: str, *, before: str) -> str:
+    """``page`` with the section between the marks replaced, or put before the heading
+    ``before`` when the page has none yet."""
+    start, end = page.find(start_mark), page.find(end_mark)
+    if start >= 0 and end > start:
+        return page[:start] + section + page[end + len(end_mark) :]
+    at = page.index(before)
+    return page[:at] + section + "\n\n" + page[at:]
+
+
 def update_stalls(page: str, section: str) -> str:
     """``page`` with its stalls section replaced (or put before the clients' failures)."""
-    start, end = page.find(_STALLS_START), page.find(_STALLS_END)
-    if start >= 0 and end > start:
-        return page[:start] + section + page[end + len(_STALLS_END) :]
-    at = page.index("## Each client's failures")
-    return page[:at] + section + "\n\n" + page[at:]
+    return _replace(page, _STALLS_START, _STALLS_END, section, before="## Each client's failures")
 
 
 def _failures(
@@ -454,11 +460,7 @@ def mcp_section(
 
 def update_mcp(page: str, section: str) -> str:
     """``page`` with its MCP section replaced (or put before the verdicts as data)."""
-    start, end = page.find(_MCP_START), page.find(_MCP_END)
-    if start >= 0 and end > start:
-        return page[:start] + section + page[end + len(_MCP_END) :]
-    at = page.index("## The verdicts as data")
-    return page[:at] + section + "\n\n" + page[at:]
+    return _replace(page, _MCP_START, _MCP_END, section, before="## The verdicts as data")
 
 
 def _resume_cell(case: Mapping[str, Any] | None) -> str:
@@ -575,11 +577,7 @@ def published_resume(page: str, client: str, how: str) -> list[dict[str, str]]:
 
 def update_resume(page: str, section: str) -> str:
     """``page`` with its resume section replaced (or put before the clients' failures)."""
-    start, end = page.find(_RESUME_START), page.find(_RESUME_END)
-    if start >= 0 and end > start:
-        return page[:start] + section + page[end + len(_RESUME_END) :]
-    at = page.index("## Each client's failures")
-    return page[:at] + section + "\n\n" + page[at:]
+    return _replace(page, _RESUME_START, _RESUME_END, section, before="## Each client's failures")
 
 
 def write_page(
