@@ -5,10 +5,11 @@ Not a test. One run, the figures of ``bench_proxy --peers``: 50 streams of the r
 event per 20 ms). Every contender of a round is started first; then each phase runs
 through all of them in turn (the order reversed every other round), so that two
 contenders' figures are taken seconds apart, not minutes, on a machine whose load drifts.
-After each phase the bench waits until the contender is idle before reading its CPU: the
-recordings its writer thread makes once the streams end are counted in::
+After each phase the bench waits until the contender is idle before reading its CPU (one
+exporting spans, the SDK's 5 s span cadence first): the recordings its writer thread makes
+once the streams end, and the phase's spans posted, are counted in::
 
-    .venv/bin/python -m bench.bench_observers                 # ~10 min: 3 rounds
+    .venv/bin/python -m bench.bench_observers                 # ~12 min: 3 rounds
     .venv/bin/python -m bench.bench_observers --quick --repeat 1
     .venv/bin/python -m bench.bench_observers --proxy-src ../before --configs default,obs
 
@@ -53,9 +54,18 @@ TARGET_PACED: dict[str, float] = {"default": 1.3, "obs": 1.15, "broken": 1.2, "a
 TARGET_ADDED_P50_MS = 0.5  # default and obs: p50 latency added over the rig alone, at most
 
 
-def _settle(pids: list[int], timeout: float = 15.0) -> None:
+SPAN_DELAY_S = 5.25
+"""The OTel SDK's span export cadence (OTEL_BSP_SCHEDULE_DELAY, 5 s) and a margin: a
+contender exporting spans is read only after its phase's spans have been posted (its idle
+seconds counted in too)."""
+
+
+def _settle(pids: list[int], timeout: float = 15.0, at_least: float = 0.0) -> None:
     """Wait until ``pids`` use no CPU to speak of (a recording being written, a batch of
-    spans exported): what a phase caused is in its figure, and not in the next one's."""
+    spans exported), and ``at_least`` seconds: what a phase caused is in its figure, and
+    not in the next one's."""
+    if at_least:
+        time.sleep(at_least)
     deadline = time.monotonic() + timeout
     last = cpu_seconds(pids)
     while time.monotonic() < deadline:
@@ -106,7 +116,8 @@ def _round(
                 try:
                     cpu0 = cpu_seconds(pids)
                     res = loads[name].run(phase, plan.timeout_s)
-                    _settle(pids)
+                    # the others not: as long a wait made the bare proxy err next phase
+                    _settle(pids, at_least=SPAN_DELAY_S if "obs" in name else 0.0)
                     cpu = cpu_seconds(pids) - cpu0
                 except (RuntimeError, TimeoutError, AssertionError, KeyError) as exc:
                     row.note = f"failed: {exc}"
@@ -144,7 +155,7 @@ def _recorded(workdir: Path, extra: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_observers", description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="fewer events (~1 min a round)")
+    ap.add_argument("--quick", action="store_true", help="fewer events (~1.5 min a round)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
     ap.add_argument("--loop", choices=rig.LOOPS, default="uvloop")
     ap.add_argument(

@@ -82,6 +82,8 @@ def _attr(value: Any) -> Any:
     """An attribute value OpenTelemetry accepts (str, bool, int, float or lists of those),
     every string scrubbed of the values the proxy holds: a span leaves the process as a log
     line does (an upstream may quote a key back in a model name, an id, an error)."""
+    if type(value) is str:  # most are
+        return scrub_held(value)
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, list | tuple):
@@ -129,9 +131,11 @@ class RequestSpan:
         self._error = status_code.ERROR
         self._ended = False
         self._keep_text = keep_text  # --log-text: previews of message text as they are
+        self._status: int | None = None
 
     def response(self, status: int) -> None:
-        self._span.set_attribute("http.response.status_code", status)
+        # set with the stream's summary (or at the end): one call on the span, not two
+        self._status = status
 
     def alert(self, alert: Alert) -> None:
         """An alert as a span event (the stall timer's too)."""
@@ -146,6 +150,7 @@ class RequestSpan:
         self._span.add_event(alert.name, attributes=attrs)
 
     def failed(self, kind: str, status: int) -> None:
+        self._status = None
         self._span.set_attribute("error.type", kind)
         self._span.set_attribute("http.response.status_code", status)
         self._span.set_status(self._error, kind)
@@ -156,6 +161,9 @@ class RequestSpan:
         ``set_attribute`` takes the span's lock and checks it again."""
         get = fields.get
         attrs: dict[str, Any] = {"gen_ai.request.stream": True}
+        if self._status is not None:
+            attrs["http.response.status_code"] = self._status
+            self._status = None
         if ttfc is not None:
             attrs["gen_ai.response.time_to_first_chunk"] = ttfc
         described = DIALECTS.get(str(get("dialect")))
@@ -184,6 +192,8 @@ class RequestSpan:
     def end(self) -> None:
         if not self._ended:
             self._ended = True
+            if self._status is not None:
+                self._span.set_attribute("http.response.status_code", self._status)
             self._span.end()
 
 
@@ -340,6 +350,24 @@ class StreamMetrics:
         self._exporter.shutdown()
 
 
+def _remote_parent(trace_id: str, span_id: str, sampled: int) -> Any:
+    """The context of the client's ``traceparent``, for the request's span to continue."""
+    from opentelemetry.trace import (
+        NonRecordingSpan,
+        SpanContext,
+        TraceFlags,
+        set_span_in_context,
+    )
+
+    remote = SpanContext(
+        trace_id=int(trace_id, 16),
+        span_id=int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(sampled),
+    )
+    return set_span_in_context(NonRecordingSpan(remote))
+
+
 class Tracing:
     """The app's tracer and streaming metrics: off (``start`` returns ``None``, ``metrics``
     is ``None``) unless an endpoint is set."""
@@ -349,6 +377,7 @@ class Tracing:
         self.keep_text = keep_text
         self._provider: Any = None
         self._tracer: Any = None
+        self._server_kind: Any = None
         self.metrics: StreamMetrics | None = None
         if endpoint:
             self._setup(endpoint)
@@ -364,7 +393,7 @@ class Tracing:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
-            from opentelemetry.trace import StatusCode
+            from opentelemetry.trace import SpanKind, StatusCode
         except ImportError:
             raise ConfigError(
                 "otlp_endpoint: tracing needs the otel extra (pip install 'sse-proxy[otel]')"
@@ -380,10 +409,13 @@ class Tracing:
         )
         provider = TracerProvider(resource=resource)
         exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=5)
-        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=500))
+        # the SDK's cadence (OTEL_BSP_SCHEDULE_DELAY, 5 s by default): a post costs about
+        # what several spans' encoding does, so fewer, fuller batches
+        provider.add_span_processor(BatchSpanProcessor(exporter))
         self._provider = provider
         self._tracer = provider.get_tracer("sse-proxy")
         self._status_code = StatusCode
+        self._server_kind = SpanKind.SERVER
         self.metrics = StreamMetrics(endpoint, resource)
 
     def start(
@@ -396,38 +428,24 @@ class Tracing:
         """
         if self._tracer is None:
             return None
-        # the optional extra, present once _setup ran (imported again: a dict lookup)
-        from opentelemetry.trace import (
-            NonRecordingSpan,
-            SpanContext,
-            SpanKind,
-            TraceFlags,
-            set_span_in_context,
-        )
-
         parent = None
         if ctx.trace_id is not None and ctx.parent_span_id is not None:
             flags = int(ctx.traceparent[-2:], 16) if ctx.traceparent else 1
-            remote = SpanContext(
-                trace_id=int(ctx.trace_id, 16),
-                span_id=int(ctx.parent_span_id, 16),
-                is_remote=True,
-                trace_flags=TraceFlags(flags & 1),
-            )
-            parent = set_span_in_context(NonRecordingSpan(remote))
+            parent = _remote_parent(ctx.trace_id, ctx.parent_span_id, flags & 1)
+        attrs = {
+            "http.request.method": request.method,
+            "url.path": _attr(request.path),
+            "server.address": ctx.route,
+            "sse_proxy.stream_id": stream_id,
+        }
+        if ctx.client_request_id:
+            attrs["sse_proxy.client_request_id"] = _attr(ctx.client_request_id)
         span = self._tracer.start_span(
             _attr(f"{request.method} {request.path}"),
             context=parent,
-            kind=SpanKind.SERVER,
-            attributes={
-                "http.request.method": request.method,
-                "url.path": _attr(request.path),
-                "server.address": ctx.route,
-                "sse_proxy.stream_id": stream_id,
-            },
+            kind=self._server_kind,
+            attributes=attrs,
         )
-        if ctx.client_request_id:
-            span.set_attribute("sse_proxy.client_request_id", _attr(ctx.client_request_id))
         if ctx.trace_id is None:
             ctx.trace_id = format(span.get_span_context().trace_id, "032x")
         return RequestSpan(span, self._status_code, request.path, keep_text=self.keep_text)
