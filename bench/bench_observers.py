@@ -51,7 +51,10 @@ CONFIGS: dict[str, tuple[str, str]] = {
 }
 TARGET_PACED: dict[str, float] = {"default": 1.3, "obs": 1.15, "broken": 1.2, "all": 1.5}
 """Paced CPU per event, at most, as a ratio to the bare proxy (the default's: bench_proxy's)."""
-TARGET_ADDED_P50_MS = 0.5  # default and obs: p50 latency added over the rig alone, at most
+# default and obs: p50 latency added beyond what the bare proxy adds in the same run, at most
+# (the target is a ratio to bare aiohttp, like the CPU's; over the rig alone the bare proxy
+# itself adds about a millisecond here)
+TARGET_ADDED_P50_MS = 0.5
 
 
 SPAN_DELAY_S = 5.25
@@ -257,9 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config in ("default", "obs"):
             verdicts.append(
                 (
-                    f"{config}: added p50 {add_direct * 1000:+.0f} µs over direct  "
+                    f"{config}: added p50 {add_bare * 1000:+.0f} µs over bare aiohttp "
+                    f"({add_direct * 1000:+.0f} µs over direct)  "
                     f"[target <= {TARGET_ADDED_P50_MS * 1000:.0f} µs]",
-                    ok(add_direct, TARGET_ADDED_P50_MS),
+                    ok(add_bare, TARGET_ADDED_P50_MS),
                 )
             )
     if args.repeat > 1:
