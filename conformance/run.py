@@ -700,8 +700,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_client(BY_NAME[name])
             if BY_NAME[name] in MCP_CLIENTS:
                 run_mcp_resume(BY_NAME[name])
-        for fixed in (False, True):
-            run_stalls(BY_NAME[name], fixed)
+        for with_fix in (False, True):
+            run_stalls(BY_NAME[name], with_fix)
     from conformance.page import (
         mcp_section,
         published,
