@@ -281,6 +281,24 @@ def _failures(
     return out
 
 
+def _client_row(
+    i: int,
+    c: Any,
+    what: str,
+    table: Mapping[str, Mapping[str, str]],
+    reports: Mapping[str, Mapping[str, Any]],
+    versions: Mapping[str, str],
+) -> str:
+    """One client's line of a section's table: ``what`` is its dialect or its revision."""
+    verdict = table[c.name]
+    passed = sum(v == "pass" for v in verdict.values())
+    causes = sorted(reports[c.name].get("root_causes", {}))
+    return (
+        f"| {i} | [{c.title}](#{c.name}) | {c.runtime} | {versions.get(c.name, '?')} | "
+        f"{what} | {passed} of {len(verdict)} | {', '.join(causes) or 'none'} |"
+    )
+
+
 def _negotiated(report: Mapping[str, Any]) -> str:
     """The revisions the client's tool calls came in, as the mock's MCP server saw them."""
     seen = sorted({str(c["mcp"]["revision"]) for c in report["cases"] if c.get("mcp")})
@@ -398,14 +416,7 @@ def mcp_section(
         "|---|---|---|---|---|---|---|",
     ]
     for i, c in enumerate(rows, 1):
-        verdict = table[c.name]
-        passed = sum(v == "pass" for v in verdict.values())
-        causes = sorted(reports[c.name].get("root_causes", {}))
-        out.append(
-            f"| {i} | [{c.title}](#{c.name}) | {c.runtime} | {versions.get(c.name, '?')} | "
-            f"{_negotiated(reports[c.name])} | {passed} of {len(verdict)} | "
-            f"{', '.join(causes) or 'none'} |"
-        )
+        out.append(_client_row(i, c, _negotiated(reports[c.name]), table, reports, versions))
     pending = [c for c in clients if c.pending]
     if pending:
         out += [
@@ -643,13 +654,7 @@ def write_page(
         "|---|---|---|---|---|---|---|",
     ]
     for i, c in enumerate(rows, 1):
-        verdict = table[c.name]
-        passed = sum(v == "pass" for v in verdict.values())
-        causes = sorted(reports[c.name].get("root_causes", {}))
-        out.append(
-            f"| {i} | [{c.title}](#{c.name}) | {c.runtime} | {versions.get(c.name, '?')} | "
-            f"{c.dialect} | {passed} of {len(verdict)} | {', '.join(causes) or 'none'} |"
-        )
+        out.append(_client_row(i, c, c.dialect, table, reports, versions))
     out += [
         "",
         "## Every group",
