@@ -18,6 +18,7 @@ from typing import Any
 
 from sse_proxy.core.alerts import Alert
 from sse_proxy.inspect.strip import AlertMark, alert_marks
+from sse_proxy.obs.read_log import ReadLog
 from sse_proxy.obs.redact import scrub_held_value
 
 __all__ = ["Registry", "StreamRecord"]
@@ -41,23 +42,24 @@ class StreamRecord:
     __slots__ = (
         "_fields",
         "_hint",
+        "_log",
+        "_past_bytes",
         "_request",
         "_response",
-        "_sizes",
         "_summary",
-        "_times",
+        "_untimed",
+        "_x_bytes",
+        "_x_chunks",
+        "_x_sizes",
+        "_x_times",
         "alert_counts",
         "alerts",
-        "chunks",
-        "kept",
         "max_alerts",
         "max_bytes",
         "max_reads",
         "method",
         "mode",
         "path",
-        "reads_dropped",
-        "received",
         "registry",
         "started",
         "started_wall",
@@ -82,7 +84,11 @@ class StreamRecord:
         max_reads: int,
         max_alerts: int,
         registry: Registry | None = None,
+        log: ReadLog | None = None,
     ) -> None:
+        """``log``: the stream's reads as the relay keeps them (shared with the flight
+        recorder, perhaps with a larger bound); without one the record keeps its own, fed
+        by :meth:`read`."""
         self.stream_id = stream_id
         self.method = method
         self.path = path
@@ -97,14 +103,17 @@ class StreamRecord:
         self.max_reads = max_reads
         self.max_alerts = max_alerts
         self.registry = registry
-        self.chunks: list[bytes] = []
-        self.kept = 0
-        self.received = 0
-        # each read's arrival (the monotonic clock) and size, in arrays: no object per read
-        # for the garbage collector to walk (every kept stream holds up to max_reads)
-        self._times = array("d")
-        self._sizes = array("q")
-        self.reads_dropped = 0
+        if log is None:
+            log = ReadLog(max_bytes, max_reads)
+        self._log = log
+        log.past.append(self._past)
+        # reads past the log's bound, timed and kept here up to this record's own bounds
+        self._x_times = array("d")
+        self._x_sizes = array("q")
+        self._x_chunks: list[bytes] = []
+        self._x_bytes = 0
+        self._past_bytes = 0  # received past the log
+        self._untimed = 0  # reads past the log not timed
         self.alerts: list[AlertMark] = []
         self.alert_counts: dict[str, int] = {}
         self._fields: Mapping[str, Any] | None = None
@@ -146,25 +155,76 @@ class StreamRecord:
         return self._summary
 
     def read(self, chunk: bytes, alerts: Iterable[Alert] = ()) -> None:
-        """One observed read: keep its bytes up to the cap, its time, its alerts."""
-        n = len(chunk)
-        self.received += n
-        times = self._times
-        if len(times) < self.max_reads:
-            times.append(_monotonic())
-            self._sizes.append(n)
-        else:
-            self.reads_dropped += 1
-        room = self.max_bytes - self.kept
-        if room > 0:
-            if n > room:
-                self.chunks.append(chunk[:room])
-                self.kept += room
-            else:
-                self.chunks.append(chunk)
-                self.kept += n
+        """One observed read: its bytes and time, up to the bounds, and its alerts (the
+        relay appends to the stream's log itself, and hands alerts to :meth:`add_alerts`)."""
+        self._log.add(chunk, _monotonic(), self.received + len(chunk))
         if alerts:
             self.add_alerts(alerts)
+
+    def _past(self, chunk: bytes, at: float) -> None:
+        """A read past the log's bound: timed and kept while this record's bounds allow."""
+        n = len(chunk)
+        self._past_bytes += n
+        if len(self._log.times) + len(self._x_times) < self.max_reads:
+            self._x_times.append(at)
+            self._x_sizes.append(n)
+        else:
+            self._untimed += 1
+        room = self.max_bytes - self.kept
+        if room > 0:
+            piece = chunk if n <= room else chunk[:room]
+            self._x_chunks.append(piece)
+            self._x_bytes += len(piece)
+
+    @property
+    def received(self) -> int:
+        return self._log.logged_bytes() + self._past_bytes
+
+    @property
+    def kept(self) -> int:
+        return min(self._log.logged_bytes(), self.max_bytes) + self._x_bytes
+
+    @property
+    def reads_dropped(self) -> int:
+        """Reads not timed (past ``max_reads``)."""
+        return max(0, len(self._log.times) - self.max_reads) + self._untimed
+
+    @property
+    def chunks(self) -> list[bytes]:
+        """The bytes kept, read by read (the read that reaches ``max_bytes`` cut there)."""
+        out = []
+        room = self.max_bytes
+        for chunk in self._log.chunks:
+            if room <= 0:
+                break
+            piece = chunk if len(chunk) <= room else chunk[:room]
+            out.append(piece)
+            room -= len(piece)
+        return out + self._x_chunks
+
+    def _trim(self) -> None:
+        """Once the stream is over, let go of what a shared log holds past this record's
+        bounds (the recorder keeps a larger head): the registry keeps fifty streams."""
+        log = self._log
+        timed = min(len(log.times), self.max_reads)
+        size = covered = 0
+        for chunk in log.chunks:
+            if size >= self.max_bytes:
+                break
+            size += len(chunk)
+            covered += 1
+        if covered >= len(log.chunks) and timed >= len(log.times):
+            return
+        received = self.received
+        mine = ReadLog(log.max_bytes, log.max_reads)
+        mine.times = log.times[:covered]
+        mine.chunks = log.chunks[:covered]
+        if timed > covered:  # timed reads whose bytes are past max_bytes: their times only
+            self._x_times = log.times[covered:timed] + self._x_times
+            self._x_sizes = array("q", map(len, log.chunks[covered:timed])) + self._x_sizes
+        self._untimed += len(log.times) - max(timed, covered)
+        self._log = mine
+        self._past_bytes = received - mine.logged_bytes()
 
     def add_alerts(self, alerts: Iterable[Alert]) -> None:
         marks = alert_marks(alerts, self.received)
@@ -182,6 +242,7 @@ class StreamRecord:
         changed; :attr:`summary` makes the page's copy) and its exact alert counts, given
         apart or as the summary's ``alerts`` field."""
         self._fields = summary
+        self._trim()
         if alerts is None and isinstance(summary.get("alerts"), dict):
             alerts = summary["alerts"]
         if alerts is not None:
@@ -193,14 +254,21 @@ class StreamRecord:
     def reads(self) -> list[tuple[float, int]]:
         """Each timed read: (seconds since the stream started, its size)."""
         started = self.started
-        return [(t - started, n) for t, n in zip(self._times, self._sizes, strict=True)]
+        log = self._log
+        timed = min(len(log.times), self.max_reads)
+        out = [
+            (t - started, len(c))
+            for t, c in zip(log.times[:timed], log.chunks[:timed], strict=True)
+        ]
+        out += [(t - started, n) for t, n in zip(self._x_times, self._x_sizes, strict=True)]
+        return out
 
     @property
     def body(self) -> bytes:
         return b"".join(self.chunks)
 
     def read_sizes(self) -> list[int]:
-        return self._sizes.tolist()
+        return [n for _, n in self.reads]
 
     def row(self) -> dict[str, Any]:
         """The stream-list row: today's summary fields, and the monitoring ones when given."""
@@ -261,8 +329,10 @@ class Registry:
         request: dict[str, Any] | _Lazy,
         response: dict[str, Any] | _Lazy,
         started: float,
+        log: ReadLog | None = None,
     ) -> StreamRecord:
-        """A new stream (``started`` on the monotonic clock); the oldest leaves past the cap."""
+        """A new stream (``started`` on the monotonic clock; ``log``: its reads as the
+        relay keeps them); the oldest leaves past the cap."""
         record = StreamRecord(
             stream_id=stream_id,
             method=method,
@@ -278,6 +348,7 @@ class Registry:
             max_reads=self.max_reads,
             max_alerts=self.max_alerts,
             registry=self,
+            log=log,
         )
         self.streams[stream_id] = record
         while len(self.streams) > self.max_streams:

@@ -23,6 +23,7 @@ from sse_proxy.inspect.html import esc, page, render_events, render_strip, rende
 from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.inspect.strip import analyse
 from sse_proxy.obs.console import console_value
+from sse_proxy.obs.read_log import ReadLog
 from sse_proxy.obs.redact import mask_chunks
 from sse_proxy.recording import encode_end, encode_header, encode_read
 from sse_proxy.settings import Config
@@ -477,9 +478,11 @@ def open_stream(
     stream_id: str,
     mode: str,
     started: float,
+    log: ReadLog | None = None,
 ) -> StreamRecord:
     """The proxy's hook for a new SSE stream, with the inspector on: its record in
-    ``registry`` (the relay asks only when there is one). What only a page shows is made
+    ``registry`` (the relay asks only when there is one), over ``log``, the stream's reads
+    as the relay keeps them. What only a page shows is made
     when a page asks for it: the heads (immutable, kept as they are) are redacted then."""
     from sse_proxy.core import dialect_for_path
     from sse_proxy.obs.redact import redact_head, redact_url, scrub_held
@@ -510,4 +513,5 @@ def open_stream(
             "headers": redact_head(upstream_headers),
         },
         started=started,
+        log=log,
     )

@@ -40,12 +40,13 @@ from aiohttp import web
 
 from sse_proxy.obs.logs import get_logger
 from sse_proxy.obs.metrics import Metrics
+from sse_proxy.obs.read_log import ReadLog
 from sse_proxy.obs.redact import HELD, redact_head, redact_url, scrub_held
 from sse_proxy.recording import READ_LINE, encode_end, encode_gap, encode_header
 from sse_proxy.server.tap_types import StreamEnd
 from sse_proxy.settings import RECORD_ON, Config
 
-__all__ = ["Recorder", "StreamRecording", "private_dir"]
+__all__ = ["Recorder", "StreamRecording", "head_room", "private_dir"]
 
 _RANK: Final = {name: rank for rank, name in enumerate(RECORD_ON)}
 """How bad a verdict is: a recording is written for verdicts of ``record_on``'s or more."""
@@ -59,6 +60,13 @@ _BLANK: Final = re.compile(rb"(?>\r\n|\r|\n)(?>\r\n|\r|\n)")
 _LOOK: Final = 64 << 10
 """How far from the gap a frame end is looked for."""
 _monotonic = time.monotonic
+_NO_READS: Final = ReadLog(0, 0)
+"""The log of a recording let go (never appended to)."""
+
+
+def head_room(max_stream_bytes: int) -> int:
+    """The bound of a recorded stream's log: its first reads take half its room."""
+    return max_stream_bytes // 2
 
 
 def private_dir(path: Path) -> None:
@@ -86,54 +94,66 @@ class _Heads(NamedTuple):
 
 
 class StreamRecording:
-    """One stream's reads, kept for its recording: a :class:`~.tap_types.Tap`, and
-    :meth:`keep`, which the relay calls with every upstream read from the first."""
+    """One stream's reads, kept for its recording: a :class:`~.tap_types.Tap` over the
+    stream's :class:`~sse_proxy.obs.read_log.ReadLog`, whose bound is this recording's head
+    (the relay appends every upstream read to it, from the first); the reads past it come
+    to :meth:`_keep_last`, which keeps the last of them."""
 
     __slots__ = (
-        "_head_room",
+        "_head_open",
         "_recorder",
         "_room",
         "_tail_bytes",
         "dropped",
         "dropped_reads",
-        "head",
         "heads",
-        "received",
+        "log",
+        "past_bytes",
         "started",
         "tail",
     )
 
-    def __init__(self, recorder: Recorder, heads: _Heads, started: float, room: int) -> None:
+    def __init__(
+        self, recorder: Recorder, heads: _Heads, started: float, room: int, log: ReadLog
+    ) -> None:
+        """``log``: the stream's, bounded at half of ``room`` (:func:`head_room`)."""
         self._recorder = recorder
         self.heads = heads
         self.started = started
         self._room = room
-        self._head_room = room // 2
-        """What the head may still take; -1 once a read did not fit (the rest: the tail)."""
-        self.head: list[tuple[float, bytes]] = []
+        self._head_open = True
+        self.log = log
+        log.past.append(self._keep_last)
         self.tail: deque[tuple[float, bytes]] = deque()
         self._tail_bytes = 0
-        self.received = 0
+        self.past_bytes = 0
         self.dropped = 0
         self.dropped_reads = 0
 
-    def keep(self, chunk: bytes) -> None:
-        """One upstream read, as it came (compressed, if it was)."""
-        n = len(chunk)
-        self.received += n
-        if n <= self._head_room:
-            self.head.append((_monotonic(), chunk))
-            self._head_room -= n
-        else:
-            self._keep_last(chunk, n)
+    def keep(self, chunk: bytes, at: float | None = None) -> None:
+        """One upstream read, as it came (compressed, if it was): what the relay does
+        inline, for other callers."""
+        at = _monotonic() if at is None else at
+        self.log.add(chunk, at, self.received + len(chunk))
 
-    def _keep_last(self, chunk: bytes, n: int) -> None:
-        """A read for the tail: the last reads, as many as the room left takes."""
-        if self._head_room >= 0:  # the head is full: the tail has the rest of the room
-            self._room -= self._room // 2 - self._head_room
-            self._head_room = -1
+    @property
+    def head(self) -> list[tuple[float, bytes]]:
+        """The first reads: (when, bytes)."""
+        return list(zip(self.log.times, self.log.chunks, strict=True))
+
+    @property
+    def received(self) -> int:
+        return self.log.logged_bytes() + self.past_bytes
+
+    def _keep_last(self, chunk: bytes, at: float) -> None:
+        """A read past the head: the last reads, as many as the room left takes."""
+        n = len(chunk)
+        self.past_bytes += n
+        if self._head_open:  # the head is full: the tail has the rest of the room
+            self._room -= self.log.logged_bytes()
+            self._head_open = False
         tail = self.tail
-        tail.append((_monotonic(), chunk))
+        tail.append((at, chunk))
         self._tail_bytes += n
         room = self._room
         while self._tail_bytes > room:
@@ -156,7 +176,7 @@ class StreamRecording:
     def finish(self, end: StreamEnd) -> None:
         recorder = self._recorder
         if _RANK.get(str(end.fields.get("verdict")), 0) < recorder.rank:
-            self.head = []  # not asked for: let the reads go now
+            self.log = _NO_READS  # not asked for: let the reads go now
             self.tail.clear()
             return
         recorder.submit(self, end)
@@ -194,8 +214,10 @@ class Recorder:
         request: web.Request,
         upstream: Any,
         started: float,
+        log: ReadLog,
     ) -> StreamRecording:
-        """A new stream's recording (``started``: when its request went upstream)."""
+        """A new stream's recording (``started``: when its request went upstream) over its
+        ``log``, bounded at :func:`head_room`."""
         heads = _Heads(
             stream_id,
             time.time(),
@@ -207,7 +229,7 @@ class Recorder:
             upstream.reason,
             upstream.headers,
         )
-        return StreamRecording(self, heads, started, self.max_stream_bytes)
+        return StreamRecording(self, heads, started, self.max_stream_bytes, log)
 
     def submit(self, recording: StreamRecording, end: StreamEnd) -> None:
         """A finished stream's recording, to be written (on the loop: hands it over)."""

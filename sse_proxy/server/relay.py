@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import sys
 import time
 from typing import Any
 
@@ -33,6 +34,7 @@ from sse_proxy.core.verdict import strict_end_cause
 from sse_proxy.inspect.registry import StreamRecord
 from sse_proxy.inspect.web import open_stream
 from sse_proxy.names import SEED_HEADER, STREAM_ID_HEADER
+from sse_proxy.obs.read_log import ReadLog
 from sse_proxy.obs.redact import redact_url
 from sse_proxy.obs.sink import AlertSink
 from sse_proxy.rechunk.planner import ChaosPlanner, Planner, Write, make_planner
@@ -49,9 +51,10 @@ from sse_proxy.server.headers import (
     response_headers_for_client,
 )
 from sse_proxy.server.plain import relay_plain
-from sse_proxy.server.recorder import StreamRecording
+from sse_proxy.server.recorder import StreamRecording, head_room
 from sse_proxy.server.tap_types import StreamEnd
 from sse_proxy.server.taps import (
+    DecodedInspectorTap,
     GenAIMetricsTap,
     InspectorTap,
     MetricsTap,
@@ -109,6 +112,7 @@ _BUSY = 0.02
 _SLICE = 16 << 10
 _SLICES_FOR = 0.002  # and the loop is let in after this long of them
 _NO_TIMEOUT = contextlib.nullcontext()
+_monotonic = time.monotonic
 
 
 _HINTS: BoundedCache[str, str] = BoundedCache(1 << 20)
@@ -190,11 +194,16 @@ class _SseRelay:
     """Chaos only: the writes that carry a cut wait until the client read what went before."""
     recording: StreamRecording | None = None
     record: StreamRecord | None = None
+    record_fed = False
+    """Whether the inspector's record is fed the observer's reads (decoded), not the log."""
     written: StreamReassembler | None = None
     """A chaos drop's stream: the bytes written to the client, read for their cursor."""
+    read_log: ReadLog | None = None
+    """Every upstream read as it came, from the first, up to a bound: kept for the flight
+    recorder and the inspector (one log for both), or None."""
     on_read: Any = None
-    """What sees every upstream read as it comes, from the first (the recording, and the
-    taps that read), or None."""
+    """What sees every upstream read as it comes, from the first (the taps that read), or
+    None."""
     built = False
     """Whether the observers below are built (:meth:`_build`)."""
     obs: StreamObserver
@@ -261,13 +270,22 @@ class _SseRelay:
                         )
         self.client = ClientWriter(resp, request)  # takes over after the first write
         parts = ex.parts
-        if parts.recorder is not None:
-            self.recording = parts.recorder.stream(ex.stream_id, request, upstream, ex.started)
-            self.on_read = self.recording.keep
-        if parts.registry is not None:
-            self.record = open_stream(
-                parts.registry, request, upstream, ex.stream_id, self.mode, ex.started
+        recorder, registry = parts.recorder, parts.registry
+        if recorder is not None:  # the log's bound is the recording's head
+            self.read_log = ReadLog(head_room(recorder.max_stream_bytes), sys.maxsize)
+            self.recording = recorder.stream(
+                ex.stream_id, request, upstream, ex.started, self.read_log
             )
+        if registry is not None:
+            shared = None  # compressed: the inspector shows the decoded bytes, fed read by read
+            if self.decode is None and self.observing:
+                if self.read_log is None:
+                    self.read_log = ReadLog(registry.max_bytes, registry.max_reads)
+                shared = self.read_log
+            self.record = open_stream(
+                registry, request, upstream, ex.stream_id, self.mode, ex.started, shared
+            )
+            self.record_fed = shared is None
         # Passthrough reads observed later (while other requests wait for a first byte):
         # (chunk, when it arrived), in order; _catch_up observes them.
         self.backlog = parts.state.backlog
@@ -334,7 +352,9 @@ class _SseRelay:
             (
                 SummaryLine(self.sink),
                 None if span is None else SpanTap(span),
-                None if self.record is None else InspectorTap(self.record),
+                None
+                if self.record is None
+                else (DecodedInspectorTap if self.record_fed else InspectorTap)(self.record),
                 self.recording,
                 MetricsTap(ex.metrics, ex.route.name),
                 None
@@ -346,10 +366,10 @@ class _SseRelay:
             )
         )
         self.on_observed = taps.observed
-        read = taps.read
-        if read is not None:  # (a tool's tap: the stream was built before its first read)
-            keep = self.on_read
-            self.on_read = read if keep is None else lambda chunk: (keep(chunk), read(chunk))
+        if self.record is not None and not self.record_fed:
+            obs.on_alerts = self.record.add_alerts  # its reads are in the stream's log
+        if taps.read is not None:  # (a tool's tap: the stream was built before its first read)
+            self.on_read = taps.read
         self.built = True
         if not self.ended:
             obs.start(ex.parts.watchdog)
@@ -386,8 +406,10 @@ class _SseRelay:
                     chunk, carry = carry, None
                     watch.last = at = watch.now()
                     sent = (len(chunk), at)
+                    if self.read_log is not None:  # a recording sees every read as it came
+                        self.read_log.add(chunk, _monotonic(), len(chunk))
                     if self.on_read is not None:
-                        self.on_read(chunk)  # a recording sees every read as it came
+                        self.on_read(chunk)
                     self.pending.append((chunk, at))  # observed on the loop's next turn
                     self.backlog.defer(self._catch_up)  # (or once no first byte is owed)
                     client = self.client
@@ -445,6 +467,11 @@ class _SseRelay:
                 planner = self.planner
                 decode = self.decode
                 on_read = self.on_read  # sees reads as they come
+                # the read log's appends, inline: a call per read cost more than the rest
+                log = self.read_log
+                if log is not None:
+                    log_time, log_chunk, logged = log.times.append, log.chunks.append, log.chunks
+                    log_bytes, log_reads, log_past = log.max_bytes, log.max_reads, log.past_read
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
                 # could keep this task on the loop read after read. Past _BUSY seconds of
@@ -462,6 +489,12 @@ class _SseRelay:
                     if first_byte is None:
                         first_byte = at  # the same clock as the read stamps
                     received += len(chunk)
+                    if log is not None:
+                        if received <= log_bytes and len(logged) < log_reads:
+                            log_time(_monotonic())
+                            log_chunk(chunk)
+                        else:
+                            log_past(chunk, _monotonic())
                     if on_read is not None:
                         on_read(chunk)
                     if decode is not None:  # compressed: the client's bytes go first

@@ -31,6 +31,7 @@ from sse_proxy.server.tracing import Attrs, RequestSpan, StreamMetrics, server_o
 
 __all__ = [
     "ClientWrites",
+    "DecodedInspectorTap",
     "GenAIMetricsTap",
     "InspectorTap",
     "MetricsTap",
@@ -177,18 +178,29 @@ class GenAIMetricsTap:
 
 
 class InspectorTap:
-    """The live inspector's record of the stream (``serve --ui``)."""
+    """The live inspector's record of the stream (``serve --ui``): its reads are the
+    stream's read log, its alerts come from the stream's observer."""
 
-    __slots__ = ("observed", "record")
+    __slots__ = ("record",)
 
     def __init__(self, record: StreamRecord) -> None:
         self.record = record
-        self.observed = record.read  # the record's own method: no layer per read
 
     def finish(self, end: StreamEnd) -> None:
         if end.closing:
             self.record.add_alerts(end.closing)
         self.record.finish(end.fields, end.alerts)
+
+
+class DecodedInspectorTap(InspectorTap):
+    """The inspector's record of a compressed stream: fed what the observer reads, the
+    decoded bytes, with their alerts."""
+
+    __slots__ = ("observed",)
+
+    def __init__(self, record: StreamRecord) -> None:
+        super().__init__(record)
+        self.observed = record.read  # the record's own method: no layer per read
 
 
 class MetricsTap:

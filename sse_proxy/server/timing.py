@@ -133,7 +133,8 @@ class StreamObserver:
     callback (one handle per stream, not a task) logs ``sse.stall`` while a stall goes
     on, and the read that ends it logs ``sse.stall_end``; after the terminal marker the
     same callback logs ``sse.linger`` once the body has stayed open ``linger_threshold``
-    seconds. ``on_alert`` (traces) sees every alert of the stream.
+    seconds. ``on_alert`` (traces) sees every alert of the stream, one by one, and
+    ``on_alerts`` (the inspector) each batch of them.
     """
 
     def __init__(
@@ -155,6 +156,7 @@ class StreamObserver:
         self.threshold = stall_threshold
         self.now = now
         self.on_alert = on_alert
+        self.on_alerts: Callable[[tuple[Alert, ...]], None] | None = None
         self.opened = now() if opened is None else opened  # (built late: when it opened)
         self.events = 0
         self.last_event = self.opened
@@ -277,6 +279,8 @@ class StreamObserver:
         if self.on_alert is not None:
             for alert in alerts:
                 self.on_alert(alert)
+        if self.on_alerts is not None:
+            self.on_alerts(alerts)
 
     # -- stall timer -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from sse_proxy.inspect.registry import Registry
+from sse_proxy.inspect.web import REGISTRY
 from sse_proxy.recording import load_recording
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.settings import Config
@@ -332,3 +333,108 @@ def test_a_content_security_policy_keeps_its_rules() -> None:
     assert headers["Content-Security-Policy"] == "default-src 'self'; frame-ancestors 'none'"
     unframeable(headers)  # once is enough
     assert headers["Content-Security-Policy"] == "default-src 'self'; frame-ancestors 'none'"
+
+
+async def _ssrec(url: str, sid: str, into: Any) -> Any:
+    """The inspector's recording of stream ``sid``, loaded."""
+    async with aiohttp.ClientSession() as s, s.get(f"{url}{UI}/stream/{sid}.ssrec") as resp:
+        assert resp.status == 200
+        into.write_bytes(await resp.read())
+    return load_recording(into)
+
+
+@pytest.mark.asyncio
+async def test_the_inspector_and_the_flight_recorder_share_the_reads_each_to_its_bound(
+    mock_url: str, proxies: list[web.AppRunner], tmp_path
+) -> None:
+    """With both on, one log of the stream's reads serves both: the recording holds the
+    whole stream, the inspector its first ``ui_stream_bytes`` and every alert."""
+    from sse_proxy.tools import fixtures
+
+    url = await _proxy(
+        proxies,
+        mock_url,
+        ui=True,
+        ui_text=True,  # (the download holds the text)
+        ui_stream_bytes=300,
+        record_dir=str(tmp_path / "rec"),
+        record_on="ok",
+    )
+    sid = await _stream(url, "invalid_utf8")
+    whole = fixtures.faulty_stream("invalid_utf8", "openai")
+    assert len(whole) > 300
+    async with aiohttp.ClientSession() as s, s.get(f"{url}{UI}/streams.json") as resp:
+        (row,) = (await resp.json())["streams"]
+    assert row["alerts"] == {"sse.replacement_char": 2}
+    record = proxies[0].app[REGISTRY].get(sid)
+    assert record is not None
+    # each alert marked where it fell, as the stream went (the strip's marks)
+    assert [m.name for m in record.alerts] == ["sse.replacement_char"] * 2
+    shown = await _ssrec(url, sid, tmp_path / "ui.ssrec")
+    assert shown.body == whole[:300]
+    assert shown.end == "inspector_cap"
+    for _ in range(200):  # the recorder's thread writes it once the stream is over
+        written = list((tmp_path / "rec").glob(f"*{sid}.ssrec"))
+        if written:
+            break
+        await asyncio.sleep(0.05)
+    (path,) = written
+    recorded = load_recording(path)
+    assert recorded.body == whole
+    assert recorded.end == "upstream_eof"
+
+
+@pytest.mark.asyncio
+async def test_a_compressed_stream_is_inspected_decoded_and_recorded_as_it_came(
+    proxies: list[web.AppRunner], tmp_path
+) -> None:
+    import gzip
+
+    from sse_proxy.tools import fixtures
+
+    plain = fixtures.faulty_stream("invalid_utf8", "openai")
+    packed = gzip.compress(plain)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}
+        )
+        await resp.prepare(request)
+        for piece in fixtures.split_reads(packed, seed=5, max_size=97):
+            await resp.write(piece)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        url = await _proxy(
+            proxies,
+            f"http://127.0.0.1:{port}",
+            ui=True,
+            ui_text=True,
+            record_dir=str(tmp_path / "rec"),
+            record_on="ok",
+        )
+        async with (
+            aiohttp.ClientSession(auto_decompress=False) as s,
+            s.post(url + "/v1/chat/completions", json={"stream": True}) as resp,
+        ):
+            assert await resp.read() == packed
+            sid = resp.headers["X-SSE-Proxy-Stream-Id"]
+        shown = await _ssrec(url, sid, tmp_path / "ui.ssrec")
+        assert shown.body == plain  # the inspector shows what was observed: decoded
+        for _ in range(200):
+            written = list((tmp_path / "rec").glob(f"*{sid}.ssrec"))
+            if written:
+                break
+            await asyncio.sleep(0.05)
+        (path,) = written
+        assert load_recording(path).body == packed  # the recording: the bytes as they came
+    finally:
+        await runner.cleanup()

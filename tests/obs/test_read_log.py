@@ -1,0 +1,41 @@
+"""The read log: a prefix of a stream's reads within its bounds, the rest to its hooks."""
+
+from __future__ import annotations
+
+from sse_proxy.obs.read_log import ReadLog
+
+
+def _fed(log: ReadLog, reads: list[bytes]) -> list[tuple[bytes, float]]:
+    past: list[tuple[bytes, float]] = []
+    log.past.append(lambda chunk, at: past.append((chunk, at)))
+    total = 0
+    for i, chunk in enumerate(reads):
+        total += len(chunk)
+        log.add(chunk, float(i), total)
+    return past
+
+
+def test_a_read_that_does_not_fit_whole_and_every_later_one_go_past() -> None:
+    log = ReadLog(max_bytes=10, max_reads=100)
+    past = _fed(log, [b"abcd", b"efgh", b"ijkl", b"m"])
+    assert log.chunks == [b"abcd", b"efgh"]
+    assert list(log.times) == [0.0, 1.0]
+    assert past == [(b"ijkl", 2.0), (b"m", 3.0)]  # b"m" would fit: the log stays a prefix
+    assert log.logged_bytes() == 8
+
+
+def test_the_read_bound_holds_too() -> None:
+    log = ReadLog(max_bytes=1 << 20, max_reads=2)
+    past = _fed(log, [b"a", b"b", b"c"])
+    assert log.chunks == [b"a", b"b"]
+    assert past == [(b"c", 2.0)]
+
+
+def test_logged_bytes_counts_reads_appended_by_hand_as_well() -> None:
+    log = ReadLog(max_bytes=100, max_reads=100)
+    log.add(b"xyz", 0.0, 3)
+    assert log.logged_bytes() == 3
+    log.times.append(1.0)  # as the relay appends, with no call
+    log.chunks.append(b"12345")
+    assert log.logged_bytes() == 8
+    assert log.logged_bytes() == 8
