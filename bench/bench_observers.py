@@ -2,14 +2,15 @@
 
 Not a test. One run, the figures of ``bench_proxy --peers``: 50 streams of the rig's
 300-byte OpenAI events, saturated (the upstream as fast as it can write) and paced (one
-event per 20 ms). Every contender of a round is started first; then each phase runs
-through all of them in turn (the order reversed every other round), so that two
-contenders' figures are taken seconds apart, not minutes, on a machine whose load drifts.
-After each phase the bench waits until the contender is idle before reading its CPU (one
-exporting spans, the SDK's 5 s span cadence first): the recordings its writer thread makes
-once the streams end, and the phase's spans posted, are counted in::
+event per 20 ms). Each configuration runs at the same moment as a bare aiohttp proxy of
+its own, each with its own load generator, phase by phase: whatever the shared machine's
+load does during a phase, it does to both, and the ratio of the two is taken there (run
+in turns, seconds apart, one round's ratio moved by a tenth or more). After each phase
+the bench waits until both are idle before reading their CPU (a configuration exporting
+spans, the SDK's 5 s span cadence first): the recordings its writer thread makes once the
+streams end, and the phase's spans posted, are counted in::
 
-    .venv/bin/python -m bench.bench_observers                 # ~12 min: 3 rounds
+    .venv/bin/python -m bench.bench_observers                 # ~8 min: 3 rounds
     .venv/bin/python -m bench.bench_observers --quick --repeat 1
     .venv/bin/python -m bench.bench_observers --proxy-src ../before --configs default,obs
 
@@ -23,9 +24,10 @@ The configurations (rows), all sse-proxy at its defaults plus:
                --record-on broken``; the rig's streams are clean: nothing is written);
 * ``all``      that and recording every stream (``--record DIR``).
 
-Each row prints its paced and saturated CPU per event as ratios to the bare proxy, and the
-latency it adds at p50 (paced) over the rig alone (``direct``) and over the bare proxy;
-each ratio is taken within a round and the median of the rounds is printed.
+Each row prints its paced and saturated CPU per event as ratios to its bare proxy, the
+latency it adds at p50 (paced) over its bare proxy, and its paced ratio over the
+default's (the observers' own price); each is taken within a round and the median of the
+rounds is printed.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bench import rig
-from bench.bench_proxy import PEER_PACE_MS, Plan, Row, _median_of, _paired, median_row
+from bench.bench_proxy import PEER_PACE_MS, Plan, Row, _median_of, median_row
 from bench.harness import Service, cpu_model, cpu_seconds, loadavg, peak_rss_mib
 from bench.rig import LoadGen
 
@@ -79,15 +83,9 @@ def _settle(pids: list[int], timeout: float = 15.0, at_least: float = 0.0) -> No
         last = now
 
 
-def _round(
-    names: list[str], order: list[str], plan: Plan, upstream: Service, workdir: Path
-) -> list[Row]:
-    """One round: every contender started, then each phase through all of them in turn."""
-    rows = {name: Row(name) for name in names}
-    services: dict[str, Service | None] = {}
-    loads: dict[str, LoadGen] = {}
+def _phases(plan: Plan) -> list[dict[str, object]]:
     paced_n = max(10, round(plan.paced_s * 1000 / plan.pace_ms))
-    phases = [
+    return [
         {"name": "warmup", "streams": 20, "n": 200, "timeout_s": 60},
         {
             "name": "fast",
@@ -105,48 +103,79 @@ def _round(
             "timeout_s": plan.timeout_s,
         },
     ]
+
+
+def _together(
+    loads: dict[str, LoadGen], phase: str, timeout_s: float
+) -> tuple[dict[str, dict[str, Any]], dict[str, BaseException]]:
+    """``phase`` run by every load generator at once; each one's result, or its failure."""
+    results: dict[str, dict[str, Any]] = {}
+    failed: dict[str, BaseException] = {}
+
+    def run(name: str) -> None:
+        try:
+            results[name] = loads[name].run(phase, timeout_s)
+        except (RuntimeError, TimeoutError, AssertionError, KeyError) as exc:
+            failed[name] = exc
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in loads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, failed
+
+
+def _pair(name: str, bare: str, plan: Plan, upstream: Service, workdir: Path) -> list[Row]:
+    """``name`` and a bare aiohttp proxy of its own, each with its own load generator,
+    through every phase at the same moment: whatever the machine's load does, it does to
+    both (taking turns, a configuration and the bare proxy ran seconds apart, and one
+    round's ratio moved by a tenth or more)."""
+    pair = [bare, name]
+    rows = {n: Row(n) for n in pair}
+    services: dict[str, Service | None] = {}
+    loads: dict[str, LoadGen] = {}
+    settle_s = SPAN_DELAY_S if "obs" in name else 0.0
     try:
-        for name in names:
-            services[name] = svc = rig.start_contender(name, upstream, workdir)
-            loads[name] = LoadGen(svc.url if svc is not None else upstream.url, phases)
-            rig.pin(svc.pids if svc is not None else [], "proxy")
-            rig.pin([*upstream.pids, loads[name].proc.pid], "load")
+        for n in pair:
+            services[n] = svc = rig.start_contender(n, upstream, workdir)
+            assert svc is not None
+            loads[n] = LoadGen(svc.url, _phases(plan))
+            rig.pin(svc.pids, "proxy")
+            rig.pin([*upstream.pids, loads[n].proc.pid], "load")
         for phase in ("warmup", "fast", "paced"):
-            for name in order:
-                svc = services[name]
-                pids = svc.pids if svc is not None else []
-                row = rows[name]
-                try:
-                    cpu0 = cpu_seconds(pids)
-                    res = loads[name].run(phase, plan.timeout_s)
-                    # the others not: as long a wait made the bare proxy err next phase
-                    _settle(pids, at_least=SPAN_DELAY_S if "obs" in name else 0.0)
-                    cpu = cpu_seconds(pids) - cpu0
-                except (RuntimeError, TimeoutError, AssertionError, KeyError) as exc:
-                    row.note = f"failed: {exc}"
+            pids = {n: s.pids for n, s in services.items() if s is not None}
+            cpu0 = {n: cpu_seconds(pids[n]) for n in pair}
+            results, failed = _together(loads, phase, plan.timeout_s)
+            # both read once idle (the observers' spans of the phase posted first)
+            _settle([*pids[bare], *pids[name]], at_least=settle_s)
+            for n in pair:
+                row = rows[n]
+                if n in failed:
+                    row.note = f"failed: {failed[n]}"
                     row.errors += 1
                     continue
+                res = results[n]
+                cpu = cpu_seconds(pids[n]) - cpu0[n]
                 row.errors += res["error_count"]
                 row.error_text += [f"{phase}: {k} (x{v})" for k, v in res["errors"].items()]
                 if res["verified"] is False:
                     row.note = "WRONG BYTES"
                 if phase == "fast":
                     row.events_per_s = res["events_per_s"]
-                    if svc is not None:
-                        row.cpu_us_per_event = 1e6 * cpu / max(1, res["frames"])
+                    row.cpu_us_per_event = 1e6 * cpu / max(1, res["frames"])
                 elif phase == "paced":
                     row.lat_p50_ms = res["lat_p50_ms"]
                     row.lat_p99_ms = res["lat_p99_ms"]
-                    if svc is not None:
-                        row.paced_cpu_us_per_event = 1e6 * cpu / max(1, res["frames"])
-                        row.peak_rss_mib = peak_rss_mib(pids)
+                    row.paced_cpu_us_per_event = 1e6 * cpu / max(1, res["frames"])
+                    row.peak_rss_mib = peak_rss_mib(pids[n])
     finally:
         for load in loads.values():
             load.stop()
         for svc in services.values():
             if svc is not None:
                 svc.stop()
-    return [rows[name] for name in names]
+    return [rows[bare], rows[name]]
 
 
 def _recorded(workdir: Path, extra: str) -> str:
@@ -181,7 +210,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot run: {note}", file=sys.stderr)
         return 2
     bare, sse = f"bare-{args.loop}", f"sse-{args.loop}"
-    names = ["direct", bare, *(sse + CONFIGS[c][0] for c in configs)]
     plan = Plan(
         levels=(50,),
         events=50_000 if args.quick else 300_000,
@@ -194,61 +222,77 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"sse-proxy under test: {rig.proxy_source()}; loop {args.loop}")
     print(f"load average at start: {loadavg()}")
     started = time.monotonic()
+    # each round: configuration -> (its bare proxy's row, its row), measured together
+    rounds: list[dict[str, tuple[Row, Row]]] = []
     with tempfile.TemporaryDirectory(prefix="bench-observers-") as tmp:
         workdir = Path(tmp)
         upstream = rig.start_upstream(workdir, args.loop)
         sink = rig.start_otlp_sink(workdir)
         rig.OTLP_URL = sink.url
-        rounds: list[list[Row]] = []
         try:
             for i in range(args.repeat):
                 print(f"   (round {i + 1} of {args.repeat}; load {loadavg()})", flush=True)
-                order = names if i % 2 == 0 else names[::-1]  # drifts hit both ends alike
-                rounds.append(_round(names, order, plan, upstream, workdir))
+                order = configs if i % 2 == 0 else configs[::-1]
+                pairs: dict[str, tuple[Row, Row]] = {}
+                for config in order:
+                    bare_row, row = _pair(sse + CONFIGS[config][0], bare, plan, upstream, workdir)
+                    pairs[config] = (bare_row, row)
+                rounds.append(pairs)
         finally:
             sink.stop()
             upstream.stop()
-        rows = {r.contender: r for r in (median_row(list(s)) for s in zip(*rounds, strict=True))}
         recorded = {extra: _recorded(workdir, extra) for extra in ("broken", "all")}
     print(
         f"\n== 50 streams of 300-byte OpenAI events, saturated ({plan.events // 50:,} events "
         f"each) and paced (one per {plan.pace_ms:g} ms, {round(plan.paced_s * 1000 / plan.pace_ms)}"
-        f" each), {args.loop}; medians of {args.repeat} round(s), ratios taken within each =="
+        f" each), {args.loop}; each configuration run at the same moment as a bare aiohttp "
+        f"proxy of its own; medians of {args.repeat} round(s), ratios taken within each =="
     )
-    b = rows[bare]
+    bares = [pair[0] for r in rounds for pair in r.values()]
+    b = median_row(bares)
     print(
         f"{'configuration':<50}{'paced CPU/event':>17}{'saturated':>11}{'added p50':>11}"
-        f"{'vs bare':>10}{'errors':>8}"
+        f"{'vs default':>12}{'errors':>8}"
     )
-    d = rows["direct"]
     print(
         f"{'bare aiohttp (' + args.loop + ')':<50}{b.paced_cpu_us_per_event:>11.1f} µs   "
-        f"{b.cpu_us_per_event:>6.1f} µs{b.lat_p50_ms - d.lat_p50_ms:>+9.3f} ms{'':>10}"
-        f"{b.errors:>8}"
+        f"{b.cpu_us_per_event:>6.1f} µs{'':>11}{'':>12}{sum(r.errors for r in bares):>8}"
     )
+
+    def each(config: str, value: Callable[[Row, Row], float]) -> list[float]:
+        return [v for r in rounds if config in r for v in [value(*r[config])] if v == v]
+
+    def paced_ratio(bare_row: Row, row: Row) -> float:
+        return row.paced_cpu_us_per_event / bare_row.paced_cpu_us_per_event
+
     verdicts: list[tuple[str, bool | None]] = []
-    per_round: dict[str, list[list[float]]] = {}
+    per_round: dict[str, tuple[list[float], list[float]]] = {}
+    failed = False
+    ok: Callable[[float, float], bool | None] = lambda v, t: None if v != v else v <= t  # noqa: E731
     for config in configs:
-        name = sse + CONFIGS[config][0]
-        row = rows[name]
-
-        def ratio(attr: str, name: str = name, config: str = config) -> float:
-            each = _paired(rounds, lambda r: getattr(r[name], attr) / getattr(r[bare], attr))
-            per_round.setdefault(config, []).append(each)
-            return _median_of(each)
-
-        def added(over: str, name: str = name) -> float:
-            return _median_of(_paired(rounds, lambda r: r[name].lat_p50_ms - r[over].lat_p50_ms))
-
-        paced, sat = ratio("paced_cpu_us_per_event"), ratio("cpu_us_per_event")
-        add_direct, add_bare = added("direct"), added(bare)
-        print(
-            f"{CONFIGS[config][1]:<50}{paced:>16.2f}x{sat:>10.2f}x{add_direct * 1000:>+8.0f} µs"
-            f"{add_bare * 1000:>+7.0f} µs{row.errors:>8}" + (f"  {row.note}" if row.note else "")
+        rows = [r[config][1] for r in rounds]
+        row = median_row(rows)
+        errors = sum(r.errors for r in rows)
+        failed = failed or bool(errors)
+        paced_r = each(config, paced_ratio)
+        sat_r = each(config, lambda b_, r_: r_.cpu_us_per_event / b_.cpu_us_per_event)
+        per_round[config] = (paced_r, sat_r)
+        paced, sat = _median_of(paced_r), _median_of(sat_r)
+        add_bare = _median_of(each(config, lambda b_, r_: r_.lat_p50_ms - b_.lat_p50_ms))
+        # over the default: the two ratios to bare of the same round
+        over = _median_of(
+            [paced_ratio(*r[config]) / paced_ratio(*r["default"]) for r in rounds]
+            if "default" in configs and config != "default"
+            else []
         )
-        for text in row.error_text:
-            print(f"   ! {text}")
-        ok: Callable[[float, float], bool | None] = lambda v, t: None if v != v else v <= t  # noqa: E731
+        over_txt = f"{over:>11.2f}x" if over == over else f"{'':>12}"
+        print(
+            f"{CONFIGS[config][1]:<50}{paced:>16.2f}x{sat:>10.2f}x{add_bare * 1000:>+8.0f} µs"
+            f"{over_txt}{errors:>8}" + (f"  {row.note}" if row.note else "")
+        )
+        for r in rows:
+            for text in r.error_text:
+                print(f"   ! {text}")
         verdicts.append(
             (
                 f"{config}: paced CPU/event {paced:.2f}x bare (medians "
@@ -260,8 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config in ("default", "obs"):
             verdicts.append(
                 (
-                    f"{config}: added p50 {add_bare * 1000:+.0f} µs over bare aiohttp "
-                    f"({add_direct * 1000:+.0f} µs over direct)  "
+                    f"{config}: added p50 {add_bare * 1000:+.0f} µs over bare aiohttp  "
                     f"[target <= {TARGET_ADDED_P50_MS * 1000:.0f} µs]",
                     ok(add_bare, TARGET_ADDED_P50_MS),
                 )
@@ -269,8 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.repeat > 1:
         print("   each round, paced / saturated:")
         for config, (paced_r, sat_r) in per_round.items():
-            pairs = ", ".join(f"{p:.2f}/{s:.2f}" for p, s in zip(paced_r, sat_r, strict=True))
-            print(f"   {config:<8} {pairs}")
+            pairs_txt = ", ".join(f"{p:.2f}/{s:.2f}" for p, s in zip(paced_r, sat_r, strict=False))
+            print(f"   {config:<8} {pairs_txt}")
     for extra in ("broken", "all"):
         if extra in configs:
             print(f"   recordings left by '{extra}': {recorded[extra]}")
@@ -278,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for text, good in verdicts:
         print(f"[{'n/a' if good is None else 'PASS' if good else 'MISSED':<6}] {text}")
     print(f"\n(total {time.monotonic() - started:.0f} s; load average at end: {loadavg()})")
-    return 1 if any(r.errors for r in rows.values()) else 0
+    return 1 if failed or any(r.errors for r in bares) else 0
 
 
 if __name__ == "__main__":
