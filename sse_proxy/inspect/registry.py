@@ -106,7 +106,6 @@ class StreamRecord:
         if log is None:
             log = ReadLog(max_bytes, max_reads)
         self._log = log
-        log.past.append(self._past)
         # reads past the log's bound, timed and kept here up to this record's own bounds
         self._x_times = array("d")
         self._x_sizes = array("q")
@@ -157,11 +156,13 @@ class StreamRecord:
     def read(self, chunk: bytes, alerts: Iterable[Alert] = ()) -> None:
         """One observed read: its bytes and time, up to the bounds, and its alerts (the
         relay appends to the stream's log itself, and hands alerts to :meth:`add_alerts`)."""
-        self._log.add(chunk, _monotonic(), self.received + len(chunk))
+        at = _monotonic()
+        if not self._log.add(chunk, at, self.received + len(chunk)):
+            self.past(chunk, at)
         if alerts:
             self.add_alerts(alerts)
 
-    def _past(self, chunk: bytes, at: float) -> None:
+    def past(self, chunk: bytes, at: float) -> None:
         """A read past the log's bound: timed and kept while this record's bounds allow."""
         n = len(chunk)
         self._past_bytes += n

@@ -97,7 +97,7 @@ class StreamRecording:
     """One stream's reads, kept for its recording: a :class:`~.tap_types.Tap` over the
     stream's :class:`~sse_proxy.obs.read_log.ReadLog`, whose bound is this recording's head
     (the relay appends every upstream read to it, from the first); the reads past it come
-    to :meth:`_keep_last`, which keeps the last of them."""
+    to :meth:`past`, which keeps the last of them."""
 
     __slots__ = (
         "_head_open",
@@ -123,7 +123,6 @@ class StreamRecording:
         self._room = room
         self._head_open = True
         self.log = log
-        log.past.append(self._keep_last)
         self.tail: deque[tuple[float, bytes]] = deque()
         self._tail_bytes = 0
         self.past_bytes = 0
@@ -134,7 +133,8 @@ class StreamRecording:
         """One upstream read, as it came (compressed, if it was): what the relay does
         inline, for other callers."""
         at = _monotonic() if at is None else at
-        self.log.add(chunk, at, self.received + len(chunk))
+        if not self.log.add(chunk, at, self.received + len(chunk)):
+            self.past(chunk, at)
 
     @property
     def head(self) -> list[tuple[float, bytes]]:
@@ -145,7 +145,7 @@ class StreamRecording:
     def received(self) -> int:
         return self.log.logged_bytes() + self.past_bytes
 
-    def _keep_last(self, chunk: bytes, at: float) -> None:
+    def past(self, chunk: bytes, at: float) -> None:
         """A read past the head: the last reads, as many as the room left takes."""
         n = len(chunk)
         self.past_bytes += n

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -115,6 +116,11 @@ _NO_TIMEOUT = contextlib.nullcontext()
 _monotonic = time.monotonic
 
 
+def _each(hooks: Sequence[Callable[[bytes, float], None]], chunk: bytes, at: float) -> None:
+    for hook in hooks:
+        hook(chunk, at)
+
+
 _HINTS: BoundedCache[str, str] = BoundedCache(1 << 20)
 """The dialect each request path hints at ("": none), worked out once: a stream start asks
 for it, with the same few paths (the client's: bounded in bytes)."""
@@ -201,6 +207,8 @@ class _SseRelay:
     read_log: ReadLog | None = None
     """Every upstream read as it came, from the first, up to a bound: kept for the flight
     recorder and the inspector (one log for both), or None."""
+    log_past: Callable[[bytes, float], None]
+    """Where a read past the log's bound goes (the observers keeping the log)."""
     on_read: Any = None
     """What sees every upstream read as it comes, from the first (the taps that read), or
     None."""
@@ -286,6 +294,13 @@ class _SseRelay:
                 registry, request, upstream, ex.stream_id, self.mode, ex.started, shared
             )
             self.record_fed = shared is None
+        # the reads past the log's bound, to the observers that keep it
+        pasts: list[Callable[[bytes, float], None]] = []
+        if self.recording is not None:
+            pasts.append(self.recording.past)
+        if self.record is not None and not self.record_fed:
+            pasts.append(self.record.past)
+        self.log_past = pasts[0] if len(pasts) == 1 else functools.partial(_each, pasts)
         # Passthrough reads observed later (while other requests wait for a first byte):
         # (chunk, when it arrived), in order; _catch_up observes them.
         self.backlog = parts.state.backlog
@@ -406,8 +421,11 @@ class _SseRelay:
                     chunk, carry = carry, None
                     watch.last = at = watch.now()
                     sent = (len(chunk), at)
-                    if self.read_log is not None:  # a recording sees every read as it came
-                        self.read_log.add(chunk, _monotonic(), len(chunk))
+                    log = self.read_log
+                    if log is not None:  # a recording sees every read as it came
+                        t = _monotonic()
+                        if not log.add(chunk, t, len(chunk)):
+                            self.log_past(chunk, t)
                     if self.on_read is not None:
                         self.on_read(chunk)
                     self.pending.append((chunk, at))  # observed on the loop's next turn
@@ -471,7 +489,7 @@ class _SseRelay:
                 log = self.read_log
                 if log is not None:
                     log_time, log_chunk, logged = log.times.append, log.chunks.append, log.chunks
-                    log_bytes, log_reads, log_past = log.max_bytes, log.max_reads, log.past_read
+                    log_bytes, log_reads, log_past = log.max_bytes, log.max_reads, self.log_past
                 now = watch.now
                 # Reads already buffered come back without a suspension: a fast upstream
                 # could keep this task on the loop read after read. Past _BUSY seconds of

@@ -1,4 +1,4 @@
-"""The read log: a prefix of a stream's reads within its bounds, the rest to its hooks."""
+"""The read log: a prefix of a stream's reads within its bounds; the rest is refused."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from sse_proxy.obs.read_log import ReadLog
 
 def _fed(log: ReadLog, reads: list[bytes]) -> list[tuple[bytes, float]]:
     past: list[tuple[bytes, float]] = []
-    log.past.append(lambda chunk, at: past.append((chunk, at)))
     total = 0
     for i, chunk in enumerate(reads):
         total += len(chunk)
-        log.add(chunk, float(i), total)
+        if not log.add(chunk, float(i), total):
+            past.append((chunk, float(i)))
     return past
 
 
@@ -39,3 +39,39 @@ def test_logged_bytes_counts_reads_appended_by_hand_as_well() -> None:
     log.chunks.append(b"12345")
     assert log.logged_bytes() == 8
     assert log.logged_bytes() == 8
+
+
+def test_a_log_leads_back_to_none_of_its_observers() -> None:
+    """The inspector's record holds the log; the log must not hold the record (a cycle
+    would keep every finished stream's reads until a full collection)."""
+    import gc
+
+    from sse_proxy.inspect.registry import Registry
+
+    registry = Registry(max_bytes=4, max_reads=10)
+    log = ReadLog(4, 10)
+    record = registry.open(
+        "s",
+        method="POST",
+        path="/",
+        status=200,
+        mode="passthrough",
+        hint=None,
+        request={},
+        response={},
+        started=0.0,
+        log=log,
+    )
+    record.read(b"abc")
+    record.read(b"defgh")  # past the log: kept by the record, to its own bound
+    assert record.body == b"abcd"
+    assert record.received == 8
+    seen: set[int] = set()
+    todo: list[object] = [log]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        assert obj is not record
+        todo.extend(gc.get_referents(obj))
