@@ -13,6 +13,7 @@ streams end, and the phase's spans posted, are counted in::
     .venv/bin/python -m bench.bench_observers                 # ~8 min: 3 rounds
     .venv/bin/python -m bench.bench_observers --quick --repeat 1
     .venv/bin/python -m bench.bench_observers --proxy-src ../before --configs default,obs
+    .venv/bin/python -m bench.bench_observers --beside default   # the observers' own price
 
 The configurations (rows), all sse-proxy at its defaults plus:
 
@@ -127,7 +128,8 @@ def _together(
 
 
 def _pair(name: str, bare: str, plan: Plan, upstream: Service, workdir: Path) -> list[Row]:
-    """``name`` and a bare aiohttp proxy of its own, each with its own load generator,
+    """``name`` and a bare aiohttp proxy of its own (or ``bare``, another reference),
+    each with its own load generator,
     through every phase at the same moment: whatever the machine's load does, it does to
     both (taking turns, a configuration and the bare proxy ran seconds apart, and one
     round's ratio moved by a tenth or more)."""
@@ -197,6 +199,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--proxy-src", type=Path, help="run sse-proxy from this source tree")
     ap.add_argument("--pin", action="store_true", help="the proxy on a CPU of its own")
+    ap.add_argument(
+        "--beside",
+        choices=("bare", "default"),
+        default="bare",
+        help="what each configuration runs beside: bare aiohttp (the targets' reference), "
+        "or sse-proxy's default (the observers' own price)",
+    )
     args = ap.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
     unknown = set(configs) - set(CONFIGS)
@@ -210,6 +219,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot run: {note}", file=sys.stderr)
         return 2
     bare, sse = f"bare-{args.loop}", f"sse-{args.loop}"
+    if args.beside == "default":  # each configuration beside sse-proxy's default
+        bare = sse
+        configs = [c for c in configs if c != "default"]
+        if not configs:
+            ap.error("--beside default needs a configuration other than the default")
+    ref_label = "bare aiohttp (" + args.loop + ")" if args.beside == "bare" else "the default"
     plan = Plan(
         levels=(50,),
         events=50_000 if args.quick else 300_000,
@@ -245,17 +260,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"\n== 50 streams of 300-byte OpenAI events, saturated ({plan.events // 50:,} events "
         f"each) and paced (one per {plan.pace_ms:g} ms, {round(plan.paced_s * 1000 / plan.pace_ms)}"
-        f" each), {args.loop}; each configuration run at the same moment as a bare aiohttp "
-        f"proxy of its own; medians of {args.repeat} round(s), ratios taken within each =="
+        f" each), {args.loop}; each configuration run at the same moment as "
+        f"{'a bare aiohttp proxy' if args.beside == 'bare' else 'a default sse-proxy'} of its "
+        f"own; medians of {args.repeat} round(s), ratios taken within each =="
     )
     bares = [pair[0] for r in rounds for pair in r.values()]
     b = median_row(bares)
     print(
         f"{'configuration':<50}{'paced CPU/event':>17}{'saturated':>11}{'added p50':>11}"
-        f"{'vs default':>12}{'errors':>8}"
+        f"{'vs default' if args.beside == 'bare' else '':>12}{'errors':>8}"
     )
     print(
-        f"{'bare aiohttp (' + args.loop + ')':<50}{b.paced_cpu_us_per_event:>11.1f} µs   "
+        f"{ref_label:<50}{b.paced_cpu_us_per_event:>11.1f} µs   "
         f"{b.cpu_us_per_event:>6.1f} µs{'':>11}{'':>12}{sum(r.errors for r in bares):>8}"
     )
 
@@ -317,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for extra in ("broken", "all"):
         if extra in configs:
             print(f"   recordings left by '{extra}': {recorded[extra]}")
+    if args.beside != "bare":
+        verdicts = [("the targets are ratios to bare aiohttp: run without --beside", None)]
     print("\n== targets ==")
     for text, good in verdicts:
         print(f"[{'n/a' if good is None else 'PASS' if good else 'MISSED':<6}] {text}")

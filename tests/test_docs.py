@@ -45,6 +45,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--differential",  # python -m fuzz.fuzz_core
         "--minutes",
         "--peers",  # python -m bench.bench_proxy
+        "--beside",  # python -m bench.bench_observers
         "--pin",
         "--quick",  # python -m bench.bench_scale
         "--modes",
