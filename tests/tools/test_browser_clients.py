@@ -243,6 +243,8 @@ async def _probe_page_server(script_url: str) -> dict[str, int]:
     base, _, _name = script_url.rpartition("/")  # http://127.0.0.1:P/SECRET/script
     origin = "/".join(base.split("/")[:3])
     port = origin.rsplit(":", 1)[1]
+    secret = base[len(origin) + 1 :].split("/", 1)[0]
+    guessed = ("y" if secret[0] == "x" else "x") + secret[1:]  # one character off, never it
     asked = {
         "the script": (f"{base}/case.mjs", None),
         "what it imports": (f"{base}/lib/correct_fetch.mjs", None),
@@ -253,7 +255,7 @@ async def _probe_page_server(script_url: str) -> dict[str, int]:
         "not a module": (f"{base}/notes.txt", None),
         "no secret": (f"{origin}/script/.env", None),
         "no secret, the script": (f"{origin}/script/case.mjs", None),
-        "a guessed secret": (f"{origin}/x{base[len(origin) + 2 :]}/case.mjs", None),
+        "a guessed secret": (f"{base.replace(secret, guessed, 1)}/case.mjs", None),
         "a rebound name": (f"{base}/case.mjs", f"attacker.invalid:{port}"),
         "another port": (f"{base}/case.mjs", "127.0.0.1:1"),
     }
