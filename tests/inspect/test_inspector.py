@@ -18,6 +18,7 @@ from sse_proxy.recording import load_recording
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import start_mock_upstream
+from tests.support.upstreams import compressed_sse_app
 
 UI = "/_sse-proxy/ui"
 SECRET = "sk-test-SECRET-0123456789abcdef"
@@ -395,18 +396,7 @@ async def test_a_compressed_stream_is_inspected_decoded_and_recorded_as_it_came(
     plain = fixtures.faulty_stream("invalid_utf8", "openai")
     packed = gzip.compress(plain)
 
-    async def handler(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}
-        )
-        await resp.prepare(request)
-        for piece in fixtures.split_reads(packed, seed=5, max_size=97):
-            await resp.write(piece)
-        await resp.write_eof()
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
+    app = compressed_sse_app("/v1/chat/completions", packed, "gzip", seed=5, max_size=97)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

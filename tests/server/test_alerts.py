@@ -9,12 +9,12 @@ from typing import Any
 import aiohttp
 import brotli
 import pytest
-from aiohttp import web
 
 from sse_proxy.tools import fixtures
 from tests.support.logs import LogEntries, alert_names, named, summary, wait_for, warnings
 from tests.support.net import STREAM_ID, read_all
 from tests.support.stack import StartApp, StartProxy
+from tests.support.upstreams import compressed_sse_app
 
 ENDPOINTS = {
     "openai": "/v1/chat/completions",
@@ -205,18 +205,7 @@ async def test_compressed_sse_still_alerts_and_is_forwarded_unchanged(
     plain = fixtures.faulty_stream("invalid_utf8", "openai")
     packed = compress(plain)
 
-    async def handler(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Content-Encoding": coding}
-        )
-        await resp.prepare(request)
-        for piece in fixtures.split_reads(packed, seed=5, max_size=97):
-            await resp.write(piece)
-        await resp.write_eof()
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
+    app = compressed_sse_app("/v1/chat/completions", packed, coding, seed=5, max_size=97)
     url = await start(await start_app(app), mode=mode)
     async with session.post(f"{url}/v1/chat/completions", json={"stream": True}) as resp:
         received = b"".join(await read_all(resp))
@@ -239,18 +228,7 @@ async def test_clean_compressed_stream_raises_no_warning(
     plain = fixtures.clean_stream("anthropic")
     packed = gzip.compress(plain)
 
-    async def handler(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}
-        )
-        await resp.prepare(request)
-        for piece in fixtures.split_reads(packed, seed=1, max_size=5):
-            await resp.write(piece)
-        await resp.write_eof()
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/messages", handler)
+    app = compressed_sse_app("/v1/messages", packed, "gzip", seed=1, max_size=5)
     url = await start(await start_app(app))
     async with session.post(f"{url}/v1/messages", json={"stream": True}) as resp:
         assert await resp.read() == packed

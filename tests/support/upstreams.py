@@ -26,6 +26,7 @@ __all__ = [
     "Seen",
     "UpstreamConn",
     "chunk",
+    "compressed_sse_app",
     "decoy_server",
     "event",
     "firehose_app",
@@ -259,4 +260,26 @@ def firehose_app(
 
     app = web.Application()
     app.router.add_get("/v1/text", firehose)
+    return app
+
+
+def compressed_sse_app(
+    path: str, packed: bytes, coding: str, *, seed: int, max_size: int
+) -> web.Application:
+    """An upstream answering POST ``path`` with ``packed`` (an SSE body compressed with
+    ``coding``) in seeded reads of at most ``max_size`` bytes."""
+    from sse_proxy.tools import fixtures
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Content-Encoding": coding}
+        )
+        await resp.prepare(request)
+        for piece in fixtures.split_reads(packed, seed=seed, max_size=max_size):
+            await resp.write(piece)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post(path, handler)
     return app
