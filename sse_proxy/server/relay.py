@@ -294,13 +294,13 @@ class _SseRelay:
                 registry, request, upstream, ex.stream_id, self.mode, ex.started, shared
             )
             self.record_fed = shared is None
-        # the reads past the log's bound, to the observers that keep it
-        pasts: list[Callable[[bytes, float], None]] = []
-        if self.recording is not None:
-            pasts.append(self.recording.past)
-        if self.record is not None and not self.record_fed:
-            pasts.append(self.record.past)
-        self.log_past = pasts[0] if len(pasts) == 1 else functools.partial(_each, pasts)
+        if self.read_log is not None:  # the reads past its bound, to the observers keeping it
+            pasts: list[Callable[[bytes, float], None]] = []
+            if self.recording is not None:
+                pasts.append(self.recording.past)
+            if self.record is not None and not self.record_fed:
+                pasts.append(self.record.past)
+            self.log_past = pasts[0] if len(pasts) == 1 else functools.partial(_each, pasts)
         # Passthrough reads observed later (while other requests wait for a first byte):
         # (chunk, when it arrived), in order; _catch_up observes them.
         self.backlog = parts.state.backlog
