@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import time
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from itertools import accumulate
 from typing import Any
 
 from sse_proxy.core.alerts import Alert
@@ -107,7 +109,7 @@ class StreamRecord:
             log = ReadLog(max_bytes, max_reads)
         self._log = log
         # reads past the log's bound, timed and kept here up to this record's own bounds
-        self._x_times = array("d")
+        self._x_times: list[float] = []
         self._x_sizes = array("q")
         self._x_chunks: list[bytes] = []
         self._x_bytes = 0
@@ -207,14 +209,16 @@ class StreamRecord:
         """Once the stream is over, let go of what a shared log holds past this record's
         bounds (the recorder keeps a larger head): the registry keeps fifty streams."""
         log = self._log
+        n = len(log.chunks)
         timed = min(len(log.times), self.max_reads)
-        size = covered = 0
-        for chunk in log.chunks:
-            if size >= self.max_bytes:
-                break
-            size += len(chunk)
-            covered += 1
-        if covered >= len(log.chunks) and timed >= len(log.times):
+        if log.logged_bytes() <= self.max_bytes:
+            covered = n
+        elif self.max_bytes <= 0:
+            covered = 0
+        else:  # the reads that start before max_bytes, found at C speed
+            ends = list(accumulate(map(len, log.chunks)))
+            covered = min(n, bisect_left(ends, self.max_bytes) + 1)
+        if covered >= n and timed >= len(log.times):
             return
         received = self.received
         mine = ReadLog(log.max_bytes, log.max_reads)

@@ -11,8 +11,6 @@ not left for a full collection.
 
 from __future__ import annotations
 
-from array import array
-
 __all__ = ["ReadLog"]
 
 
@@ -25,8 +23,9 @@ class ReadLog:
     def __init__(self, max_bytes: int, max_reads: int) -> None:
         self.max_bytes = max_bytes
         self.max_reads = max_reads
-        # arrays and one list: no object per read for the garbage collector to walk
-        self.times = array("d")
+        # lists, appended by C-level calls: an array's append parses its argument, a
+        # list's only stores it (the floats and bytes are not tracked by the collector)
+        self.times: list[float] = []
         self.chunks: list[bytes] = []
         self._counted = 0  # chunks whose sizes are in _counted_bytes
         self._counted_bytes = 0

@@ -16,7 +16,6 @@ linger).
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -165,9 +164,9 @@ class StreamObserver:
         self.gaps = _GapHistogram()
         self._gap_max = 0.0
         self._gap_min = float("inf")
-        # gaps not yet in the histogram (at most _GAP_BATCH), as C doubles: 8 bytes each,
-        # not a float object of 32
-        self._new_gaps = array("d")
+        # gaps not yet in the histogram (at most _GAP_BATCH): a list, whose append only
+        # stores the float the subtraction made (an array's parses it, at every token)
+        self._new_gaps: list[float] = []
         self.stalled_since: float | None = None
         self.stalls = 0
         self.stalls_kept_alive = 0
@@ -257,7 +256,7 @@ class StreamObserver:
             i = j
         self._gap_max = max(self._gap_max, ordered[-1])
         self._gap_min = min(self._gap_min, ordered[0])
-        del new_gaps[:]
+        new_gaps.clear()
 
     # -- alerts ------------------------------------------------------------------------
 

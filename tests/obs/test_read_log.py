@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.obs.read_log import ReadLog
 
 
@@ -46,8 +47,6 @@ def test_a_log_leads_back_to_none_of_its_observers() -> None:
     would keep every finished stream's reads until a full collection)."""
     import gc
 
-    from sse_proxy.inspect.registry import Registry
-
     registry = Registry(max_bytes=4, max_reads=10)
     log = ReadLog(4, 10)
     record = registry.open(
@@ -75,3 +74,46 @@ def test_a_log_leads_back_to_none_of_its_observers() -> None:
         seen.add(id(obj))
         assert obj is not record
         todo.extend(gc.get_referents(obj))
+
+
+def _record(registry: Registry, log: ReadLog | None) -> StreamRecord:
+    return registry.open(
+        "s",
+        method="POST",
+        path="/",
+        status=200,
+        mode="passthrough",
+        hint=None,
+        request={},
+        response={},
+        started=0.0,
+        log=log,
+    )
+
+
+def test_a_record_over_a_larger_shared_log_ends_as_one_over_its_own() -> None:
+    """Trimmed at the end, the inspector's view of a log the recorder shares (bounded
+    higher) is what a log of the inspector's own bounds would have kept, at every cut."""
+    import random
+
+    rng = random.Random(7)
+    for case in range(300):
+        reads = [bytes([97 + i % 26]) * rng.randint(1, 9) for i in range(rng.randint(0, 12))]
+        max_bytes, max_reads = rng.randint(0, 40), rng.randint(0, 10)
+        registry = Registry(max_bytes=max_bytes, max_reads=max_reads)
+        own = _record(registry, None)
+        shared_log = ReadLog(max(max_bytes, rng.randint(0, 80)), rng.choice([max_reads, 99]))
+        shared = _record(registry, shared_log)
+        total = 0
+        for i, chunk in enumerate(reads):
+            own.read(chunk)
+            total += len(chunk)
+            if not shared_log.add(chunk, shared.started + i, total):  # as the relay does
+                shared.past(chunk, shared.started + i)
+        own_reads = [n for _, n in own.reads]
+        for record in (own, shared):
+            record.finish({"verdict": "ok"})
+        assert shared.body == own.body == b"".join(reads)[:max_bytes], case
+        assert shared.received == own.received == total, case
+        assert shared.read_sizes() == [n for _, n in own.reads] == own_reads, case
+        assert shared.reads_dropped == own.reads_dropped, case
