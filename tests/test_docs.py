@@ -46,6 +46,8 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--minutes",
         "--peers",  # python -m bench.bench_proxy
         "--beside",  # python -m bench.bench_observers
+        "--streams",  # python -m bench.investigations.instructions
+        "--inclusive",  # callgrind_annotate
         "--pin",
         "--quick",  # python -m bench.bench_scale
         "--modes",
