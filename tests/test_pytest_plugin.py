@@ -19,6 +19,32 @@ from sse_proxy.rechunk.spec import REWRITES, STRATEGIES
 from tests.support.cli import cli_env
 from tests.tools.clients._sse import LineParser, delta_text
 
+NOT_A_USERS_PLUGINS = ("-p", "no:cloudcoil", "-p", "no:hypothesispytest")
+"""Plugins this repository's test environment installs and a user's project need not
+have: loaded, they take three of a user run's four seconds of start-up."""
+
+
+def _user_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """``pytest -q ARGS`` in a user's ``project`` with sse-proxy installed: the plugin
+    comes in by its entry point, as it would there."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *NOT_A_USERS_PLUGINS,
+            *args,
+        ],
+        cwd=project,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=cli_env(),
+    )
+
 
 def _read_text(proxy: SSEChaosProxy, dialect: str, **headers: str) -> tuple[str, httpx.Headers]:
     """Stream ``dialect`` with httpx and a spec-correct parser; return text and headers."""
@@ -185,14 +211,7 @@ def test_a_project_with_its_own_proxy_module_runs_its_tests(tmp_path: Path, layo
         "def test_fixture_beside_it(sse_chaos_proxy):\n"
         "    assert sse_chaos_proxy.expected_text('text')\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_app.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=cli_env(),
-    )
+    proc = _user_pytest(tmp_path, "test_app.py")
     out = proc.stdout.decode() + proc.stderr.decode()
     assert proc.returncode == 0, out
     assert "2 passed" in out, out
@@ -221,45 +240,12 @@ def test_entry_point_registers_the_fixture_in_any_project(tmp_path: Path) -> Non
             """
         )
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--strict-markers",
-            "test_user.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=cli_env(),
-    )
+    proc = _user_pytest(tmp_path, "--strict-markers", "test_user.py")
     out = proc.stdout.decode()
     assert "2 passed, 1 error" in out, out
     assert "During handling" not in out
     assert "sse_chaos_proxy: unknown chaos strategy 'nope'" in out
-    disabled = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:sse_proxy",
-            "test_user.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=cli_env(),
-    )
+    disabled = _user_pytest(tmp_path, "-p", "no:sse_proxy", "test_user.py")
     assert "fixture 'sse_chaos_proxy' not found" in disabled.stdout.decode()
 
 
@@ -287,17 +273,7 @@ def test_a_failing_test_is_quiet_and_the_proxy_logs_to_a_file(tmp_path: Path) ->
         )
     )
     base = tmp_path / "base"
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
-            *(f"--basetemp={base}", "test_user.py"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=cli_env(),
-    )
+    proc = _user_pytest(tmp_path, f"--basetemp={base}", "test_user.py")
     out = proc.stdout.decode() + proc.stderr.decode()
     assert "1 failed, 1 passed" in out, out
     assert "the user's own failure" in out
@@ -350,14 +326,7 @@ def test_the_assertion_helper_fails_with_the_diagnosis_fix_and_rerun(tmp_path: P
             """
         )
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=cli_env(),
-    )
+    proc = _user_pytest(tmp_path, "test_user.py")
     out = proc.stdout.decode() + proc.stderr.decode()
     assert "1 failed" in out, out
     assert "diagnosis: character boundary:" in out
@@ -399,14 +368,7 @@ def test_the_fixtures_rewrites_carry_text_in_their_first_event(tmp_path: Path) -
             """
         )
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=cli_env(),
-    )
+    proc = _user_pytest(tmp_path, "test_user.py")
     out = proc.stdout.decode()
     assert "1 failed, 1 passed" in out, out
     assert "FAILED test_user.py::test_stream[bom]" in out
