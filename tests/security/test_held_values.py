@@ -120,7 +120,8 @@ async def test_an_echoed_key_surfaces_nowhere(tmp_path: Path) -> None:
                     async with session.get(f"{base}/_sse-proxy{path}") as page:
                         assert page.status == 200, path
                         pages.append((path, await page.text()))
-            log = serve.stop()
+            # off the loop: the OTLP receiver on it must answer the exports at shutdown
+            log = await asyncio.to_thread(serve.stop)
         async with asyncio.timeout(10):
             while not receiver.spans:
                 receiver.arrived.clear()
