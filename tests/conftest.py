@@ -8,6 +8,7 @@ all after the test; the helpers they use live in :mod:`tests.support`.
 
 from __future__ import annotations
 
+import compileall
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import aiohttp
@@ -16,9 +17,20 @@ import pytest_asyncio
 import structlog
 
 from sse_proxy.tools.mock_upstream import start_mock_upstream
+from tests.support.cli import ROOT
 from tests.support.logs import LogEntries
 from tests.support.stack import AppStarter, ProxyStarter
 from tests.support.upstreams import Behaviour, RawUpstream
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bytecode for the package and the tests, written once a run: the suite starts
+    hundreds of Python processes (the CLI, servers, client programs), and where
+    PYTHONDONTWRITEBYTECODE is set each one would compile every module it imports."""
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller has done it
+        return
+    for part in ("sse_proxy", "tests"):
+        compileall.compile_dir(ROOT / part, quiet=1)
 
 
 @pytest.fixture(autouse=True)
