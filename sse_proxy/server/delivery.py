@@ -57,11 +57,12 @@ __all__ = [
     "stream_kind",
 ]
 
-CUT_CAP: Final = 0.15
+CUT_CAP: Final = 0.25
 """Seconds one cut waits for the client to read what went before it, from its last
 progress (a client that is reading, but behind, gets more, up to :data:`CUT_MAX`). A
 client that reads returns at once; the cap is for one the scheduler left waiting on a
-loaded machine."""
+loaded machine (at 0.15 s, Node now and then missed it beside a browser's run), and a
+client that never reads costs :data:`MISS_BUDGET` a stream whatever it is."""
 CUT_MAX: Final = 0.5
 FIRST_CAP: Final = 2.0
 """The first cut's wait: a client that just got its response may still be starting up

@@ -39,9 +39,10 @@ from sse_proxy.server.tap_types import StreamEnd
 
 __all__ = ["CasePage", "PageReads", "PageServer", "Verdict"]
 
-CUT_CAP: Final = 0.25
-"""Seconds a cut waits for a browser from its last progress (a command gets 0.05: the
-network process, the page and its report are hops of their own on a loaded machine)."""
+CUT_CAP: Final = 0.4
+"""Seconds a cut waits for a browser from its last progress (a command gets
+:data:`~sse_proxy.server.delivery.CUT_CAP`: the network process, the page and its report
+are hops of their own on a loaded machine)."""
 _CONSOLE_KEEP: Final = 64 << 10
 """Characters of console output kept (the last ones), as a command's stderr tail."""
 _TYPES: Final = {
