@@ -6,6 +6,22 @@ from sse_proxy.inspect.registry import Registry, StreamRecord
 from sse_proxy.obs.read_log import ReadLog
 
 
+def _record(registry: Registry, log: ReadLog | None) -> StreamRecord:
+    """A stream's record in ``registry``, over ``log`` (None: a log of its own)."""
+    return registry.open(
+        "s",
+        method="POST",
+        path="/",
+        status=200,
+        mode="passthrough",
+        hint=None,
+        request={},
+        response={},
+        started=0.0,
+        log=log,
+    )
+
+
 def _fed(log: ReadLog, reads: list[bytes]) -> list[tuple[bytes, float]]:
     past: list[tuple[bytes, float]] = []
     total = 0
@@ -49,18 +65,7 @@ def test_a_log_leads_back_to_none_of_its_observers() -> None:
 
     registry = Registry(max_bytes=4, max_reads=10)
     log = ReadLog(4, 10)
-    record = registry.open(
-        "s",
-        method="POST",
-        path="/",
-        status=200,
-        mode="passthrough",
-        hint=None,
-        request={},
-        response={},
-        started=0.0,
-        log=log,
-    )
+    record = _record(registry, log)
     record.read(b"abc")
     record.read(b"defgh")  # past the log: kept by the record, to its own bound
     assert record.body == b"abcd"
@@ -74,21 +79,6 @@ def test_a_log_leads_back_to_none_of_its_observers() -> None:
         seen.add(id(obj))
         assert obj is not record
         todo.extend(gc.get_referents(obj))
-
-
-def _record(registry: Registry, log: ReadLog | None) -> StreamRecord:
-    return registry.open(
-        "s",
-        method="POST",
-        path="/",
-        status=200,
-        mode="passthrough",
-        hint=None,
-        request={},
-        response={},
-        started=0.0,
-        log=log,
-    )
 
 
 def test_a_record_over_a_larger_shared_log_ends_as_one_over_its_own() -> None:
