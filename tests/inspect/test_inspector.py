@@ -18,6 +18,7 @@ from sse_proxy.recording import load_recording
 from sse_proxy.server.run import start_proxy, stop_proxy
 from sse_proxy.settings import Config
 from sse_proxy.tools.mock_upstream import start_mock_upstream
+from tests.support.inspector import open_record
 from tests.support.upstreams import compressed_sse_app
 
 UI = "/_sse-proxy/ui"
@@ -157,17 +158,7 @@ async def test_feed_announces_streams_live(mock_url: str, proxies: list[web.AppR
 
 def test_registry_bounds_bytes_and_reads() -> None:
     reg = Registry(max_streams=2, max_bytes=10, max_reads=3)
-    rec = reg.open(
-        "a",
-        method="GET",
-        path="/x",
-        status=200,
-        mode="passthrough",
-        hint=None,
-        request={},
-        response={},
-        started=0.0,
-    )
+    rec = open_record(reg, "a", method="GET", path="/x")
     for _ in range(5):
         rec.read(b"0123456")
     assert rec.kept == 10
@@ -176,17 +167,7 @@ def test_registry_bounds_bytes_and_reads() -> None:
     assert len(rec.reads) == 3
     assert rec.reads_dropped == 2
     for name in ("b", "c"):
-        reg.open(
-            name,
-            method="GET",
-            path="/x",
-            status=200,
-            mode="passthrough",
-            hint=None,
-            request={},
-            response={},
-            started=0.0,
-        )
+        open_record(reg, name, method="GET", path="/x")
     assert list(reg.streams) == ["b", "c"]
 
 

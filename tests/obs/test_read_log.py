@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from sse_proxy.inspect.registry import Registry, StreamRecord
+from sse_proxy.inspect.registry import Registry
 from sse_proxy.obs.read_log import ReadLog
-
-
-def _record(registry: Registry, log: ReadLog | None) -> StreamRecord:
-    """A stream's record in ``registry``, over ``log`` (None: a log of its own)."""
-    return registry.open(
-        "s",
-        method="POST",
-        path="/",
-        status=200,
-        mode="passthrough",
-        hint=None,
-        request={},
-        response={},
-        started=0.0,
-        log=log,
-    )
+from tests.support.inspector import open_record
 
 
 def _fed(log: ReadLog, reads: list[bytes]) -> list[tuple[bytes, float]]:
@@ -65,7 +50,7 @@ def test_a_log_leads_back_to_none_of_its_observers() -> None:
 
     registry = Registry(max_bytes=4, max_reads=10)
     log = ReadLog(4, 10)
-    record = _record(registry, log)
+    record = open_record(registry, log=log)
     record.read(b"abc")
     record.read(b"defgh")  # past the log: kept by the record, to its own bound
     assert record.body == b"abcd"
@@ -91,9 +76,9 @@ def test_a_record_over_a_larger_shared_log_ends_as_one_over_its_own() -> None:
         reads = [bytes([97 + i % 26]) * rng.randint(1, 9) for i in range(rng.randint(0, 12))]
         max_bytes, max_reads = rng.randint(0, 40), rng.randint(0, 10)
         registry = Registry(max_bytes=max_bytes, max_reads=max_reads)
-        own = _record(registry, None)
+        own = open_record(registry)
         shared_log = ReadLog(max(max_bytes, rng.randint(0, 80)), rng.choice([max_reads, 99]))
-        shared = _record(registry, shared_log)
+        shared = open_record(registry, log=shared_log)
         total = 0
         for i, chunk in enumerate(reads):
             own.read(chunk)
