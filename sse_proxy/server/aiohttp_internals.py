@@ -9,7 +9,8 @@ writes past ``StreamResponse.write``. Each was written against the aiohttp versi
 to aiohttp's public behaviour: the default router, aiohttp's body reader, its connection
 handler (its own limits on header lines and counts, a 400 for a malformed request),
 aiohttp's ``ClientRequest`` and ``StreamResponse.write``. What is sent and relayed is the
-same either way; only the speed and the head bounds differ.
+same either way but for the speed, the head bounds, and an upstream body that breaks: the
+lean reader relays the bytes that came before the break, aiohttp's may not.
 """
 
 from __future__ import annotations
@@ -159,7 +160,10 @@ class LeanBody(StreamReader):
     drains its buffer chunk by chunk, asking the protocol to resume reading after each.
     This one keeps no boundaries and, draining, takes the whole buffer at once and resumes
     reading only if it was paused. Everything else (``feed_data``, ``feed_eof``,
-    exceptions, EOF callbacks, the high-water pause) is aiohttp's own."""
+    exceptions, EOF callbacks, the high-water pause) is aiohttp's own, but for one order:
+    bytes that arrived before the connection broke are returned before its error, where
+    aiohttp's ``readany`` raises first and drops them (an upstream's last events before a
+    reset, whose ids a resuming client needs)."""
 
     __slots__ = ()
 
@@ -170,10 +174,12 @@ class LeanBody(StreamReader):
         """No chunk boundaries; ``feed_data`` has woken the reader already."""
 
     async def readany(self) -> bytes:
-        if self._exception is not None:
-            raise self._exception
         while not self._buffer and not self._eof:
+            if self._exception is not None:
+                raise self._exception
             await self._wait("readany")
+        if not self._buffer and self._exception is not None:
+            raise self._exception
         buffer = self._buffer
         if not buffer or self._buffer_offset:  # (at EOF; or a partial read before)
             return self._read_nowait(-1)

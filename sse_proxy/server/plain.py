@@ -11,6 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from sse_proxy.obs.redact import redact_url
+from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.server.client_writer import ClientGone, cut_off
 from sse_proxy.server.deadlines import IdleWatch
 from sse_proxy.server.exchange import Exchange
@@ -28,6 +29,7 @@ async def relay_plain(
     ended_by = "upstream_eof"
     loop = ex.parts.loop
     assert loop is not None  # (set while the app runs)
+    lean_body(upstream.content)  # what came before a broken body is passed on first
     watch = IdleWatch(upstream, ex.cfg.idle_timeout, ex.idle_watch, loop)
     try:
         async for chunk in upstream.content.iter_any():

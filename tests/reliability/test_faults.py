@@ -15,11 +15,12 @@ import time
 import aiohttp
 import pytest
 
+from sse_proxy.rechunk.timefaults import TEXT_BEFORE
 from sse_proxy.server.keys import STATE
 from tests.support.logs import eventually, named, wait_for
 from tests.support.net import STREAM_ID, dead_port
 from tests.support.timing import assert_fired_on_time
-from tests.support.upstreams import Behaviour, UpstreamConn
+from tests.support.upstreams import Behaviour, UpstreamConn, event
 
 pytestmark = pytest.mark.asyncio
 
@@ -111,7 +112,7 @@ async def test_client_disconnect_closes_upstream(phase, raw_upstream, start, log
 
 def _dies_mid_stream(how: str, delivered: asyncio.Event) -> Behaviour:
     """Two events, then (once the client has both) a FIN without the chunked body's last
-    chunk, or a TCP RST (which would discard them if they were still unread)."""
+    chunk, or a TCP RST."""
 
     async def behaviour(conn: UpstreamConn) -> None:
         await conn.send_head()
@@ -161,6 +162,49 @@ async def test_upstream_dies_mid_stream(how, raw_upstream, start, logs):
     [error] = named(logs, "upstream.error", stream_id)
     assert error["kind"] == "stream_read_failed"
     assert not runner.app[STATE].active
+
+
+async def _collect_until(
+    resp: aiohttp.ClientResponse, into: list[bytes], frames: int, reached: asyncio.Event
+) -> None:
+    async for piece in resp.content.iter_any():
+        into.append(piece)
+        if b"".join(into).count(b"\n\n") >= frames:
+            reached.set()
+
+
+async def test_events_just_before_an_upstream_reset_reach_the_client(raw_upstream, start, logs):
+    """The upstream sends its last events and resets right behind them while the relay is
+    away (holding a chaos stall): they sit in the proxy's reader with the reset's error, and
+    reach the client before it is cut off, not dropped with the error."""
+    stalled = asyncio.Event()
+    total = TEXT_BEFORE + 6
+
+    async def behaviour(conn: UpstreamConn) -> None:
+        await conn.send_head()
+        for i in range(TEXT_BEFORE + 2):
+            await conn.send_event(i)
+        await stalled.wait()  # the relay holds the next frame now, for a second
+        for i in range(TEXT_BEFORE + 2, total):
+            await conn.send_event(i)
+        conn.mark_closed("upstream_reset")
+        conn.reset()
+
+    upstream = await raw_upstream(behaviour)
+    url = await start(
+        upstream.url, mode="chaos", chaos="boundaries", chaos_fault="stall_silent", chaos_stall=1.0
+    )
+    received: list[bytes] = []
+    async with asyncio.timeout(HARD_TIMEOUT), aiohttp.ClientSession() as client:
+        async with client.get(url + PATH) as resp:
+            stream_id = resp.headers[STREAM_ID]
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await _collect_until(resp, received, TEXT_BEFORE, stalled)
+        assert upstream.conn.closed_at is not None
+        summary = await wait_for(logs, "stream.summary", stream_id)
+    assert b"".join(received) == b"".join(event(i) for i in range(total))
+    assert summary["ended_by"] == "upstream_error"
+    assert summary["events"] == total
 
 
 async def test_upstream_stalls_after_headers(raw_upstream, start, logs):

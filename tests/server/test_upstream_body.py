@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
+import struct
 
 import aiohttp
 import pytest
@@ -43,12 +45,24 @@ def _upstream(pieces: list[bytes], *, hold: asyncio.Event | None = None) -> web.
         request.transport.abort()  # no last chunk: a broken body
         return resp
 
+    async def resets(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in pieces:
+            await resp.write(piece)
+        assert request.transport is not None
+        sock = request.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        request.transport.abort()  # a reset right behind the last event
+        return resp
+
     async def sized(request: web.Request) -> web.Response:
         return web.Response(body=b"".join(pieces), content_type="text/event-stream")
 
     app = web.Application()
     app.router.add_get("/stream", stream)
     app.router.add_get("/dies", dies)
+    app.router.add_get("/resets", resets)
     app.router.add_get("/sized", sized)
     return app
 
@@ -73,9 +87,10 @@ async def _read_all(
         return b"".join(got), reads, made
 
 
-async def _drain(content: StreamReader) -> None:
-    while await content.readany():
-        pass
+async def _drain(content: StreamReader, into: list[bytes] | None = None) -> None:
+    while chunk := await content.readany():
+        if into is not None:
+            into.append(chunk)
 
 
 @pytest.mark.asyncio
@@ -146,6 +161,35 @@ async def test_a_broken_body_raises_as_aiohttps_own_does(start_app: StartApp) ->
                 assert lean_body(r.content)
             with pytest.raises(aiohttp.ClientPayloadError):
                 await _drain(r.content)
+
+
+@pytest.mark.asyncio
+async def test_bytes_that_came_before_a_reset_are_read_before_its_error(
+    start_app: StartApp,
+) -> None:
+    """An upstream resets right behind its last events while the relay is busy elsewhere:
+    the bytes are in the reader when the error comes. aiohttp's own ``readany`` raises at
+    once and they are lost (the control); the lean body returns them, then the error."""
+    pieces = _pieces(SEED, 5)
+    url = await start_app(_upstream(pieces))
+    for lean in (True, False):
+        async with aiohttp.ClientSession() as session, session.get(url + "/resets") as r:
+            if lean:
+                assert lean_body(r.content)
+            deadline = asyncio.get_running_loop().time() + 10
+            while r.content.exception() is None:  # not reading: the relay is elsewhere
+                assert asyncio.get_running_loop().time() < deadline, "no error arrived"
+                await asyncio.sleep(0.01)
+            assert r.content.total_bytes == len(b"".join(pieces))
+            got: list[bytes] = []
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await _drain(r.content, got)
+            if lean:
+                assert b"".join(got) == b"".join(pieces)
+                with pytest.raises(aiohttp.ClientPayloadError):  # the error stays
+                    await r.content.readany()
+            else:
+                assert b"".join(got) != b"".join(pieces)
 
 
 @pytest.mark.asyncio

@@ -143,16 +143,15 @@ def test_chromium_s_own_event_source_resumes_exactly(tmp_path: Path) -> None:
     text = out.read_text("utf-8")
     assert code == 0, text
     assert "4 cases, 4 passed, 0 failed" in text
-    # drop_primed: from the priming event. A reset can reach Chromium before it has read
-    # the bytes in front of it, and takes them along (Linux purges a reset socket's queue):
-    # then it saw neither the id nor retry: 500 and waits its own 3 s, with no cursor.
+    # drop_primed: from the priming event, and after the retry it set (500 ms, not 3 s)
     cases = {c["fault"]: c for c in json.loads(report.read_text("utf-8"))["cases"]}
     cut, again = cases["drop_primed"]["requests"][:2]
-    if again["cursor"] is None:
-        assert again["at_s"] - cut["cut_at_s"] > 2.0, cases["drop_primed"]
-    else:
-        assert again["cursor"] == "0", cases["drop_primed"]
-        assert "Last-Event-ID 0" in text
+    assert again["cursor"] == "0", cases["drop_primed"]
+    assert again["at_s"] - cut["cut_at_s"] < 2.0, cases["drop_primed"]
+    assert "Last-Event-ID 0" in text
+    # drop_204: it stops where the drop cut it, with the last event before the cut whole
+    stop = cases["drop_204"]["requests"]
+    assert stop[1]["cursor"] == str(stop[0]["delivered"]), cases["drop_204"]
 
 
 @pytest.mark.parametrize(
@@ -227,6 +226,11 @@ def test_each_verdict_of_a_drop() -> None:
     assert "a 204 means stop" in reason
     outcome, _ = _judge(cut, refused, output="".join(TOKENS[:10]), kind="drop_204")
     assert outcome == "pass"
+    # a cursor before the last event it was sent, then the 204: that event is missing
+    early = _served(0.7, "9", 204)
+    outcome, reason = _judge(cut, early, output="".join(TOKENS[:9]), kind="drop_204")
+    assert outcome == "wrong"
+    assert "with Last-Event-ID: 9, before event 10, the last one it was sent whole" in reason
     # without its cursor, stopped by the 204: nothing came twice, but it would have
     restart = _served(0.7, None, 204)
     outcome, reason = _judge(cut, restart, output="".join(TOKENS[:10]), kind="drop_204")

@@ -413,11 +413,20 @@ def diagnose_resume(
                 "that was cut",
             )
         failed = f"exit {exit_code}" if exit_code else "exit 0"
+        how = "from the right cursor but"
+        for i in cuts[: len(requests) - 1]:
+            sent, named = requests[i].delivered, _cursor(requests[i + 1].cursor)
+            if sent is not None and named is not None and named < sent:
+                how = (
+                    f"{_said(requests[i + 1], cursor_kind)}, before event {sent}, the last one "
+                    "it was sent whole, and"
+                )
+                break
         return (
             "crash" if exit_code else "wrong",
             Diagnosis(
                 FAMILIES["wrong"],
-                f"{cut_said}; the client resumed from the right cursor but printed "
+                f"{cut_said}; the client resumed {how} printed "
                 f"{len(output)} of the answer's {len(expected)} characters ({failed})"
                 + (f", without {_show(gone)}" if gone else ""),
                 rule,
