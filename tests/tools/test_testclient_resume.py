@@ -143,15 +143,22 @@ def test_chromium_s_own_event_source_resumes_exactly(tmp_path: Path) -> None:
     text = out.read_text("utf-8")
     assert code == 0, text
     assert "4 cases, 4 passed, 0 failed" in text
-    # drop_primed: from the priming event, and after the retry it set (500 ms, not 3 s)
+    # drop_primed: from the priming event, after the retry it set (500 ms). Under load
+    # Chromium now and then loses the bytes that came just before the connection broke
+    # (a Python resumer behind the same proxy does not): then it saw neither the id nor
+    # the retry, and waits its own 3 s with no cursor.
     cases = {c["fault"]: c for c in json.loads(report.read_text("utf-8"))["cases"]}
     cut, again = cases["drop_primed"]["requests"][:2]
-    assert again["cursor"] == "0", cases["drop_primed"]
-    assert again["at_s"] - cut["cut_at_s"] < 2.0, cases["drop_primed"]
-    assert "Last-Event-ID 0" in text
-    # drop_204: it stops where the drop cut it, with the last event before the cut whole
+    if again["cursor"] is None:
+        assert again["at_s"] - cut["cut_at_s"] > 2.0, cases["drop_primed"]
+        assert cases["drop_primed"]["outcome"] == "info", cases["drop_primed"]
+    else:
+        assert again["cursor"] == "0", cases["drop_primed"]
+        assert "Last-Event-ID 0" in text
+    # drop_204: stopped at the cursor it resumed with, the last event sent before the cut
+    # or (those lost in flight, as above) an earlier one
     stop = cases["drop_204"]["requests"]
-    assert stop[1]["cursor"] == str(stop[0]["delivered"]), cases["drop_204"]
+    assert 0 < int(stop[1]["cursor"]) <= stop[0]["delivered"], cases["drop_204"]
 
 
 @pytest.mark.parametrize(
@@ -226,11 +233,16 @@ def test_each_verdict_of_a_drop() -> None:
     assert "a 204 means stop" in reason
     outcome, _ = _judge(cut, refused, output="".join(TOKENS[:10]), kind="drop_204")
     assert outcome == "pass"
-    # a cursor before the last event it was sent, then the 204: that event is missing
+    # a cursor before the last event it was sent, then the 204: that event never reached
+    # it whole, and it printed what its cursor names (a note); printing less is its own
     early = _served(0.7, "9", 204)
     outcome, reason = _judge(cut, early, output="".join(TOKENS[:9]), kind="drop_204")
+    assert outcome == "info"
+    assert "its cursor at event 9, before event 10, the last one sent before the cut" in reason
+    outcome, reason = _judge(cut, early, output="".join(TOKENS[:8]), kind="drop_204")
     assert outcome == "wrong"
     assert "with Last-Event-ID: 9, before event 10, the last one it was sent whole" in reason
+    assert _judge(cut, early, output="".join(TOKENS[:10]), kind="drop_204")[0] == "pass"
     # without its cursor, stopped by the 204: nothing came twice, but it would have
     restart = _served(0.7, None, 204)
     outcome, reason = _judge(cut, restart, output="".join(TOKENS[:10]), kind="drop_204")

@@ -238,6 +238,19 @@ def diagnose_resume(
     expected = whole
     if kind in ("drop_204", "drop_too_old") and cuts:
         expected = text_through(dialect, requests[cuts[0]].delivered)
+    # A 204 resends nothing, so the last events before the cut are the client's only if
+    # they reached it; its cursor says what it had whole (one that names an earlier event
+    # and printed through it lost them in flight: the network's doing, not its own).
+    in_flight: tuple[int, int] | None = None
+    if kind == "drop_204" and cuts and cuts[0] + 1 < len(requests):
+        sent, named = requests[cuts[0]].delivered, _cursor(requests[cuts[0] + 1].cursor)
+        if (
+            sent is not None
+            and named is not None
+            and named < sent
+            and output == text_through(dialect, named)
+        ):
+            expected, in_flight = output, (named, sent)
 
     def verdict(outcome: str, family: str, reason: str) -> tuple[str, Diagnosis, str]:
         return outcome, Diagnosis(FAMILIES[family], reason, rule), expected
@@ -455,6 +468,15 @@ def diagnose_resume(
                 "sent the whole stream again"
             )
         return "info", Diagnosis("connection boundary (replayed)", reason, rule), expected
+    if in_flight is not None:
+        named, sent = in_flight
+        reason = (
+            f"information: {cut_said}; the client resumed with its cursor at event {named}, "
+            f"before event {sent}, the last one sent before the cut: what came after event "
+            f"{named} was lost with the connection, and it stopped at the 204 with the text "
+            "its cursor names"
+        )
+        return "info", Diagnosis("connection boundary (lost in flight)", reason, rule), expected
     return "pass", None, expected
 
 
