@@ -238,10 +238,10 @@ def test_each_verdict_of_a_drop() -> None:
     early = _served(0.7, "9", 204)
     outcome, reason = _judge(cut, early, output="".join(TOKENS[:9]), kind="drop_204")
     assert outcome == "info"
-    assert "its cursor at event 9, before event 10, the last one sent before the cut" in reason
+    assert "its cursor at event 9, before event 10, the last one sent whole before the" in reason
     outcome, reason = _judge(cut, early, output="".join(TOKENS[:8]), kind="drop_204")
     assert outcome == "wrong"
-    assert "with Last-Event-ID: 9, before event 10, the last one it was sent whole" in reason
+    assert "with Last-Event-ID: 9, before event 10, the last one sent whole before" in reason
     assert _judge(cut, early, output="".join(TOKENS[:10]), kind="drop_204")[0] == "pass"
     # without its cursor, stopped by the 204: nothing came twice, but it would have
     restart = _served(0.7, None, 204)

@@ -187,6 +187,15 @@ def _cursor(given: str | None) -> int | None:
     return int(number) if number is not None and number.isdigit() else None
 
 
+def _behind(requests: Sequence[Served], cut: int) -> tuple[int, int] | None:
+    """(the event the reconnect after the cut request ``cut`` named, the last event sent
+    whole before that cut), when the cursor names an earlier one; else None."""
+    if cut + 1 >= len(requests):
+        return None
+    sent, named = requests[cut].delivered, _cursor(requests[cut + 1].cursor)
+    return (named, sent) if sent is not None and named is not None and named < sent else None
+
+
 def _show(text: str, limit: int = 48) -> str:
     shown = json.dumps(text[:limit], ensure_ascii=False)
     return shown + ("..." if len(text) > limit else "")
@@ -241,16 +250,11 @@ def diagnose_resume(
     # A 204 resends nothing, so the last events before the cut are the client's only if
     # they reached it; its cursor says what it had whole (one that names an earlier event
     # and printed through it lost them in flight: the network's doing, not its own).
-    in_flight: tuple[int, int] | None = None
-    if kind == "drop_204" and cuts and cuts[0] + 1 < len(requests):
-        sent, named = requests[cuts[0]].delivered, _cursor(requests[cuts[0] + 1].cursor)
-        if (
-            sent is not None
-            and named is not None
-            and named < sent
-            and output == text_through(dialect, named)
-        ):
-            expected, in_flight = output, (named, sent)
+    in_flight = _behind(requests, cuts[0]) if kind == "drop_204" and cuts else None
+    if in_flight is not None and output == text_through(dialect, in_flight[0]):
+        expected = output
+    else:
+        in_flight = None
 
     def verdict(outcome: str, family: str, reason: str) -> tuple[str, Diagnosis, str]:
         return outcome, Diagnosis(FAMILIES[family], reason, rule), expected
@@ -427,14 +431,13 @@ def diagnose_resume(
             )
         failed = f"exit {exit_code}" if exit_code else "exit 0"
         how = "from the right cursor but"
-        for i in cuts[: len(requests) - 1]:
-            sent, named = requests[i].delivered, _cursor(requests[i + 1].cursor)
-            if sent is not None and named is not None and named < sent:
-                how = (
-                    f"{_said(requests[i + 1], cursor_kind)}, before event {sent}, the last one "
-                    "it was sent whole, and"
-                )
-                break
+        behind = next(((i, b) for i in cuts if (b := _behind(requests, i)) is not None), None)
+        if behind is not None:
+            i, (_, sent) = behind
+            how = (
+                f"{_said(requests[i + 1], cursor_kind)}, before event {sent}, the last one "
+                "sent whole before the cut, and"
+            )
         return (
             "crash" if exit_code else "wrong",
             Diagnosis(
@@ -472,7 +475,7 @@ def diagnose_resume(
         named, sent = in_flight
         reason = (
             f"information: {cut_said}; the client resumed with its cursor at event {named}, "
-            f"before event {sent}, the last one sent before the cut: what came after event "
+            f"before event {sent}, the last one sent whole before the cut: what came after event "
             f"{named} was lost with the connection, and it stopped at the 204 with the text "
             "its cursor names"
         )
