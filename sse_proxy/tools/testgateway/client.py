@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from sse_proxy.server.aiohttp_internals import lean_body
 from sse_proxy.tools.testgateway.meaning import Transport
 
 __all__ = ["stream_once"]
@@ -47,6 +48,7 @@ async def stream_once(
                 headers={"Content-Type": "application/json", **headers},
             ) as resp:
                 status, content_type = resp.status, resp.headers.get("Content-Type", "")
+                lean_body(resp.content)  # what the gateway sent before a break is read first
                 try:
                     async for chunk in resp.content.iter_any():
                         reads.append((time.monotonic(), chunk))
