@@ -475,8 +475,9 @@ def update_mcp(page: str, section: str) -> str:
 
 
 def _resume_cell(case: Mapping[str, Any] | None) -> str:
-    """One resume case: ✓, ✓ replayed (exact, by asking for the whole stream again), or its
-    outcome."""
+    """One resume case: ✓, ✓ replayed (exact, by asking for the whole stream again), ✓ in
+    flight (stopped at a 204 at its own cursor, what followed lost with the connection), or
+    its outcome."""
     if case is None:
         return "·"
     outcome = str(case["outcome"])
@@ -485,7 +486,8 @@ def _resume_cell(case: Mapping[str, Any] | None) -> str:
     if outcome == "not_applicable":  # a drop the client's revision does not have
         return "n/a"
     if outcome == "info":
-        return "✓ replayed"
+        family = str((case.get("diagnosis") or {}).get("family", ""))
+        return "✓ in flight" if family.endswith("(lost in flight)") else "✓ replayed"
     return f"**{outcome.replace('_', ' ')}**"
 
 
@@ -494,7 +496,7 @@ def resume_outcome(cell: str) -> str:
     cell = cell.strip()
     if cell == "✓":
         return "pass"
-    if cell == "✓ replayed":
+    if cell in ("✓ replayed", "✓ in flight"):
         return "info"
     if cell == "·":
         return "n/a"
@@ -523,7 +525,9 @@ def resume_section(
         "resume*`, `*helper*`), never made to do more. ✓: resumed exactly (the text equal, "
         "one reconnect per drop, from the last event it had whole, after the `retry` delay; "
         "stopped at a 204; reported a refused resume); ✓ replayed: exact, by asking for the "
-        "whole stream again and skipping what it had (the upstream sends it twice); "
+        "whole stream again and skipping what it had (the upstream sends it twice); ✓ in "
+        "flight: stopped at a 204 with the text of its own cursor, the events after it lost "
+        "with the connection; "
         "**duplicated**, **lost**, **no resume** (a hang, or part of the answer), **too "
         "early** (ignored `retry`), **storm**, **looped** (after a 204), or the text "
         "misread (**wrong**). Neither openai SDK resumes by itself: the loop that catches "

@@ -13,8 +13,15 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from conformance.page import RESUME_DROPS, published_resume, resume_section, update_resume
+from conformance.page import (
+    RESUME_DROPS,
+    published_resume,
+    resume_outcome,
+    resume_section,
+    update_resume,
+)
 from conformance.run import BY_NAME, HERE, PAGE, RESUMER_BY_NAME, RESUMERS, resume_command_of
 from tests.support.cli import cli_env
 
@@ -70,6 +77,13 @@ def test_the_section_is_rewritten_in_place(tmp_path: Path) -> None:
     section = resume_section(RESUMERS, BY_NAME, {resumer.name: report}, {}, {}, tmp_path)
     line = next(ln for ln in section.splitlines() if resumer.how in ln)
     assert "| ✓ replayed | · | · | · |" in line
+    family = {"family": "connection boundary (lost in flight)"}
+    lost: dict[str, Any] = {"group": "resume", "fault": "drop", "outcome": "info"}
+    in_flight = {"cases": [{**lost, "diagnosis": family}]}
+    section = resume_section(RESUMERS, BY_NAME, {resumer.name: in_flight}, {}, {}, tmp_path)
+    line = next(ln for ln in section.splitlines() if resumer.how in ln)
+    assert "| ✓ in flight | · | · | · |" in line
+    assert resume_outcome("✓ in flight") == "info"
 
 
 def test_fetch_event_source_fails_as_published(tmp_path: Path) -> None:
