@@ -23,6 +23,7 @@ from conformance.page import (
     update_resume,
 )
 from conformance.run import BY_NAME, HERE, PAGE, RESUMER_BY_NAME, RESUMERS, resume_command_of
+from sse_proxy.tools.testclient.resume import NOTES
 from tests.support.cli import cli_env
 
 OUTCOMES = {"pass", "info", "duplicated", "lost", "no_resume", "too_early", "storm", "looped"}
@@ -77,9 +78,9 @@ def test_the_section_is_rewritten_in_place(tmp_path: Path) -> None:
     section = resume_section(RESUMERS, BY_NAME, {resumer.name: report}, {}, {}, tmp_path)
     line = next(ln for ln in section.splitlines() if resumer.how in ln)
     assert "| ✓ replayed | · | · | · |" in line
-    family = {"family": "connection boundary (lost in flight)"}
     lost: dict[str, Any] = {"group": "resume", "fault": "drop", "outcome": "info"}
-    in_flight = {"cases": [{**lost, "diagnosis": family}]}
+    lost["diagnosis"] = {"family": NOTES["in_flight"]}  # the verdict's, as the page reads it
+    in_flight = {"cases": [lost]}
     section = resume_section(RESUMERS, BY_NAME, {resumer.name: in_flight}, {}, {}, tmp_path)
     line = next(ln for ln in section.splitlines() if resumer.how in ln)
     assert "| ✓ in flight | · | · | · |" in line

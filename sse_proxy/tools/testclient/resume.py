@@ -46,6 +46,7 @@ from sse_proxy.tools.testclient.diagnose import Diagnosis
 __all__ = [
     "EARLY",
     "FAMILIES",
+    "NOTES",
     "RESUME_LARGE",
     "RESUME_PACE",
     "RESUME_RETRY",
@@ -82,6 +83,11 @@ FAMILIES: Final[dict[str, str]] = {
     "wrong": "connection boundary (resumed stream misread)",
 }
 """The diagnosis family of each way a client gets a drop wrong."""
+NOTES: Final[dict[str, str]] = {
+    "replayed": "connection boundary (replayed)",
+    "in_flight": "connection boundary (lost in flight)",
+}
+"""The family of each information note: a resume that passes, with something to know."""
 
 _KINDS: Final[dict[str, tuple[str, ...]]] = {
     "last_event_id": (
@@ -470,7 +476,7 @@ def diagnose_resume(
                 f" and stopped at the {again.status}: an upstream that answered would have "
                 "sent the whole stream again"
             )
-        return "info", Diagnosis("connection boundary (replayed)", reason, rule), expected
+        return "info", Diagnosis(NOTES["replayed"], reason, rule), expected
     if in_flight is not None:
         named, sent = in_flight
         reason = (
@@ -479,7 +485,7 @@ def diagnose_resume(
             f"{named} was lost with the connection, and it stopped at the 204 with the text "
             "its cursor names"
         )
-        return "info", Diagnosis("connection boundary (lost in flight)", reason, rule), expected
+        return "info", Diagnosis(NOTES["in_flight"], reason, rule), expected
     return "pass", None, expected
 
 
